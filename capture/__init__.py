@@ -1,0 +1,1 @@
+"""Capture files in, per-connection TCP byte streams out (sans-IO reassembly)."""

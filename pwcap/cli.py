@@ -1,0 +1,35 @@
+"""The ``pwcap`` command: decode captures, show frames, run the analytics.
+
+Each sub-command lives in its own module exposing ``add_arguments(parser)`` and
+``run(args) -> int``; modules import their heavy dependencies (pyarrow, pyspark) inside
+``run`` so ``pwcap --help`` stays fast and a missing pyspark only matters to ``analyze``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+
+SUBCOMMANDS = {
+    "decode": ("pwcap.cli_decode", "decode captures into a Parquet dataset"),
+    "show": ("pwcap.cli_show", "print one line per frame, like a packet list"),
+    "analyze": ("pwcap.cli_analyze", "run the latency, permit and redelivery analytics"),
+}
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="pwcap", description=__doc__.splitlines()[0])
+    subparsers = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    modules = {}
+    for name, (module_name, help_text) in SUBCOMMANDS.items():
+        sub = subparsers.add_parser(name, help=help_text)
+        module = importlib.import_module(module_name)
+        module.add_arguments(sub)
+        modules[name] = module
+    args = parser.parse_args(argv)
+    return modules[args.command].run(args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
