@@ -1,0 +1,1 @@
+"""Protocol decoders (sans-IO) and the Parquet dataset they fill."""

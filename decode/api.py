@@ -1,0 +1,61 @@
+"""The contract between per-connection protocol decoders and the tables they fill.
+
+A decoder is created for one TCP connection once its protocol is known, is fed that
+connection's reassembled byte stream (exactly the :class:`pwcap.capture.events.StreamSink`
+calls, minus the connection argument) and emits rows into a :class:`RowSink`. It never
+opens files or sockets, so tests, the CLI and a Spark task drive it the same way.
+
+Rows are plain dicts keyed by the column names of :mod:`pwcap.decode.schema`; a column
+left out of a row is null. Timestamps in rows are integer microseconds since the epoch.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from pwcap.capture.events import Connection, Direction
+
+Row = dict[str, Any]
+
+
+class RowSink(Protocol):
+    """Where decoders put rows; the dataset writer and tests implement it."""
+
+    def frame(self, row: Row) -> None: ...
+
+    def message(self, row: Row) -> None: ...
+
+    def anomaly(self, row: Row) -> None: ...
+
+
+@dataclass(frozen=True, slots=True)
+class DecodeOptions:
+    """Settings shared by every decoder of one run."""
+
+    capture: str = ""  # the capture file's name, copied onto every row
+    max_frame_size: int = 5 * 1024 * 1024
+    payloads: bool = False  # write application payload bytes into `messages.payload`
+    max_decompressed_size: int = 64 * 1024 * 1024  # decompression-bomb guard, per entry
+
+
+class ConnectionDecoder(Protocol):
+    """One connection's protocol state machine."""
+
+    protocol: str  # the `protocol` column value: "pulsar" or "kafka07"
+
+    def on_data(self, direction: Direction, ts: int, offset: int, data: bytes) -> None: ...
+
+    def on_gap(self, direction: Direction, ts: int, offset: int, size: int) -> None: ...
+
+    def on_close(self, ts: int) -> None:
+        """End of stream: report frames left incomplete as anomalies."""
+
+    def connection_fields(self) -> Row:
+        """Columns of the `connections` row this decoder learned (versions, auth method...)."""
+
+
+class DecoderFactory(Protocol):
+    def __call__(
+        self, conn: Connection, sink: RowSink, options: DecodeOptions
+    ) -> ConnectionDecoder: ...

@@ -1,0 +1,207 @@
+"""Every column of every table pwcap writes: its name, Arrow type and meaning.
+
+This module is the single place the dataset is documented; ``docs/schema.md`` is
+generated from it (``python -m pwcap.decode.schema > docs/schema.md``) and a test keeps
+the two equal. Column names are a public contract that dashboards and the Spark jobs
+rely on: add columns freely, never rename or repurpose one.
+
+Conventions: timestamps are capture timestamps, UTC, microseconds. Ids are int64 (Spark
+has no unsigned 64-bit type; Pulsar ids never reach 2**63 in practice). Every row carries
+``capture`` and ``conn_id`` so tables join on ``conn_id``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import pyarrow as pa
+
+TS = pa.timestamp("us", tz="UTC")
+STR = pa.string()
+I32 = pa.int32()
+I64 = pa.int64()
+BOOL = pa.bool_()
+
+
+@dataclass(frozen=True, slots=True)
+class Column:
+    name: str
+    type: pa.DataType
+    doc: str
+
+
+def _common(what: str) -> list[Column]:
+    return [
+        Column("ts", TS, f"capture time of the last byte of the {what}"),
+        Column("capture", STR, "file name of the capture the row came from"),
+        Column("conn_id", I64, "connection id, unique per connection and stable across runs"),
+        Column("direction", STR, "`c2b` (client to broker) or `b2c` (broker to client)"),
+        Column("protocol", STR, "`pulsar` or `kafka07`"),
+    ]
+
+
+FRAMES: list[Column] = [
+    *_common("frame"),
+    Column("ts_first", TS, "capture time of the first byte of the frame"),
+    Column("stream_offset", I64, "offset of the frame's first byte in its direction's stream"),
+    Column(
+        "command",
+        STR,
+        "command name as the protocol spells it (`SEND`, `FLOW`, `FETCH`...); "
+        "null when the type number is unknown",
+    ),
+    Column("command_type", I32, "the command's type number on the wire"),
+    Column("frame_size", I32, "bytes of the whole frame on the wire, including its length prefix"),
+    Column("payload_size", I32, "bytes after the command: metadata + payload, or message set"),
+    Column("request_id", I64, "request id (Pulsar) the command carries"),
+    Column("producer_id", I64, "producer id"),
+    Column("consumer_id", I64, "consumer id"),
+    Column("sequence_id", I64, "producer sequence id (SEND, SEND_RECEIPT, SEND_ERROR)"),
+    Column("highest_sequence_id", I64, "highest sequence id of a batch send or receipt"),
+    Column("ledger_id", I64, "ledger id of the message id the command carries"),
+    Column("entry_id", I64, "entry id of the message id the command carries"),
+    Column("partition", I32, "partition of the message id (Pulsar) or of the request (Kafka)"),
+    Column("batch_index", I32, "batch index of the message id, -1 or null when not a batch"),
+    Column("num_message_ids", I32, "message ids listed (ACK, REDELIVER_UNACKNOWLEDGED_MESSAGES)"),
+    Column("permits", I64, "permits granted by a FLOW"),
+    Column("redelivery_count", I32, "redelivery count of a MESSAGE"),
+    Column("num_messages", I32, "messages in the entry (SEND, MESSAGE) or message set"),
+    Column("topic", STR, "topic the command concerns, from the command or connection state"),
+    Column("subscription", STR, "subscription, from SUBSCRIBE state for consumer commands"),
+    Column("sub_type", STR, "subscription type (Exclusive, Shared, Failover, Key_Shared)"),
+    Column("producer_name", STR, "producer name, from PRODUCER / PRODUCER_SUCCESS state"),
+    Column("consumer_name", STR, "consumer name, from SUBSCRIBE state"),
+    Column("ack_type", STR, "`Individual` or `Cumulative` for ACK"),
+    Column("validation_error", STR, "ACK validation error name, when the client set one"),
+    Column("error_code", STR, "error name (ServerError for Pulsar, error code name for Kafka)"),
+    Column("error_message", STR, "error text sent with an error"),
+    Column("answers", STR, "for a response: the command name of the request it answers"),
+    Column("request_ts", TS, "for a response: capture time of the request it answers"),
+    Column("checksum_ok", BOOL, "payload checksum verified (null when the frame has none)"),
+    Column("compression", STR, "payload compression (NONE, LZ4, ZLIB, ZSTD, SNAPPY, GZIP)"),
+    Column("broker_timestamp", TS, "broker entry metadata timestamp (MESSAGE)"),
+    Column("broker_index", I64, "broker entry metadata index (MESSAGE)"),
+    Column("txnid_most_bits", I64, "transaction id, most significant bits"),
+    Column("txnid_least_bits", I64, "transaction id, least significant bits"),
+    Column("offset", I64, "Kafka 0.7 log byte offset of a request"),
+    Column("max_size", I32, "Kafka 0.7 FETCH maximum bytes"),
+    Column("info", STR, "short human summary of the frame's other fields"),
+]
+
+MESSAGES: list[Column] = [
+    *_common("frame that carried the message"),
+    Column("stream_offset", I64, "offset of the carrying frame in its direction's stream"),
+    Column("command", STR, "carrying command (`SEND`, `MESSAGE`, `PRODUCE`, `FETCH`...)"),
+    Column("topic", STR, "topic"),
+    Column("subscription", STR, "subscription the message was delivered on (MESSAGE)"),
+    Column("consumer_id", I64, "consumer the message was delivered to (MESSAGE)"),
+    Column("consumer_name", STR, "name of that consumer"),
+    Column("producer_id", I64, "producer id on the sending connection (SEND)"),
+    Column("producer_name", STR, "producer name from the message metadata"),
+    Column("sequence_id", I64, "sequence id of this message (batch members get their own)"),
+    Column("publish_time", TS, "publish time from the message metadata"),
+    Column("event_time", TS, "event time set by the application, null when unset"),
+    Column("key", STR, "partition key"),
+    Column("ordering_key", pa.binary(), "ordering key bytes, when set"),
+    Column("properties", pa.map_(STR, STR), "message properties"),
+    Column("compression", STR, "compression of the entry the message came in"),
+    Column("batch_index", I32, "position in its batch; null for a message sent alone"),
+    Column("batch_size", I32, "messages in the entry"),
+    Column("ledger_id", I64, "ledger id of the entry (MESSAGE, or SEND_RECEIPT matched later)"),
+    Column("entry_id", I64, "entry id of the entry"),
+    Column("partition", I32, "partition of the message id (Pulsar) or of the Kafka request"),
+    Column("offset", I64, "Kafka 0.7 log byte offset of the message"),
+    Column("redelivery_count", I32, "redelivery count the broker sent with it (MESSAGE)"),
+    Column("payload_size", I32, "bytes of the application payload after decompression"),
+    Column("payload_sha256", STR, "hex SHA-256 of the application payload"),
+    Column("payload", pa.binary(), "the application payload (only with `--payloads`)"),
+    Column("checksum_ok", BOOL, "entry checksum (Pulsar CRC32-C, Kafka CRC32) verified"),
+    Column("magic", I32, "Kafka 0.7 message magic byte"),
+    Column("encrypted", BOOL, "payload is encrypted (not decrypted; digest is of ciphertext)"),
+    Column("null_value", BOOL, "the message has a null value"),
+    Column("chunk_id", I32, "chunk number of a chunked message"),
+    Column("num_chunks", I32, "chunks the chunked message was split into"),
+    Column("total_chunk_size", I32, "size of the whole chunked message"),
+    Column("uuid", STR, "chunked message uuid"),
+    Column(
+        "chunked_sha256",
+        STR,
+        "on the last chunk: hex SHA-256 of the reassembled message, when every chunk was seen",
+    ),
+    Column("broker_timestamp", TS, "broker entry metadata timestamp"),
+    Column("broker_index", I64, "broker entry metadata index"),
+    Column("replicated_from", STR, "source cluster of a replicated message"),
+]
+
+CONNECTIONS: list[Column] = [
+    Column("conn_id", I64, "connection id"),
+    Column("capture", STR, "file name of the capture"),
+    Column("protocol", STR, "`pulsar`, `kafka07`, `tls` (encrypted, not decoded) or `unknown`"),
+    Column("client_ip", STR, "client address"),
+    Column("client_port", I32, "client port"),
+    Column("server_ip", STR, "broker address"),
+    Column("server_port", I32, "broker port"),
+    Column(
+        "client_by", STR, "how the client side was decided: `syn`, `port`, `content`, `first_seen`"
+    ),
+    Column("client_version", STR, "client version string from CONNECT"),
+    Column("server_version", STR, "server version string from CONNECTED"),
+    Column("protocol_version", I32, "protocol version agreed in CONNECT / CONNECTED"),
+    Column("auth_method", STR, "authentication method name; never the credential"),
+    Column("auth_data_size", I32, "bytes of auth data the client sent (the data is never kept)"),
+    Column("first_ts", TS, "first packet of the connection"),
+    Column("last_ts", TS, "last packet of the connection"),
+    Column("bytes_c2b", I64, "stream bytes captured client to broker"),
+    Column("bytes_b2c", I64, "stream bytes captured broker to client"),
+    Column("frames_c2b", I64, "frames decoded client to broker"),
+    Column("frames_b2c", I64, "frames decoded broker to client"),
+    Column("gaps", I32, "gaps (missing byte ranges) in the streams"),
+    Column("gap_bytes", I64, "bytes missing from the streams"),
+    Column("anomalies", I32, "anomaly rows for this connection"),
+    Column("close_reason", STR, "`fin`, `rst`, `reused` or `end_of_capture`"),
+]
+
+ANOMALIES: list[Column] = [
+    *_common("stream position where the anomaly was found"),
+    Column(
+        "kind",
+        STR,
+        "what went wrong: `gap`, `resync`, `bad_checksum`, `bad_magic`, "
+        "`truncated_frame`, `oversize_frame`, `bad_protobuf`, `decompression_failed`, "
+        "`unknown_command`, `protocol_violation`, `unmatched_response`, "
+        "`truncated_capture`, ...",
+    ),
+    Column("stream_offset", I64, "offset in the direction's stream (null if not stream-bound)"),
+    Column("size", I64, "bytes concerned (missing, skipped, or the frame's size)"),
+    Column("command", STR, "command of the frame concerned, when known"),
+    Column("detail", STR, "human explanation"),
+]
+
+TABLES: dict[str, list[Column]] = {
+    "frames": FRAMES,
+    "messages": MESSAGES,
+    "connections": CONNECTIONS,
+    "anomalies": ANOMALIES,
+}
+
+
+def arrow_schema(table: str) -> pa.Schema:
+    return pa.schema([pa.field(c.name, c.type) for c in TABLES[table]])
+
+
+def markdown() -> str:
+    """The dataset reference, as ``docs/schema.md`` holds it."""
+    lines = [
+        "# pwcap dataset columns",
+        "",
+        "Generated from `decode/schema.py` by `python -m pwcap.decode.schema`; do not edit.",
+        "Timestamps are capture timestamps, UTC, microseconds.",
+    ]
+    for table, columns in TABLES.items():
+        lines += ["", f"## {table}", "", "| column | type | meaning |", "|---|---|---|"]
+        lines += [f"| `{c.name}` | {c.type} | {c.doc} |" for c in columns]
+    return "\n".join(lines) + "\n"
+
+
+if __name__ == "__main__":
+    print(markdown(), end="")
