@@ -1,0 +1,65 @@
+"""Reassembly of chunked messages, with a bound on the bytes held for incomplete ones.
+
+A producer splits a message too large for one entry into ``num_chunks_from_msg`` entries
+sharing a ``uuid``; each chunk is its own SEND (and MESSAGE). The chunks of one message
+travel in order on one connection, so only the next expected chunk is accepted: a
+missing one makes the message unrecoverable and it is dropped.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Hashable
+
+
+class _Pending:
+    __slots__ = ("next_id", "parts", "size")
+
+    def __init__(self) -> None:
+        self.next_id = 0
+        self.parts: list[bytes] = []
+        self.size = 0
+
+
+class ChunkAssembler:
+    """Collects chunk payloads per message until the last one arrives."""
+
+    def __init__(self, max_bytes: int) -> None:
+        self._max_bytes = max_bytes
+        self._held = 0
+        self._pending: dict[Hashable, _Pending] = {}
+        self.dropped = 0  # incomplete messages given up (out of order or evicted)
+
+    def add(self, key: Hashable, chunk_id: int, num_chunks: int, data: bytes) -> bytes | None:
+        """Take one chunk; return the whole message when this chunk completes it."""
+        pending = self._pending.get(key)
+        if chunk_id == 0:
+            if pending is not None:
+                self._forget(key, pending)
+            pending = _Pending()
+            self._pending[key] = pending
+        elif pending is None:
+            return None
+        if chunk_id != pending.next_id:
+            self._forget(key, pending)
+            return None
+        pending.parts.append(data)
+        pending.size += len(data)
+        pending.next_id += 1
+        self._held += len(data)
+        if pending.next_id >= num_chunks:
+            self._pending.pop(key)
+            self._held -= pending.size
+            return b"".join(pending.parts)
+        self._evict()
+        return None
+
+    def _forget(self, key: Hashable, pending: _Pending) -> None:
+        del self._pending[key]
+        self._held -= pending.size
+        self.dropped += 1
+
+    def _evict(self) -> None:
+        """Drop the oldest incomplete messages until the held bytes fit the bound."""
+        while self._held > self._max_bytes and self._pending:
+            key = next(iter(self._pending))
+            self._forget(key, self._pending[key])

@@ -1,0 +1,248 @@
+"""Every BaseCommand type: its name, who sends it, how it pairs, and its row columns.
+
+The per-command column extractors are built once, at import, from the protobuf
+descriptors: a field whose name means a `frames` column (``request_id``, ``consumer_id``,
+``messagePermits``, ``message_id``...) is copied into that column, whatever command it
+sits in. The semantic table below (sender and pairing role) is written out by hand for
+every type of the current protocol, and a test checks it covers the whole enum.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from google.protobuf.descriptor import Descriptor, FieldDescriptor
+from pwcap.decode.pulsar._pb.pulsar_api_pb2 import AuthData, BaseCommand, MessageIdData
+
+I63 = (1 << 63) - 1
+U64 = 1 << 64
+
+CLIENT, BROKER, EITHER = "client", "broker", "either"
+
+# Pairing roles (see state.py): a request and the response that answers it.
+REQUEST = "request"  # carries request_id; answered by a RESPONSE with the same id
+RESPONSE = "response"
+SEND = "send"  # answered by SEND_RECEIPT / SEND_ERROR with the same producer and sequence
+RECEIPT = "receipt"
+ACK = "ack"  # a request when it carries request_id; answered by ACK_RESPONSE
+ACK_RESPONSE = "ack_response"
+PING = "ping"  # answered in order by the other side's next PONG
+PONG = "pong"
+CONNECT = "connect"  # answered in order by CONNECTED (or ERROR)
+CONNECTED = "connected"
+CHALLENGE = "challenge"  # AUTH_CHALLENGE answered in order by AUTH_RESPONSE
+CHALLENGE_REPLY = "challenge_reply"
+
+# name: (sender, pairing role or None)
+SEMANTICS: dict[str, tuple[str, str | None]] = {
+    "CONNECT": (CLIENT, CONNECT),
+    "CONNECTED": (BROKER, CONNECTED),
+    "SUBSCRIBE": (CLIENT, REQUEST),
+    "PRODUCER": (CLIENT, REQUEST),
+    "SEND": (CLIENT, SEND),
+    "SEND_RECEIPT": (BROKER, RECEIPT),
+    "SEND_ERROR": (BROKER, RECEIPT),
+    "MESSAGE": (BROKER, None),
+    "ACK": (CLIENT, ACK),
+    "FLOW": (CLIENT, None),
+    "UNSUBSCRIBE": (CLIENT, REQUEST),
+    "SUCCESS": (BROKER, RESPONSE),
+    "ERROR": (BROKER, RESPONSE),
+    "CLOSE_PRODUCER": (EITHER, REQUEST),
+    "CLOSE_CONSUMER": (EITHER, REQUEST),
+    "PRODUCER_SUCCESS": (BROKER, RESPONSE),
+    "PING": (EITHER, PING),
+    "PONG": (EITHER, PONG),
+    "REDELIVER_UNACKNOWLEDGED_MESSAGES": (CLIENT, None),
+    "PARTITIONED_METADATA": (CLIENT, REQUEST),
+    "PARTITIONED_METADATA_RESPONSE": (BROKER, RESPONSE),
+    "LOOKUP": (CLIENT, REQUEST),
+    "LOOKUP_RESPONSE": (BROKER, RESPONSE),
+    "CONSUMER_STATS": (CLIENT, REQUEST),
+    "CONSUMER_STATS_RESPONSE": (BROKER, RESPONSE),
+    "REACHED_END_OF_TOPIC": (BROKER, None),
+    "SEEK": (CLIENT, REQUEST),
+    "GET_LAST_MESSAGE_ID": (CLIENT, REQUEST),
+    "GET_LAST_MESSAGE_ID_RESPONSE": (BROKER, RESPONSE),
+    "ACTIVE_CONSUMER_CHANGE": (BROKER, None),
+    "GET_TOPICS_OF_NAMESPACE": (CLIENT, REQUEST),
+    "GET_TOPICS_OF_NAMESPACE_RESPONSE": (BROKER, RESPONSE),
+    "GET_SCHEMA": (CLIENT, REQUEST),
+    "GET_SCHEMA_RESPONSE": (BROKER, RESPONSE),
+    "AUTH_CHALLENGE": (BROKER, CHALLENGE),
+    "AUTH_RESPONSE": (CLIENT, CHALLENGE_REPLY),
+    "ACK_RESPONSE": (BROKER, ACK_RESPONSE),
+    "GET_OR_CREATE_SCHEMA": (CLIENT, REQUEST),
+    "GET_OR_CREATE_SCHEMA_RESPONSE": (BROKER, RESPONSE),
+    "NEW_TXN": (CLIENT, REQUEST),
+    "NEW_TXN_RESPONSE": (BROKER, RESPONSE),
+    "ADD_PARTITION_TO_TXN": (CLIENT, REQUEST),
+    "ADD_PARTITION_TO_TXN_RESPONSE": (BROKER, RESPONSE),
+    "ADD_SUBSCRIPTION_TO_TXN": (CLIENT, REQUEST),
+    "ADD_SUBSCRIPTION_TO_TXN_RESPONSE": (BROKER, RESPONSE),
+    "END_TXN": (CLIENT, REQUEST),
+    "END_TXN_RESPONSE": (BROKER, RESPONSE),
+    "END_TXN_ON_PARTITION": (CLIENT, REQUEST),
+    "END_TXN_ON_PARTITION_RESPONSE": (BROKER, RESPONSE),
+    "END_TXN_ON_SUBSCRIPTION": (CLIENT, REQUEST),
+    "END_TXN_ON_SUBSCRIPTION_RESPONSE": (BROKER, RESPONSE),
+    "TC_CLIENT_CONNECT_REQUEST": (CLIENT, REQUEST),
+    "TC_CLIENT_CONNECT_RESPONSE": (BROKER, RESPONSE),
+    "WATCH_TOPIC_LIST": (CLIENT, REQUEST),
+    "WATCH_TOPIC_LIST_SUCCESS": (BROKER, RESPONSE),
+    "WATCH_TOPIC_UPDATE": (BROKER, None),
+    "WATCH_TOPIC_LIST_CLOSE": (CLIENT, REQUEST),
+    "TOPIC_MIGRATED": (BROKER, None),
+    "SCALABLE_TOPIC_LOOKUP": (CLIENT, None),
+    "SCALABLE_TOPIC_UPDATE": (BROKER, None),
+    "SCALABLE_TOPIC_CLOSE": (CLIENT, None),
+    "SCALABLE_TOPIC_SUBSCRIBE": (CLIENT, REQUEST),
+    "SCALABLE_TOPIC_SUBSCRIBE_RESPONSE": (BROKER, RESPONSE),
+    "SCALABLE_TOPIC_ASSIGNMENT_UPDATE": (BROKER, None),
+    "WATCH_SCALABLE_TOPICS": (CLIENT, None),
+    "WATCH_SCALABLE_TOPICS_UPDATE": (BROKER, None),
+    "WATCH_SCALABLE_TOPICS_CLOSE": (CLIENT, None),
+    "WATCH_TC_ASSIGNMENTS": (CLIENT, None),
+    "WATCH_TC_ASSIGNMENTS_UPDATE": (BROKER, None),
+    "WATCH_TC_ASSIGNMENTS_CLOSE": (CLIENT, None),
+}
+
+PAYLOAD_COMMANDS = frozenset({"SEND", "MESSAGE"})
+
+# Proto field name -> frames column, for scalar fields copied as they are.
+_PLAIN_COLUMNS = {
+    "request_id": "request_id",
+    "producer_id": "producer_id",
+    "consumer_id": "consumer_id",
+    "sequence_id": "sequence_id",
+    "highest_sequence_id": "highest_sequence_id",
+    "messagePermits": "permits",
+    "redelivery_count": "redelivery_count",
+    "num_messages": "num_messages",
+    "txnid_most_bits": "txnid_most_bits",
+    "txnid_least_bits": "txnid_least_bits",
+    "topic": "topic",
+    "subscription": "subscription",
+    "producer_name": "producer_name",
+    "producerName": "producer_name",
+    "consumer_name": "consumer_name",
+    "consumerName": "consumer_name",
+    "message": "error_message",
+    "error_message": "error_message",
+}
+# Proto field name -> frames column, for enum fields written as the value's name.
+_ENUM_COLUMNS = {
+    "error": "error_code",
+    "error_code": "error_code",
+    "subType": "sub_type",
+    "ack_type": "ack_type",
+    "validation_error": "validation_error",
+}
+# Message-id fields whose ledger / entry / partition / batch index become columns.
+_MESSAGE_ID_FIELDS = ("message_id", "last_message_id", "message_ids")
+# Never copied anywhere, not even into `info`: credentials and proxied credentials.
+SECRET_FIELDS = frozenset({"auth_data", "original_auth_data"})
+
+
+def is_secret(fd: FieldDescriptor) -> bool:
+    """Credential fields: by name, or any AuthData (AUTH_CHALLENGE / AUTH_RESPONSE)."""
+    return fd.name in SECRET_FIELDS or fd.message_type is AuthData.DESCRIPTOR
+
+
+def to_signed(value: int) -> int:
+    """A uint64 as the int64 with the same bits (Spark has no unsigned 64-bit type)."""
+    return value - U64 if value > I63 else value
+
+
+def message_id_columns(row: dict[str, Any], mid: MessageIdData) -> None:
+    row["ledger_id"] = to_signed(mid.ledgerId)
+    row["entry_id"] = to_signed(mid.entryId)
+    if mid.HasField("partition"):
+        row["partition"] = mid.partition
+    if mid.HasField("batch_index"):
+        row["batch_index"] = mid.batch_index
+
+
+Extractor = Callable[[Any, dict[str, Any]], None]
+
+
+@dataclass(frozen=True, slots=True)
+class CommandSpec:
+    """What the decoder needs to know about one command type."""
+
+    type: int
+    name: str
+    field: str  # the BaseCommand field holding this command
+    sender: str
+    role: str | None
+    required: tuple[tuple[str, str, bool], ...]  # (column, field, is uint64)
+    optional: tuple[tuple[str, str, bool], ...]
+    enums: tuple[tuple[str, str, dict[int, str]], ...]  # (column, field, value names)
+    message_ids: tuple[tuple[str, bool], ...]  # (field, repeated)
+    info_fields: tuple[FieldDescriptor, ...]  # fields summarised in `info`
+
+    def extract(self, sub: Any, row: dict[str, Any]) -> None:
+        """Copy the command's column-worthy fields into ``row``."""
+        for column, name, unsigned in self.required:
+            value = getattr(sub, name)
+            if unsigned and value > I63:
+                value -= U64
+            row[column] = value
+        for column, name, unsigned in self.optional:
+            if sub.HasField(name):
+                value = getattr(sub, name)
+                if unsigned and value > I63:
+                    value -= U64
+                row[column] = value
+        for column, name, names in self.enums:
+            if sub.HasField(name):
+                value = getattr(sub, name)
+                row[column] = names.get(value, str(value))
+        for name, repeated in self.message_ids:
+            if repeated:
+                ids = getattr(sub, name)
+                row["num_message_ids"] = len(ids)
+                if ids:
+                    message_id_columns(row, ids[0])
+            elif sub.HasField(name):
+                message_id_columns(row, getattr(sub, name))
+
+
+def _build(type_number: int, name: str) -> CommandSpec:
+    field = BaseCommand.DESCRIPTOR.fields_by_number[type_number]
+    descriptor: Descriptor = field.message_type
+    sender, role = SEMANTICS[name]
+    required, optional, enums, message_ids, info = [], [], [], [], []
+    for fd in descriptor.fields:
+        repeated = fd.is_repeated
+        if fd.name in _MESSAGE_ID_FIELDS and fd.message_type is MessageIdData.DESCRIPTOR:
+            message_ids.append((fd.name, repeated))
+        elif fd.name in _ENUM_COLUMNS and fd.type == FieldDescriptor.TYPE_ENUM and not repeated:
+            names = {v.number: v.name for v in fd.enum_type.values}
+            enums.append((_ENUM_COLUMNS[fd.name], fd.name, names))
+        elif fd.name in _PLAIN_COLUMNS and not repeated and fd.message_type is None:
+            unsigned = fd.type == FieldDescriptor.TYPE_UINT64
+            entry = (_PLAIN_COLUMNS[fd.name], fd.name, unsigned)
+            (required if fd.is_required else optional).append(entry)
+        elif not is_secret(fd):
+            info.append(fd)
+    return CommandSpec(
+        type=type_number,
+        name=name,
+        field=field.name,
+        sender=sender,
+        role=role,
+        required=tuple(required),
+        optional=tuple(optional),
+        enums=tuple(enums),
+        message_ids=tuple(message_ids),
+        info_fields=tuple(info),
+    )
+
+
+SPECS: dict[int, CommandSpec] = {
+    value.number: _build(value.number, value.name) for value in BaseCommand.Type.DESCRIPTOR.values
+}
+SPECS_BY_NAME: dict[str, CommandSpec] = {spec.name: spec for spec in SPECS.values()}

@@ -1,0 +1,306 @@
+"""PulsarDecoder: one connection's Pulsar conversation into `frames`, `messages` and
+`anomalies` rows (the :class:`pwcap.decode.api.ConnectionDecoder` contract)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from google.protobuf.message import DecodeError
+from pwcap.capture.events import ClientBy, Connection, Direction
+from pwcap.decode.api import DecodeOptions, Row, RowSink
+from pwcap.decode.pulsar import commands as c
+from pwcap.decode.pulsar._pb.pulsar_api_pb2 import AuthMethod, BaseCommand
+from pwcap.decode.pulsar.framing import FrameStream
+from pwcap.decode.pulsar.info import summarize
+from pwcap.decode.pulsar.messages import EntryDecoder
+from pwcap.decode.pulsar.sniff import looks_like_command
+from pwcap.decode.pulsar.state import ConnectionState
+
+_LABELS = ("c2b", "b2c")
+_parse_command = BaseCommand.FromString
+
+
+class _Side:
+    """One direction of the conversation; ``label`` is 0 (c2b) or 1 (b2c)."""
+
+    __slots__ = ("frames", "label", "stream")
+
+    def __init__(self, label: int) -> None:
+        self.label = label
+        self.frames = 0
+        self.stream: FrameStream
+
+
+class PulsarDecoder:
+    """Sans-IO decoder of one TCP connection carrying the Pulsar binary protocol.
+
+    Directions follow the capture's :class:`Direction` until the content proves the
+    roles reversed (the first command with a definite sender comes from the wrong side,
+    possible only when reassembly did not see the SYN): the decoder then calls
+    ``conn.swap_roles()`` once and swaps its two stream states with it, so that the
+    capture layer, which labels later bytes relative to the new roles, and the decoder
+    agree again.
+    """
+
+    protocol = "pulsar"
+
+    def __init__(self, conn: Connection, sink: RowSink, options: DecodeOptions) -> None:
+        self._conn = conn
+        self._sink = sink
+        self._capture = options.capture
+        self._conn_id = conn.conn_id
+        in_sync = conn.client_by == ClientBy.SYN
+        self._roles_settled = in_sync
+        self._state = ConnectionState(complete=in_sync)
+        self._entries = EntryDecoder(sink, options, self._frame_anomaly)
+        self._fields: Row = {}
+        self.anomalies = 0
+        self._sides = [_Side(0), _Side(1)]
+        for side in self._sides:
+            side.stream = FrameStream(
+                self._frame_handler(side),
+                self._stream_anomaly(side),
+                looks_like_command,
+                options.max_frame_size,
+                in_sync,
+            )
+
+    # -- ConnectionDecoder ---------------------------------------------------------------
+
+    def on_data(self, direction: Direction, ts: int, offset: int, data: bytes) -> None:
+        self._sides[direction].stream.feed(ts, offset, data)
+
+    def on_gap(self, direction: Direction, ts: int, offset: int, size: int) -> None:
+        self._state.lose_sync()
+        self._sides[direction].stream.on_gap(ts, offset, size)
+
+    def on_close(self, ts: int) -> None:
+        for side in self._sides:
+            side.stream.on_close(ts)
+
+    def connection_fields(self) -> Row:
+        fields = dict(self._fields)
+        fields["frames_c2b"] = self._sides[0].frames
+        fields["frames_b2c"] = self._sides[1].frames
+        return fields
+
+    # -- frames --------------------------------------------------------------------------
+
+    def _frame_handler(self, side: _Side) -> Any:
+        def on_frame(
+            buf: bytes, start: int, end: int, size: int, offset: int, ts_first: int, ts: int
+        ) -> None:
+            try:
+                self._frame(side, buf, start, end, size, offset, ts_first, ts)
+            except Exception as exc:  # a frame may be damaged in any way: never stop
+                self._emit_anomaly(
+                    side.label, ts, offset, end - start, None, "decode_error", repr(exc)
+                )
+
+        return on_frame
+
+    def _frame(
+        self,
+        side: _Side,
+        buf: bytes,
+        start: int,
+        end: int,
+        size: int,
+        offset: int,
+        ts_first: int,
+        ts: int,
+    ) -> None:
+        command_end = start + 8 + size
+        try:
+            command = _parse_command(buf[start + 8 : command_end])
+        except DecodeError as exc:
+            self._emit_anomaly(side.label, ts, offset, end - start, None, "bad_protobuf", str(exc))
+            return
+        type_number = command.type
+        spec = c.SPECS.get(type_number)
+        if spec is None or (type_number == 2 and not command.HasField("type")):
+            self._unknown(side, buf, start, end, offset, ts_first, ts)
+            return
+        if not self._roles_settled and spec.sender != c.EITHER:
+            self._settle_roles(side, spec.sender)
+        label = side.label
+        side.frames += 1
+        row = {
+            "ts": ts,
+            "capture": self._capture,
+            "conn_id": self._conn_id,
+            "direction": _LABELS[label],
+            "protocol": "pulsar",
+            "ts_first": ts_first,
+            "stream_offset": offset,
+            "command": spec.name,
+            "command_type": type_number,
+            "frame_size": end - start,
+        }
+        sub = getattr(command, spec.field)
+        spec.extract(sub, row)
+        if spec.info_fields:
+            info = summarize(sub, spec.info_fields)
+            if info is not None:
+                row["info"] = info
+        state = self._state
+        if spec.role is not None and not state.pair(spec.role, row, label) and state.complete:
+            self._frame_anomaly("unmatched_response", row, "no matching request was seen")
+        effect = _EFFECTS.get(spec.name)
+        if effect is not None:
+            effect(self, sub, row)
+        state.fill_names(row)
+        if command_end < end:
+            if spec.name in c.PAYLOAD_COMMANDS:
+                chunk_key = (label, row.get("producer_id"), row.get("consumer_id"))
+                self._entries.decode(row, buf, command_end, end, chunk_key)
+            else:
+                row["payload_size"] = end - command_end
+        if spec.name == "MESSAGE":
+            self._spend_permits(row)
+        self._sink.frame(row)
+
+    def _unknown(
+        self, side: _Side, buf: bytes, start: int, end: int, offset: int, ts_first: int, ts: int
+    ) -> None:
+        type_number = _raw_type(buf, start + 8)
+        side.frames += 1
+        row = {
+            "ts": ts,
+            "capture": self._capture,
+            "conn_id": self._conn_id,
+            "direction": _LABELS[side.label],
+            "protocol": "pulsar",
+            "ts_first": ts_first,
+            "stream_offset": offset,
+            "command": None,
+            "command_type": type_number,
+            "frame_size": end - start,
+        }
+        self._frame_anomaly("unknown_command", row, f"command type {type_number} is not known")
+        self._sink.frame(row)
+
+    def _settle_roles(self, side: _Side, sender: str) -> None:
+        """Swap client and server once if the first telling command came the wrong way."""
+        self._roles_settled = True
+        if (sender == c.CLIENT) == (side.label == 0):
+            return
+        self._conn.swap_roles()
+        first, second = self._sides
+        first.label, second.label = 1, 0
+        self._sides = [second, first]
+
+    # -- state effects of particular commands --------------------------------------------
+
+    def _on_connect(self, sub: Any, row: Row) -> None:
+        fields = self._fields
+        fields["client_version"] = sub.client_version
+        if sub.HasField("protocol_version"):
+            fields.setdefault("protocol_version", sub.protocol_version)
+        if sub.HasField("auth_method_name"):
+            fields["auth_method"] = sub.auth_method_name
+        elif sub.HasField("auth_method"):
+            method = AuthMethod.DESCRIPTOR.values_by_number.get(sub.auth_method)
+            fields["auth_method"] = method.name if method else str(sub.auth_method)
+        if sub.HasField("auth_data"):
+            fields["auth_data_size"] = len(sub.auth_data)
+
+    def _on_connected(self, sub: Any, row: Row) -> None:
+        self._fields["server_version"] = sub.server_version
+        if sub.HasField("protocol_version"):
+            self._fields["protocol_version"] = sub.protocol_version
+
+    def _on_producer(self, sub: Any, row: Row) -> None:
+        self._state.add_producer(row)
+
+    def _on_producer_success(self, sub: Any, row: Row) -> None:
+        # The broker-chosen name belongs to the producer of the PRODUCER request answered.
+        producer = self._state.producers.get(row.get("producer_id"))
+        if producer is not None:
+            producer.name = sub.producer_name
+
+    def _on_subscribe(self, sub: Any, row: Row) -> None:
+        self._state.add_consumer(row)
+
+    def _on_flow(self, sub: Any, row: Row) -> None:
+        self._state.grant(row["consumer_id"], row["permits"])
+
+    def _spend_permits(self, row: Row) -> None:
+        before = self._state.spend(row["consumer_id"], row.get("num_messages") or 1)
+        if before is not None and before <= 0:
+            self._frame_anomaly(
+                "protocol_violation",
+                row,
+                f"MESSAGE delivered with {before} permits left for consumer {row['consumer_id']}",
+            )
+
+    # -- anomalies -----------------------------------------------------------------------
+
+    def _frame_anomaly(self, kind: str, row: Row, detail: str) -> None:
+        self._emit_anomaly(
+            0 if row["direction"] == "c2b" else 1,
+            row["ts"],
+            row["stream_offset"],
+            row["frame_size"],
+            row["command"],
+            kind,
+            detail,
+        )
+
+    def _stream_anomaly(self, side: _Side) -> Any:
+        def report(kind: str, ts: int, offset: int, size: int, detail: str) -> None:
+            if kind == "resync":
+                self._state.lose_sync()
+            self._emit_anomaly(side.label, ts, offset, size, None, kind, detail)
+
+        return report
+
+    def _emit_anomaly(
+        self,
+        label: int,
+        ts: int,
+        offset: int | None,
+        size: int | None,
+        command: str | None,
+        kind: str,
+        detail: str,
+    ) -> None:
+        self.anomalies += 1
+        self._sink.anomaly(
+            {
+                "ts": ts,
+                "capture": self._capture,
+                "conn_id": self._conn_id,
+                "direction": _LABELS[label],
+                "protocol": "pulsar",
+                "kind": kind,
+                "stream_offset": offset,
+                "size": size,
+                "command": command,
+                "detail": detail,
+            }
+        )
+
+
+_EFFECTS = {
+    "CONNECT": PulsarDecoder._on_connect,
+    "CONNECTED": PulsarDecoder._on_connected,
+    "PRODUCER": PulsarDecoder._on_producer,
+    "SUBSCRIBE": PulsarDecoder._on_subscribe,
+    "FLOW": PulsarDecoder._on_flow,
+    "PRODUCER_SUCCESS": PulsarDecoder._on_producer_success,
+}
+
+
+def _raw_type(buf: bytes, pos: int) -> int | None:
+    """The type number of a command whose type the schema does not know (field 1)."""
+    if pos >= len(buf) or buf[pos] != 0x08:
+        return None
+    value = shift = 0
+    for i in range(pos + 1, min(pos + 11, len(buf))):
+        byte = buf[i]
+        value |= (byte & 0x7F) << shift
+        if byte < 0x80:
+            return value if value < 1 << 31 else None
+        shift += 7
+    return None

@@ -1,0 +1,32 @@
+"""Does a byte string look like Pulsar? Used for detection on any port and for resync."""
+
+from __future__ import annotations
+
+from google.protobuf.message import DecodeError
+from pwcap.decode.pulsar._pb.pulsar_api_pb2 import BaseCommand
+from pwcap.decode.pulsar.commands import SPECS
+from pwcap.decode.pulsar.framing import HEADER, MIN_COMMAND_SIZE
+
+
+def looks_like_command(buf: bytes, start: int, size: int) -> bool:
+    """``buf[start:start+size]`` decodes as a BaseCommand of a known type carrying it."""
+    try:
+        command = BaseCommand.FromString(buf[start : start + size])
+    except DecodeError:
+        return False
+    if not command.HasField("type"):
+        return False
+    spec = SPECS.get(command.type)
+    return spec is not None and command.HasField(spec.field)
+
+
+def sniff(data: bytes, max_frame_size: int = 5 * 1024 * 1024) -> bool:
+    """Does ``data`` start with a plausible Pulsar frame whose command decodes?"""
+    if len(data) < 8 + MIN_COMMAND_SIZE:
+        return False
+    total, command_size = HEADER.unpack_from(data, 0)
+    if total > max_frame_size or not MIN_COMMAND_SIZE <= command_size <= total - 4:
+        return False
+    if 8 + command_size > len(data):
+        return False
+    return looks_like_command(data, 8, command_size)

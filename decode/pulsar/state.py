@@ -1,0 +1,217 @@
+"""Per-connection protocol state: names behind ids, request/response pairing, permits.
+
+Pairing follows what the protocol guarantees, not what one client happens to do:
+request ids are unique per connection but not dense (a client shares one counter across
+all its connections), so a response is matched by its request id against the requests
+seen on this connection in the opposite direction, and the entry is removed on match.
+SEND pairs with its receipt by (producer id, sequence id), ACK with its ACK_RESPONSE by
+(consumer id, request id), and PING / CONNECT / AUTH_CHALLENGE with the other side's next
+PONG / CONNECTED / AUTH_RESPONSE in order.
+
+A response without its request is only an anomaly when the request could have been
+seen: the connection was captured from its SYN and nothing was lost since.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from typing import Any
+
+from pwcap.decode.pulsar import commands as c
+
+MAX_PENDING = 100_000  # outstanding requests kept per table before the oldest are dropped
+
+
+class Consumer:
+    __slots__ = ("name", "permits", "sub_type", "subscription", "topic")
+
+    def __init__(
+        self,
+        topic: str | None,
+        subscription: str | None,
+        name: str | None,
+        sub_type: str | None,
+        permits: int | None,
+    ) -> None:
+        self.topic = topic
+        self.subscription = subscription
+        self.name = name
+        self.sub_type = sub_type
+        self.permits = permits  # None while the balance is unknown
+
+
+class Producer:
+    __slots__ = ("name", "topic")
+
+    def __init__(self, topic: str | None, name: str | None) -> None:
+        self.topic = topic
+        self.name = name
+
+
+class Request:
+    """An outstanding request: what a matching response inherits."""
+
+    __slots__ = ("consumer_id", "name", "producer_id", "topic", "ts")
+
+    def __init__(self, row: dict[str, Any]) -> None:
+        self.name = row["command"]
+        self.ts = row["ts"]
+        self.topic = row.get("topic")
+        self.producer_id = row.get("producer_id")
+        self.consumer_id = row.get("consumer_id")
+
+
+class ConnectionState:
+    """Everything one connection's earlier frames tell about its later ones."""
+
+    def __init__(self, complete: bool) -> None:
+        self.producers: dict[int, Producer] = {}
+        self.consumers: dict[int, Consumer] = {}
+        self._requests: dict[tuple[int, int], Request] = {}  # (direction, request_id)
+        self._sends: dict[tuple[int, int], list[int]] = {}  # (producer_id, sequence_id)
+        self._acks: dict[tuple[int, int], int] = {}  # (consumer_id, request_id) -> ts
+        self._in_order: dict[tuple[str, int], deque[tuple[str, int]]] = {}
+        # True while every byte of both directions since the SYN has been decoded.
+        self.complete = complete
+
+    def lose_sync(self) -> None:
+        """Bytes went missing: pairings and permit balances can no longer be trusted."""
+        self.complete = False
+        for consumer in self.consumers.values():
+            consumer.permits = None
+
+    # -- names ---------------------------------------------------------------------------
+
+    def add_producer(self, row: dict[str, Any]) -> None:
+        self.producers[row["producer_id"]] = Producer(row.get("topic"), row.get("producer_name"))
+
+    def add_consumer(self, row: dict[str, Any]) -> None:
+        self.consumers[row["consumer_id"]] = Consumer(
+            row.get("topic"),
+            row.get("subscription"),
+            row.get("consumer_name"),
+            row.get("sub_type"),
+            0 if self.complete else None,
+        )
+
+    def fill_names(self, row: dict[str, Any]) -> None:
+        """Copy topic / subscription / names of the ids the row carries."""
+        producer_id = row.get("producer_id")
+        if producer_id is not None:
+            producer = self.producers.get(producer_id)
+            if producer is not None:
+                if producer.topic is not None:
+                    row.setdefault("topic", producer.topic)
+                if producer.name is not None:
+                    row.setdefault("producer_name", producer.name)
+        consumer_id = row.get("consumer_id")
+        if consumer_id is not None:
+            consumer = self.consumers.get(consumer_id)
+            if consumer is not None:
+                row.setdefault("topic", consumer.topic)
+                row.setdefault("subscription", consumer.subscription)
+                if consumer.name is not None:
+                    row.setdefault("consumer_name", consumer.name)
+                row.setdefault("sub_type", consumer.sub_type)
+
+    # -- permits -------------------------------------------------------------------------
+
+    def grant(self, consumer_id: int, permits: int) -> None:
+        consumer = self.consumers.get(consumer_id)
+        if consumer is not None and consumer.permits is not None:
+            consumer.permits += permits
+
+    def spend(self, consumer_id: int, messages: int) -> int | None:
+        """Charge a delivered entry; return the balance before it (None if unknown)."""
+        consumer = self.consumers.get(consumer_id)
+        if consumer is None or consumer.permits is None:
+            return None
+        before = consumer.permits
+        consumer.permits = before - messages
+        return before
+
+    # -- pairing -------------------------------------------------------------------------
+
+    def pair(self, role: str, row: dict[str, Any], direction: int) -> bool:
+        """Record a request or match a response; False for a response with no request."""
+        if role == c.REQUEST:
+            if direction == 0:
+                _put(self._requests, (0, row["request_id"]), Request(row), self)
+            return True
+        if role == c.RESPONSE:
+            return self._answer_request(row, direction)
+        if role == c.SEND:
+            key = (row["producer_id"], row["sequence_id"])
+            waiting = self._sends.get(key)
+            if waiting is None:
+                _put(self._sends, key, [row["ts"]], self)
+            else:
+                waiting.append(row["ts"])
+            return True
+        if role == c.RECEIPT:
+            key = (row["producer_id"], row["sequence_id"])
+            waiting = self._sends.get(key)
+            if waiting is None:
+                return False
+            row["answers"] = "SEND"
+            row["request_ts"] = waiting.pop(0)
+            if not waiting:
+                del self._sends[key]
+            return True
+        if role == c.ACK:
+            request_id = row.get("request_id")
+            if request_id is not None:
+                _put(self._acks, (row["consumer_id"], request_id), row["ts"], self)
+            return True
+        if role == c.ACK_RESPONSE:
+            request_id = row.get("request_id")
+            if request_id is None:
+                return True
+            ts = self._acks.pop((row["consumer_id"], request_id), None)
+            if ts is None:
+                return False
+            row["answers"] = "ACK"
+            row["request_ts"] = ts
+            return True
+        return self._pair_in_order(role, row, direction)
+
+    def _answer_request(self, row: dict[str, Any], direction: int) -> bool:
+        request = self._requests.pop((1 - direction, row["request_id"]), None)
+        if request is None:
+            # A broker refusing CONNECT answers with ERROR and no meaningful request id.
+            return row["command"] == "ERROR" and self._take_in_order(c.CONNECT, 1 - direction, row)
+        row["answers"] = request.name
+        row["request_ts"] = request.ts
+        if request.topic is not None:
+            row.setdefault("topic", request.topic)
+        if request.producer_id is not None:
+            row.setdefault("producer_id", request.producer_id)
+        if request.consumer_id is not None:
+            row.setdefault("consumer_id", request.consumer_id)
+        return True
+
+    def _pair_in_order(self, role: str, row: dict[str, Any], direction: int) -> bool:
+        if role in _IN_ORDER_REQUESTS:
+            queue = self._in_order.setdefault((role, direction), deque(maxlen=MAX_PENDING))
+            queue.append((row["command"], row["ts"]))
+            return True
+        return self._take_in_order(_IN_ORDER_RESPONSES[role], 1 - direction, row)
+
+    def _take_in_order(self, request_role: str, direction: int, row: dict[str, Any]) -> bool:
+        queue = self._in_order.get((request_role, direction))
+        if not queue:
+            return False
+        row["answers"], row["request_ts"] = queue.popleft()
+        return True
+
+
+_IN_ORDER_REQUESTS = frozenset({c.PING, c.CONNECT, c.CHALLENGE})
+_IN_ORDER_RESPONSES = {c.PONG: c.PING, c.CONNECTED: c.CONNECT, c.CHALLENGE_REPLY: c.CHALLENGE}
+
+
+def _put(table: dict, key: Any, value: Any, state: ConnectionState) -> None:
+    """Insert, dropping the oldest entry when the table is full (pairing then unreliable)."""
+    if len(table) >= MAX_PENDING:
+        del table[next(iter(table))]
+        state.complete = False
+    table[key] = value
