@@ -20,26 +20,15 @@ from pwcap.decode.pulsar.payload import Entry, PayloadError, parse_entry
 Row = dict[str, Any]
 AnomalyFn = Callable[[str, Row, str], None]  # kind, frame row, detail
 
-# Frame columns every message row of that frame repeats.
-_FROM_FRAME = (
-    "ts",
-    "capture",
-    "conn_id",
-    "direction",
-    "protocol",
-    "stream_offset",
-    "command",
-    "topic",
-    "subscription",
-    "consumer_id",
-    "consumer_name",
-    "producer_id",
-    "ledger_id",
-    "entry_id",
-    "partition",
-    "redelivery_count",
-)
 _sha256 = hashlib.sha256
+# MessageMetadata fields copied to message rows when set: (field, column, conversion).
+_OPTIONAL_METADATA: tuple[tuple[str, str, Callable[[Any], Any] | None], ...] = (
+    ("event_time", "event_time", lambda ms: ms * 1000 if ms else None),
+    ("partition_key", "key", None),
+    ("ordering_key", "ordering_key", None),
+    ("replicated_from", "replicated_from", None),
+    ("null_value", "null_value", lambda flag: flag or None),
+)
 
 
 class EntryDecoder:
@@ -84,27 +73,39 @@ class EntryDecoder:
 
     def _base_row(self, frame: Row, entry: Entry, count: int) -> Row:
         md = entry.metadata
-        row = {name: frame.get(name) for name in _FROM_FRAME}
-        row["producer_name"] = md.producer_name
-        row["sequence_id"] = md.sequence_id
-        row["publish_time"] = md.publish_time * 1000
-        row["compression"] = frame["compression"]
-        row["batch_size"] = count
-        row["checksum_ok"] = entry.checksum_ok
-        row["broker_timestamp"] = frame.get("broker_timestamp")
-        row["broker_index"] = entry.broker_index
-        if md.event_time:
-            row["event_time"] = md.event_time * 1000
-        if md.HasField("partition_key"):
-            row["key"] = md.partition_key
-        if md.HasField("ordering_key"):
-            row["ordering_key"] = md.ordering_key
+        get = frame.get
+        row = {
+            "ts": frame["ts"],
+            "capture": frame["capture"],
+            "conn_id": frame["conn_id"],
+            "direction": frame["direction"],
+            "protocol": "pulsar",
+            "stream_offset": frame["stream_offset"],
+            "command": frame["command"],
+            "topic": get("topic"),
+            "subscription": get("subscription"),
+            "consumer_id": get("consumer_id"),
+            "consumer_name": get("consumer_name"),
+            "producer_id": get("producer_id"),
+            "ledger_id": get("ledger_id"),
+            "entry_id": get("entry_id"),
+            "partition": get("partition"),
+            "redelivery_count": get("redelivery_count"),
+            "producer_name": md.producer_name,
+            "sequence_id": md.sequence_id,
+            "publish_time": md.publish_time * 1000,
+            "compression": frame["compression"],
+            "batch_size": count,
+            "checksum_ok": entry.checksum_ok,
+            "broker_timestamp": get("broker_timestamp"),
+            "broker_index": entry.broker_index,
+        }
+        for field, column, convert in _OPTIONAL_METADATA:
+            if md.HasField(field):
+                value = getattr(md, field)
+                row[column] = convert(value) if convert else value
         if md.properties:
             row["properties"] = [(p.key, p.value) for p in md.properties]
-        if md.HasField("replicated_from"):
-            row["replicated_from"] = md.replicated_from
-        if md.null_value:
-            row["null_value"] = True
         return row
 
     def _contents(self, frame: Row, base: Row, entry: Entry, count: int) -> None:
