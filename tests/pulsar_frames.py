@@ -116,3 +116,32 @@ def decoder(
     sink = RecordingSink()
     conn = connection(client_by)
     return PulsarDecoder(conn, sink, DecodeOptions(capture="test.pcap", **options)), sink, conn
+
+
+def sample_command(name: str) -> pb.BaseCommand:
+    """A BaseCommand of type ``name`` with every required field set (recursively)."""
+    base = pb.BaseCommand(type=pb.BaseCommand.Type.Value(name))
+    sub = getattr(base, SPECS_BY_NAME[name].field)
+    sub.SetInParent()
+    _fill_required(sub)
+    return base
+
+
+def _fill_required(message: Any) -> None:
+    for fd in message.DESCRIPTOR.fields:
+        if not fd.is_required:
+            continue
+        if fd.message_type is not None:
+            nested = getattr(message, fd.name)
+            nested.SetInParent()
+            _fill_required(nested)
+        elif fd.enum_type is not None:
+            setattr(message, fd.name, fd.enum_type.values[-1].number)
+        elif fd.type == fd.TYPE_STRING:
+            setattr(message, fd.name, f"{fd.name}-value")
+        elif fd.type == fd.TYPE_BYTES:
+            setattr(message, fd.name, b"\x01\x02")
+        elif fd.type == fd.TYPE_BOOL:
+            setattr(message, fd.name, True)
+        else:
+            setattr(message, fd.name, 7)

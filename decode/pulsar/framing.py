@@ -133,6 +133,7 @@ class FrameStream:
             total, command_size = unpack(data, pos)
             if total > max_frame or command_size < MIN_COMMAND_SIZE or command_size > total - 4:
                 self._bad_header(total, command_size, ts, offset + pos)
+                self._skipped += 1
                 pos += 1
                 continue
             end = pos + 4 + total
@@ -162,9 +163,15 @@ class FrameStream:
             self._chunk_ts = _ts_tail(chunk_ts, pos)
         else:
             self._chunk_ts = [(len(rest), ts)]
-        if len(rest) >= 8:
-            total, command_size = HEADER.unpack_from(rest, 0)
-            self._need = 8 + command_size if self._hunting else 4 + total
+        if self._hunting:
+            # A hunt keeps bytes only from a candidate on, or a tail too short to be one.
+            if len(rest) >= _CANDIDATE_LEN:
+                self._need = 8 + HEADER.unpack_from(rest, 0)[1]
+            else:
+                self._need = 0
+        elif len(rest) >= 4:
+            (total,) = SIZE.unpack_from(rest, 0)
+            self._need = 4 + total if total <= self._max_frame else 0
         else:
             self._need = 0
 

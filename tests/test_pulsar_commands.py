@@ -1,0 +1,179 @@
+"""Every BaseCommand type becomes a typed `frames` row; credentials never leave the decoder."""
+
+from __future__ import annotations
+
+import pytest
+from pwcap.capture.events import Direction
+from pwcap.decode.pulsar import commands
+from pwcap.decode.pulsar._pb import pulsar_api_pb2 as pb
+
+from tests.pulsar_frames import command, decoder, frame, sample_command
+
+ALL_TYPES = [(v.name, v.number) for v in pb.BaseCommand.Type.DESCRIPTOR.values]
+
+
+def test_the_command_table_covers_exactly_the_protocols_types():
+    assert set(commands.SEMANTICS) == {name for name, _ in ALL_TYPES}
+    assert {spec.type for spec in commands.SPECS.values()} == {n for _, n in ALL_TYPES}
+    assert len(ALL_TYPES) >= 70
+
+
+@pytest.mark.parametrize(("name", "number"), ALL_TYPES)
+def test_every_command_type_becomes_one_frame_row(name, number):
+    dec, sink, _ = decoder()
+    spec = commands.SPECS[number]
+    direction = Direction.B2C if spec.sender == commands.BROKER else Direction.C2B
+    wire = frame(sample_command(name))
+    dec.on_data(direction, 5_000_000, 0, wire)
+    dec.on_close(6_000_000)
+    [row] = sink.frames
+    assert row["command"] == name
+    assert row["command_type"] == number
+    assert row["frame_size"] == len(wire)
+    assert row["direction"] == ("b2c" if direction == Direction.B2C else "c2b")
+    assert row["ts"] == row["ts_first"] == 5_000_000
+    assert row["stream_offset"] == 0
+    # A lone response is unmatched: its request is missing from a capture that has the SYN.
+    unexpected = [a for a in sink.anomalies if a["kind"] != "unmatched_response"]
+    assert unexpected == []
+    if spec.role in (commands.RESPONSE, commands.RECEIPT, commands.PONG, commands.CONNECTED):
+        assert [a["kind"] for a in sink.anomalies] == ["unmatched_response"]
+
+
+def decode_one(cmd, direction=Direction.C2B):
+    dec, sink, _ = decoder()
+    dec.on_data(direction, 1, 0, frame(cmd))
+    [row] = sink.frames
+    return row
+
+
+def test_flow_carries_consumer_and_permits():
+    row = decode_one(command("FLOW", consumer_id=4, messagePermits=1000))
+    assert (row["consumer_id"], row["permits"]) == (4, 1000)
+
+
+def test_subscribe_columns():
+    row = decode_one(
+        command(
+            "SUBSCRIBE",
+            topic="persistent://a/b/c",
+            subscription="sub-1",
+            subType=pb.CommandSubscribe.Key_Shared,
+            consumer_id=2,
+            request_id=9,
+            consumer_name="cons",
+        )
+    )
+    assert row["topic"] == "persistent://a/b/c"
+    assert row["subscription"] == "sub-1"
+    assert row["sub_type"] == "Key_Shared"
+    assert (row["consumer_id"], row["request_id"], row["consumer_name"]) == (2, 9, "cons")
+
+
+def test_error_code_is_the_server_error_name():
+    row = decode_one(
+        command("ERROR", request_id=3, error=pb.TopicNotFound, message="no such topic"),
+        Direction.B2C,
+    )
+    assert row["error_code"] == "TopicNotFound"
+    assert row["error_message"] == "no such topic"
+
+
+def test_ack_columns_and_message_ids():
+    ids = [pb.MessageIdData(ledgerId=10, entryId=n) for n in (3, 4, 5)]
+    row = decode_one(
+        command(
+            "ACK",
+            consumer_id=1,
+            ack_type=pb.CommandAck.Cumulative,
+            message_id=ids,
+            validation_error=pb.CommandAck.ChecksumMismatch,
+        )
+    )
+    assert row["ack_type"] == "Cumulative"
+    assert row["validation_error"] == "ChecksumMismatch"
+    assert row["num_message_ids"] == 3
+    assert (row["ledger_id"], row["entry_id"]) == (10, 3)
+
+
+def test_message_id_fields_of_a_send_receipt():
+    row = decode_one(
+        command(
+            "SEND_RECEIPT",
+            producer_id=1,
+            sequence_id=8,
+            highest_sequence_id=12,
+            message_id={"ledgerId": 77, "entryId": 5, "partition": 2, "batch_index": 1},
+        ),
+        Direction.B2C,
+    )
+    assert (row["ledger_id"], row["entry_id"], row["partition"], row["batch_index"]) == (
+        77,
+        5,
+        2,
+        1,
+    )
+    assert (row["sequence_id"], row["highest_sequence_id"]) == (8, 12)
+
+
+def test_uint64_minus_one_request_id_becomes_minus_one():
+    # Brokers close producers with request id -1, sent as the uint64 2**64-1.
+    row = decode_one(command("CLOSE_PRODUCER", producer_id=1, request_id=2**64 - 1), Direction.B2C)
+    assert row["request_id"] == -1
+
+
+def test_info_summarises_fields_without_a_column():
+    row = decode_one(
+        command(
+            "LOOKUP_RESPONSE",
+            request_id=1,
+            response=pb.CommandLookupTopicResponse.Connect,
+            brokerServiceUrl="pulsar://b1:6650",
+        ),
+        Direction.B2C,
+    )
+    assert "Connect" in row["info"]
+    assert "pulsar://b1:6650" in row["info"]
+
+
+SECRET = b"s3cret-token-value"
+
+
+def all_text(sink, dec) -> str:
+    return repr(sink.frames) + repr(sink.anomalies) + repr(dec.connection_fields())
+
+
+def test_connect_auth_data_is_reduced_to_method_and_size():
+    dec, sink, _ = decoder()
+    connect = command(
+        "CONNECT",
+        client_version="Pulsar-CPP-v3.7",
+        protocol_version=21,
+        auth_method_name="token",
+        auth_data=SECRET,
+        original_auth_data=SECRET.decode(),
+    )
+    dec.on_data(Direction.C2B, 1, 0, frame(connect))
+    dec.on_data(
+        Direction.B2C, 2, 0, frame(command("CONNECTED", server_version="4.1", protocol_version=20))
+    )
+    fields = dec.connection_fields()
+    assert fields["auth_method"] == "token"
+    assert fields["auth_data_size"] == len(SECRET)
+    assert fields["client_version"] == "Pulsar-CPP-v3.7"
+    assert fields["server_version"] == "4.1"
+    assert fields["protocol_version"] == 20
+    assert "s3cret" not in all_text(sink, dec)
+
+
+def test_auth_challenge_and_response_data_never_appear():
+    dec, sink, _ = decoder()
+    challenge = command(
+        "AUTH_CHALLENGE", challenge={"auth_method_name": "token", "auth_data": SECRET}
+    )
+    response = command("AUTH_RESPONSE", response={"auth_method_name": "token", "auth_data": SECRET})
+    dec.on_data(Direction.B2C, 1, 0, frame(challenge))
+    dec.on_data(Direction.C2B, 2, 0, frame(response))
+    assert [r["command"] for r in sink.frames] == ["AUTH_CHALLENGE", "AUTH_RESPONSE"]
+    assert sink.frames[1]["answers"] == "AUTH_CHALLENGE"
+    assert "s3cret" not in all_text(sink, dec)

@@ -1,0 +1,169 @@
+"""Framing: frames split anywhere, oversize / truncated / unknown / garbage, gaps, sniffing."""
+
+from __future__ import annotations
+
+import struct
+
+from pwcap.capture.events import ClientBy, Direction
+from pwcap.decode.pulsar import sniff
+from pwcap.decode.pulsar._pb import pulsar_api_pb2 as pb
+from pwcap.decode.pulsar.framing import find_frame_start
+from pwcap.decode.pulsar.sniff import looks_like_command
+
+from tests.pulsar_frames import command, decoder, entry_bytes, frame
+
+
+def flows(n: int) -> list[bytes]:
+    return [frame(command("FLOW", consumer_id=1, messagePermits=i + 1)) for i in range(n)]
+
+
+def big_send() -> bytes:
+    md = pb.MessageMetadata(producer_name="p", sequence_id=0, publish_time=1)
+    return frame(command("SEND", producer_id=1, sequence_id=0), entry_bytes(md, b"B" * 200_000))
+
+
+def without_times(rows):
+    return [{k: v for k, v in r.items() if k not in ("ts", "ts_first")} for r in rows]
+
+
+def test_tiny_pieces_decode_like_one_call():
+    stream = b"".join([*flows(3), big_send(), *flows(2)])
+    whole_dec, whole, _ = decoder()
+    whole_dec.on_data(Direction.C2B, 1, 0, stream)
+    pieces_dec, pieces, _ = decoder()
+    for i, pos in enumerate(range(0, len(stream), 7)):
+        pieces_dec.on_data(Direction.C2B, 100 + i, pos, stream[pos : pos + 7])
+    assert without_times(pieces.frames) == without_times(whole.frames)
+    assert without_times(pieces.messages) == without_times(whole.messages)
+    assert pieces.anomalies == whole.anomalies == []
+    assert len(pieces.frames) == 6
+
+
+def test_frame_times_are_first_and_last_byte():
+    first, second = flows(2)
+    stream = first + second
+    dec, sink, _ = decoder()
+    dec.on_data(Direction.C2B, 10, 0, stream[:3])
+    dec.on_data(Direction.C2B, 20, 3, stream[3 : len(first) + 2])
+    dec.on_data(Direction.C2B, 30, len(first) + 2, stream[len(first) + 2 :])
+    assert [(r["ts_first"], r["ts"]) for r in sink.frames] == [(10, 20), (20, 30)]
+    assert [r["stream_offset"] for r in sink.frames] == [0, len(first)]
+
+
+def test_large_frame_over_many_segments():
+    wire = big_send()
+    dec, sink, _ = decoder()
+    for pos in range(0, len(wire), 1460):
+        dec.on_data(Direction.C2B, pos, pos, wire[pos : pos + 1460])
+    [row] = sink.frames
+    assert row["frame_size"] == len(wire)
+    assert sink.messages[0]["payload_size"] == 200_000
+
+
+def test_oversize_frame_then_resync_on_the_next_frame():
+    big = big_send()
+    after = flows(2)
+    dec, sink, _ = decoder(max_frame_size=100_000)
+    dec.on_data(Direction.C2B, 1, 0, big + b"".join(after))
+    assert sink.kinds()[0] == "oversize_frame"
+    assert "resync" in sink.kinds()
+    assert [r["permits"] for r in sink.frames] == [1, 2]
+
+
+def test_incomplete_frame_at_close_is_truncated():
+    whole = flows(2)
+    stream = whole[0] + whole[1][:-3]
+    dec, sink, _ = decoder()
+    dec.on_data(Direction.C2B, 1, 0, stream)
+    dec.on_close(2)
+    assert len(sink.frames) == 1
+    [anomaly] = sink.anomalies
+    assert anomaly["kind"] == "truncated_frame"
+    assert anomaly["stream_offset"] == len(whole[0])
+
+
+def test_unknown_command_type_keeps_its_number():
+    body = bytes([0x08, 99, 0xBA, 0x06, 0x00])  # type 99, field 103 empty
+    unknown = struct.pack(">II", 4 + len(body), len(body)) + body
+    dec, sink, _ = decoder()
+    dec.on_data(Direction.C2B, 1, 0, unknown + flows(1)[0])
+    assert [(r["command"], r["command_type"]) for r in sink.frames] == [(None, 99), ("FLOW", 11)]
+    assert sink.kinds() == ["unknown_command"]
+
+
+def test_undecodable_command_then_the_next_frame():
+    body = b"\x08\x0b\x5a\xff\xff\xff"  # length of field 11 runs past the end
+    broken = struct.pack(">II", 4 + len(body), len(body)) + body
+    dec, sink, _ = decoder()
+    dec.on_data(Direction.C2B, 1, 0, broken + flows(1)[0])
+    assert sink.kinds() == ["bad_protobuf"]
+    assert [r["command"] for r in sink.frames] == ["FLOW"]
+
+
+def test_garbage_between_frames_is_skipped_and_counted():
+    first, second, third = flows(3)
+    garbage = b"\x00\x00\x00\x01" * 25  # totalSize 1: no room for a command
+    dec, sink, _ = decoder()
+    dec.on_data(Direction.C2B, 1, 0, first + garbage + second + third)
+    assert [r["permits"] for r in sink.frames] == [1, 2, 3]
+    kinds = sink.kinds()
+    assert kinds[0] == "bad_frame_header"
+    resync = [a for a in sink.anomalies if a["kind"] == "resync"]
+    assert [(a["stream_offset"], a["size"]) for a in resync] == [(len(first), len(garbage))]
+
+
+def test_gap_inside_a_frame_drops_only_that_frame():
+    first, second, third = flows(3)
+    dec, sink, _ = decoder()
+    dec.on_data(Direction.C2B, 1, 0, first + second[:5])
+    dec.on_gap(Direction.C2B, 2, len(first) + 5, 4)
+    rest = len(first) + 9
+    dec.on_data(Direction.C2B, 3, rest, second[9:] + third)
+    assert [r["permits"] for r in sink.frames] == [1, 3]
+    assert sink.kinds() == ["truncated_frame"]
+    assert sink.anomalies[0]["stream_offset"] == len(first)
+
+
+def test_gap_at_a_boundary_resyncs_on_the_next_frame():
+    first, second, third = flows(3)
+    dec, sink, _ = decoder()
+    dec.on_data(Direction.C2B, 1, 0, first)
+    dec.on_gap(Direction.C2B, 2, len(first), 100)
+    dec.on_data(Direction.C2B, 3, len(first) + 100, second[6:] + third)
+    assert [r["permits"] for r in sink.frames] == [1, 3]
+    resync = [a for a in sink.anomalies if a["kind"] == "resync"]
+    assert [a["size"] for a in resync] == [len(second) - 6]
+
+
+def test_capture_starting_mid_frame():
+    first, second = flows(2)
+    dec, sink, _ = decoder(ClientBy.PORT)
+    dec.on_data(Direction.C2B, 1, 0, first[4:] + second)
+    assert [r["permits"] for r in sink.frames] == [2]
+    assert [(a["kind"], a["size"]) for a in sink.anomalies] == [("resync", len(first) - 4)]
+
+
+def test_capture_starting_on_a_boundary_has_no_anomaly():
+    dec, sink, _ = decoder(ClientBy.PORT)
+    dec.on_data(Direction.C2B, 1, 0, b"".join(flows(2)))
+    assert len(sink.frames) == 2
+    assert sink.anomalies == []
+
+
+def test_sniff():
+    assert sniff.sniff(frame(command("CONNECT", client_version="x", protocol_version=21)))
+    assert sniff.sniff(flows(1)[0])
+    assert not sniff.sniff(b"GET / HTTP/1.1\r\nHost: x\r\n\r\n")
+    assert not sniff.sniff(b"\x16\x03\x01\x02\x00\x01\x00\x01\xfc\x03\x03" + bytes(40))
+    assert not sniff.sniff(b"\x00\x00\x00\x05\x00\x00\x00\x01\x08")
+    assert not sniff.sniff(b"")
+
+
+def test_find_frame_start_confirms_by_decoding():
+    target = flows(1)[0]
+    # A fake header whose "command" does not decode comes first.
+    decoy = b"\x00\x00\x00\x09\x00\x00\x00\x05\x08\xff\xff\xff\xff"
+    buf = b"junk" + decoy + target
+    found = find_frame_start(buf, 0, 5 << 20, looks_like_command)
+    assert found.confirmed
+    assert found.pos == 4 + len(decoy)

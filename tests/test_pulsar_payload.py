@@ -1,0 +1,212 @@
+"""Payload frames: checksum, broker entry metadata, compression, batches, chunks."""
+
+from __future__ import annotations
+
+import hashlib
+
+import pytest
+from pwcap.capture.events import Direction
+from pwcap.decode.pulsar._pb import pulsar_api_pb2 as pb
+
+from tests.pulsar_frames import batch, command, compress, decoder, entry_bytes, frame
+
+
+def sha(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+def send(metadata, payload, sequence_id=0, **entry_options):
+    cmd = command("SEND", producer_id=1, sequence_id=sequence_id)
+    return frame(cmd, entry_bytes(metadata, payload, **entry_options))
+
+
+def decode(*wire, direction=Direction.C2B, **options):
+    dec, sink, _ = decoder(**options)
+    dec.on_data(direction, 1_000, 0, b"".join(wire))
+    dec.on_close(2_000)
+    return sink
+
+
+def metadata(sequence_id=0, **fields):
+    return pb.MessageMetadata(
+        producer_name="prod-a", sequence_id=sequence_id, publish_time=1_700_000, **fields
+    )
+
+
+def test_single_message_with_good_checksum():
+    sink = decode(send(metadata(partition_key="k1"), b"hello"))
+    [row] = sink.messages
+    assert row["checksum_ok"] is True
+    assert sink.frames[0]["checksum_ok"] is True
+    assert row["payload_sha256"] == sha(b"hello")
+    assert row["payload_size"] == 5
+    assert row["key"] == "k1"
+    assert row["producer_name"] == "prod-a"
+    assert row["publish_time"] == 1_700_000_000
+    assert row.get("batch_index") is None
+    assert "payload" not in row
+    assert sink.anomalies == []
+
+
+def test_bad_checksum_is_flagged_and_the_message_still_decoded():
+    sink = decode(send(metadata(), b"hello", corrupt_checksum=True))
+    [row] = sink.messages
+    assert row["checksum_ok"] is False
+    assert row["payload_sha256"] == sha(b"hello")
+    assert sink.kinds() == ["bad_checksum"]
+
+
+def test_payload_without_checksum_is_accepted():
+    sink = decode(send(metadata(), b"old client", checksum=False))
+    [row] = sink.messages
+    assert row["checksum_ok"] is None
+    assert row["payload_sha256"] == sha(b"old client")
+
+
+def test_payload_bytes_only_when_asked():
+    sink = decode(send(metadata(), b"body"), payloads=True)
+    assert sink.messages[0]["payload"] == b"body"
+
+
+def test_broker_entry_metadata_before_the_checksum():
+    cmd = command("MESSAGE", consumer_id=3, message_id={"ledgerId": 5, "entryId": 6})
+    broker = pb.BrokerEntryMetadata(broker_timestamp=1_700_000_123, index=41)
+    sink = decode(
+        frame(cmd, entry_bytes(metadata(), b"x", broker_entry=broker)), direction=Direction.B2C
+    )
+    [row] = sink.messages
+    assert row["broker_timestamp"] == 1_700_000_123_000
+    assert row["broker_index"] == 41
+    assert row["checksum_ok"] is True
+    assert (row["ledger_id"], row["entry_id"]) == (5, 6)
+    assert sink.frames[0]["broker_index"] == 41
+
+
+def batch_of(n):
+    members = []
+    for i in range(n):
+        single = pb.SingleMessageMetadata(partition_key=f"key-{i}", event_time=1000 + i)
+        single.properties.add(key="i", value=str(i))
+        members.append((single, f"payload-{i}".encode()))
+    return members
+
+
+def test_batch_of_100_becomes_100_rows():
+    members = batch_of(100)
+    # The entry's metadata carries the first member's sequence id (consumers see no other).
+    md = metadata(sequence_id=500, num_messages_in_batch=100)
+    sink = decode(send(md, batch(members), sequence_id=500))
+    assert len(sink.messages) == 100
+    assert [r["batch_index"] for r in sink.messages] == list(range(100))
+    assert [r["sequence_id"] for r in sink.messages] == list(range(500, 600))
+    assert [r["key"] for r in sink.messages] == [f"key-{i}" for i in range(100)]
+    assert sink.messages[7]["properties"] == [("i", "7")]
+    assert sink.messages[7]["event_time"] == 1_007_000
+    assert [r["payload_sha256"] for r in sink.messages] == [sha(p) for _, p in members]
+    assert {r["batch_size"] for r in sink.messages} == {100}
+    assert sink.frames[0]["num_messages"] == 100
+
+
+def test_batch_member_sequence_id_wins_when_set():
+    members = [(pb.SingleMessageMetadata(sequence_id=40 + i), b"m") for i in range(3)]
+    sink = decode(send(metadata(num_messages_in_batch=3), batch(members), sequence_id=0))
+    assert [r["sequence_id"] for r in sink.messages] == [40, 41, 42]
+
+
+@pytest.mark.parametrize("codec", ["LZ4", "ZLIB", "ZSTD", "SNAPPY"])
+def test_compressed_batch(codec):
+    members = batch_of(20)
+    raw = batch(members)
+    md = metadata(
+        num_messages_in_batch=20,
+        compression=pb.CompressionType.Value(codec),
+        uncompressed_size=len(raw),
+    )
+    sink = decode(send(md, compress(codec, raw)))
+    assert sink.anomalies == []
+    assert [r["payload_sha256"] for r in sink.messages] == [sha(p) for _, p in members]
+    assert {r["compression"] for r in sink.messages} == {codec}
+
+
+def test_zlib_stream_without_end_marker_is_accepted():
+    data = b"a java client never finishes its deflater " * 50
+    stream = compress("ZLIB", data)
+    assert not stream.endswith(b"\x03\x00")  # no final block
+    md = metadata(compression=pb.ZLIB, uncompressed_size=len(data))
+    sink = decode(send(md, stream))
+    assert sink.messages[0]["payload_sha256"] == sha(data)
+
+
+def test_decompression_bomb_is_refused():
+    data = b"\x00" * 1_000_000
+    md = metadata(compression=pb.ZSTD, uncompressed_size=len(data))
+    sink = decode(send(md, compress("ZSTD", data)), max_decompressed_size=100_000)
+    assert sink.kinds() == ["decompression_failed"]
+    assert sink.messages[0].get("payload_sha256") is None
+
+
+def test_lying_uncompressed_size_is_caught():
+    data = b"0123456789" * 100
+    md = metadata(compression=pb.ZSTD, uncompressed_size=10)
+    sink = decode(send(md, compress("ZSTD", data)))
+    assert sink.kinds() == ["decompression_failed"]
+
+
+def test_corrupt_compressed_payload_then_the_next_frame_decodes():
+    md = metadata(compression=pb.LZ4, uncompressed_size=500)
+    sink = decode(send(md, b"\xff" * 40), send(metadata(), b"fine", sequence_id=1))
+    assert sink.kinds() == ["decompression_failed"]
+    assert [f["command"] for f in sink.frames] == ["SEND", "SEND"]
+    assert sink.messages[-1]["payload_sha256"] == sha(b"fine")
+
+
+def chunked(whole: bytes, n: int, codec: str = "NONE"):
+    body = compress(codec, whole)
+    size = -(-len(body) // n)
+    frames = []
+    for chunk_id in range(n):
+        md = metadata(
+            uuid="prod-a-0",
+            chunk_id=chunk_id,
+            num_chunks_from_msg=n,
+            total_chunk_msg_size=len(body),
+            compression=pb.CompressionType.Value(codec),
+            uncompressed_size=len(whole),
+        )
+        frames.append(send(md, body[chunk_id * size : (chunk_id + 1) * size]))
+    return frames
+
+
+@pytest.mark.parametrize("codec", ["NONE", "LZ4"])
+def test_chunks_are_reassembled_and_digested_on_the_last_chunk(codec):
+    whole = bytes(range(256)) * 40
+    sink = decode(*chunked(whole, 3, codec))
+    assert [r["chunk_id"] for r in sink.messages] == [0, 1, 2]
+    assert {r["num_chunks"] for r in sink.messages} == {3}
+    assert {r["uuid"] for r in sink.messages} == {"prod-a-0"}
+    assert [r.get("chunked_sha256") for r in sink.messages] == [None, None, sha(whole)]
+
+
+def test_a_missing_chunk_leaves_no_digest():
+    frames = chunked(b"z" * 3000, 3)
+    sink = decode(frames[0], frames[2])
+    assert [r.get("chunked_sha256") for r in sink.messages] == [None, None]
+
+
+def test_encrypted_entry_is_flagged_not_decrypted():
+    md = metadata(num_messages_in_batch=4, compression=pb.LZ4, uncompressed_size=999)
+    md.encryption_keys.add(key="k", value=b"wrapped")
+    sink = decode(send(md, b"ciphertext"))
+    [row] = sink.messages
+    assert row["encrypted"] is True
+    assert row["batch_size"] == 4
+    assert row["payload_sha256"] == sha(b"ciphertext")
+    assert sink.anomalies == []
+
+
+def test_metadata_that_overruns_the_frame_is_an_anomaly():
+    cmd = command("SEND", producer_id=1, sequence_id=0)
+    sink = decode(frame(cmd, b"\x00\x00\x10\x00garbage"), send(metadata(), b"ok", sequence_id=1))
+    assert sink.kinds() == ["bad_payload"]
+    assert len(sink.frames) == 2
+    assert sink.messages[0]["payload_sha256"] == sha(b"ok")
