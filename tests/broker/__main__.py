@@ -18,6 +18,7 @@ def parse_args() -> BrokerConfig:
     parser.add_argument("--entry-metadata", action="store_true")
     parser.add_argument("--ping-interval", type=float)
     parser.add_argument("--journal", type=Path)
+    parser.add_argument("--advertised-host", help="host name for the service URL")
     args = parser.parse_args()
     partitions = {t: int(n) for t, n in (item.rsplit("=", 1) for item in args.partitions)}
     return BrokerConfig(
@@ -28,12 +29,14 @@ def parse_args() -> BrokerConfig:
         args.entry_metadata,
         args.ping_interval,
         args.journal,
+        args.advertised_host,
     )
 
 
 async def serve(config: BrokerConfig) -> None:
     broker = Broker(config)
     await broker.start()
+    print(f"listening on {config.service_url}", flush=True)  # the corpus tools wait for this
     try:
         await asyncio.Event().wait()
     finally:

@@ -35,11 +35,11 @@ class BrokerConfig:
     entry_metadata: bool = False  # prepend broker entry metadata when the client supports it
     ping_interval: float | None = None  # broker-initiated keep-alive, seconds
     journal: Path | None = None
+    advertised_host: str | None = None  # name clients use (they reject IPv6 literals)
 
     @property
     def service_url(self) -> str:
-        host = f"[{self.host}]" if ":" in self.host else self.host
-        return f"pulsar://{host}:{self.port}"
+        return f"pulsar://{self.advertised_host or self.host}:{self.port}"
 
 
 class Broker:
@@ -296,7 +296,8 @@ class Connection:
         self.send(command_of(T.SUCCESS, request_id=seek.request_id))
         found = self.consumers.get(seek.consumer_id)
         if found is not None:
-            found[0].seek(seek.message_id.entryId if seek.HasField("message_id") else 0)
+            entry_id = seek.message_id.entryId if seek.HasField("message_id") else UNSET_ID
+            found[0].seek(0 if entry_id == UNSET_ID else entry_id)  # -1 means the earliest
 
     def on_get_last_message_id(self, command: pb.BaseCommand, frame: Frame) -> None:
         request = command.getLastMessageId

@@ -107,6 +107,8 @@ class Subscription:
         self.replay.clear()
         self.pending.clear()
         self.acked = {e for e in self.acked if e < entry_id}
+        # Re-reading after a seek is a fresh delivery, not a redelivery.
+        self.dispatch_count = {e: n for e, n in self.dispatch_count.items() if e < entry_id}
         self.dispatch()
 
     def _next_entry(self) -> int | None:

@@ -1,0 +1,174 @@
+"""Regenerate every sample capture: ``python -m tests.corpus.regenerate [NAME ...]`` (root).
+
+For each scenario: start the test broker on loopback, start tcpdump on the scenario's
+port, run the official client, stop tcpdump, check it dropped nothing, and write
+``sample_pcaps/NAME.pcap``, ``NAME.truth.json`` and ``NAME.broker.jsonl``. Then the
+derived captures are rebuilt from ``pulsar_plain``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+from tests.corpus import derive
+from tests.corpus.pcapfile import read_pcap, write_pcap, write_pcapng
+from tests.corpus.scenarios import SCENARIOS, Scenario
+from tests.corpus.tcpdump import Tcpdump
+from tests.corpus.truth import build_truth, read_journal
+
+REPO = Path(__file__).resolve().parents[2]
+SAMPLES = REPO / "sample_pcaps"
+DERIVED_FROM = "pulsar_plain"
+HOSTS = Path("/etc/hosts")
+
+
+@contextmanager
+def hosts_entry(hostname: str | None, address: str) -> Iterator[None]:
+    """Map ``hostname`` to ``address`` in /etc/hosts for the duration, then restore it.
+
+    The C++ client accepts no IPv6 literal in a service URL, so an IPv6 scenario needs
+    a name that resolves to ::1.
+    """
+    if hostname is None:
+        yield
+        return
+    original = HOSTS.read_text()
+    HOSTS.write_text(original + f"\n{address} {hostname}\n")
+    try:
+        yield
+    finally:
+        HOSTS.write_text(original)
+
+
+class BrokerProcess:
+    """The test broker in a child process, stopped when the scenario is done."""
+
+    def __init__(self, scenario: Scenario, journal: Path) -> None:
+        command = [sys.executable, "-m", "tests.broker", "--host", scenario.host]
+        command += ["--port", str(scenario.port), "--journal", str(journal)]
+        options = scenario.broker
+        if "max_message_size" in options:
+            command += ["--max-message-size", str(options["max_message_size"])]
+        for topic, count in dict(options.get("partitions", {})).items():
+            command += ["--partitions", f"{topic}={count}"]
+        if options.get("entry_metadata"):
+            command.append("--entry-metadata")
+        if options.get("ping_interval"):
+            command += ["--ping-interval", str(options["ping_interval"])]
+        if scenario.hostname:
+            command += ["--advertised-host", scenario.hostname]
+        self.command = command
+        self.service_url = ""
+
+    def __enter__(self) -> BrokerProcess:
+        self._process = subprocess.Popen(self.command, cwd=REPO, stdout=subprocess.PIPE, text=True)
+        assert self._process.stdout is not None
+        line = self._process.stdout.readline().strip()
+        if not line.startswith("listening on "):
+            raise RuntimeError(f"broker did not start: {line!r}")
+        self.service_url = line.removeprefix("listening on ")
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._process.terminate()
+        self._process.wait(timeout=10)
+
+
+ATTEMPTS = 3
+
+
+class DroppedPackets(RuntimeError):
+    pass
+
+
+def capture_scenario(scenario: Scenario, out_dir: Path) -> dict:
+    """Capture a scenario, retrying when the kernel dropped packets (a busy machine)."""
+    for attempt in range(1, ATTEMPTS + 1):
+        try:
+            return capture_once(scenario, out_dir)
+        except DroppedPackets as error:
+            print(f"{error}; attempt {attempt} of {ATTEMPTS}")
+    raise RuntimeError(f"{scenario.name}: tcpdump kept dropping packets")
+
+
+def capture_once(scenario: Scenario, out_dir: Path) -> dict:
+    """Run one scenario under tcpdump; return its truth (also written to ``out_dir``)."""
+    pcap = out_dir / f"{scenario.name}.pcap"
+    journal_path = out_dir / f"{scenario.name}.broker.jsonl"
+    broker = BrokerProcess(scenario, journal_path)
+    tcpdump = Tcpdump(pcap, scenario.port, scenario.capture)
+    with hosts_entry(scenario.hostname, scenario.host), broker, tcpdump:
+        record = scenario.run(broker.service_url)
+    stats = tcpdump.stats
+    assert stats is not None
+    if stats.dropped_by_kernel:
+        raise DroppedPackets(f"{scenario.name}: tcpdump dropped {stats.dropped_by_kernel} packets")
+    capture = {
+        "file": pcap.name,
+        "format": "pcap",
+        "port": scenario.port,
+        "interface": scenario.capture.interface,
+        "linktype": scenario.capture.linktype or "default",
+        "snaplen": scenario.capture.snaplen or 262144,
+        "packets": stats.captured,
+        "dropped_by_kernel": stats.dropped_by_kernel,
+    }
+    truth = build_truth(
+        scenario.name, scenario.description, read_journal(journal_path), record, capture
+    )
+    write_json(out_dir / f"{scenario.name}.truth.json", truth)
+    return truth
+
+
+def write_json(path: Path, value: object) -> None:
+    path.write_text(json.dumps(value, indent=1, sort_keys=True) + "\n")
+
+
+def derive_all(out_dir: Path) -> None:
+    """Rewrite the plain capture into its damaged and re-encoded variants."""
+    original = read_pcap(out_dir / f"{DERIVED_FROM}.pcap")
+    base_truth = json.loads((out_dir / f"{DERIVED_FROM}.truth.json").read_text())
+    for kind, derivation in derive.DERIVATIONS.items():
+        manifest = derivation(original)
+        name = f"pulsar_derived_{kind}"
+        write_pcap(out_dir / f"{name}.pcap", derive.apply_order(original, manifest["order"]))
+        write_derived_truth(out_dir, name, base_truth, manifest, "pcap")
+    name = "pulsar_derived_pcapng"
+    write_pcapng(out_dir / f"{name}.pcapng", original)
+    manifest = {"kind": "pcapng", "order": list(range(len(original.records)))}
+    write_derived_truth(out_dir, name, base_truth, manifest, "pcapng")
+
+
+def write_derived_truth(
+    out_dir: Path, name: str, base: dict, manifest: dict, file_format: str
+) -> None:
+    truth = dict(base, scenario=name, derived_from=DERIVED_FROM, manifest=manifest)
+    truth["capture"] = dict(base["capture"], file=f"{name}.{file_format}", format=file_format)
+    truth["capture"]["packets"] = len(manifest["order"])
+    write_json(out_dir / f"{name}.truth.json", truth)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("names", nargs="*", help="scenarios to capture (default: all)")
+    parser.add_argument("--out", type=Path, default=SAMPLES)
+    args = parser.parse_args()
+    chosen = [s for s in SCENARIOS if not args.names or s.name in args.names]
+    args.out.mkdir(parents=True, exist_ok=True)
+    for scenario in chosen:
+        truth = capture_scenario(scenario, args.out)
+        packets, frames = truth["capture"]["packets"], truth["frames_total"]
+        print(f"{scenario.name}: {packets} packets, {frames} frames")
+    if (args.out / f"{DERIVED_FROM}.pcap").exists():
+        derive_all(args.out)
+        print("derived captures rebuilt from", DERIVED_FROM)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,415 @@
+"""Client-side scenarios, one per sample capture, each driving the official Python client.
+
+Every scenario opens its own client against ``service_url``, records what it sent and
+received, and closes everything so the capture ends with clean connection teardown.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+
+import pulsar
+
+from tests.corpus.record import ClientRecord, quiet_logger
+from tests.corpus.tcpdump import CaptureOptions
+
+RECEIVE_TIMEOUT_MS = 10_000
+
+
+@contextmanager
+def client(service_url: str) -> Iterator[pulsar.Client]:
+    connection = pulsar.Client(service_url, operation_timeout_seconds=15, logger=quiet_logger())
+    try:
+        yield connection
+    finally:
+        connection.close()
+
+
+def payload(i: int, size: int = 64) -> bytes:
+    """A compressible, distinct payload."""
+    text = f"message {i:05d} " * (size // 14 + 1)
+    return text.encode()[:size]
+
+
+def properties(scenario: str, i: int) -> dict[str, str]:
+    return {"scenario": scenario, "index": str(i)}
+
+
+def receive_and_ack(record: ClientRecord, consumer: pulsar.Consumer, count: int) -> None:
+    for _ in range(count):
+        message = consumer.receive(RECEIVE_TIMEOUT_MS)
+        consumer.acknowledge(message)
+        record.received_message(consumer, message, "ack")
+
+
+def plain(service_url: str) -> ClientRecord:
+    record = ClientRecord()
+    with client(service_url) as c:
+        consumer = c.subscribe(
+            "plain", "plain-sub", initial_position=pulsar.InitialPosition.Earliest
+        )
+        producer = c.create_producer(
+            "plain", producer_name="plain-producer", batching_enabled=False
+        )
+        for i in range(40):
+            record.send(
+                producer, payload(i), i, key=f"key-{i % 5}", properties=properties("plain", i)
+            )
+        receive_and_ack(record, consumer, 40)
+        consumer.get_last_message_id()
+        producer.close()
+        time.sleep(0.3)  # let the grouped acknowledgements go out before closing
+        consumer.close()
+    return record
+
+
+def small_plain(service_url: str) -> ClientRecord:
+    """A short exchange for the link-layer and snaplen variants."""
+    record = ClientRecord()
+    with client(service_url) as c:
+        consumer = c.subscribe(
+            "small", "small-sub", initial_position=pulsar.InitialPosition.Earliest
+        )
+        producer = c.create_producer(
+            "small", producer_name="small-producer", batching_enabled=False
+        )
+        for i in range(10):
+            record.send(
+                producer, payload(i, 200), i, key=f"key-{i % 3}", properties=properties("small", i)
+            )
+        receive_and_ack(record, consumer, 10)
+        producer.close()
+        time.sleep(0.3)
+        consumer.close()
+    return record
+
+
+COMPRESSIONS = {
+    "lz4": pulsar.CompressionType.LZ4,
+    "zlib": pulsar.CompressionType.ZLib,
+    "zstd": pulsar.CompressionType.ZSTD,
+    "snappy": pulsar.CompressionType.SNAPPY,
+}
+
+
+def batching(service_url: str) -> ClientRecord:
+    """Four batching producers, one per codec, each on its own topic with one consumer."""
+    record = ClientRecord()
+    with client(service_url) as c:
+        for name, codec in COMPRESSIONS.items():
+            topic = f"batch-{name}"
+            consumer = c.subscribe(
+                topic, f"{topic}-sub", initial_position=pulsar.InitialPosition.Earliest
+            )
+            producer = c.create_producer(
+                topic,
+                producer_name=f"batch-{name}-producer",
+                compression_type=codec,
+                batching_enabled=True,
+                batching_max_messages=10,
+                batching_max_publish_delay_ms=1000,
+            )
+            for i in range(30):
+                record.send_async(
+                    producer,
+                    payload(i, 300),
+                    i,
+                    key=f"key-{i % 4}",
+                    properties=properties(topic, i),
+                )
+            producer.flush()
+            receive_and_ack(record, consumer, 30)
+            producer.close()
+            time.sleep(0.3)
+            consumer.close()
+    return record
+
+
+def slow_consumer(service_url: str) -> ClientRecord:
+    """A backlog of 60 messages behind a consumer with a receiver queue of 4."""
+    record = ClientRecord()
+    with client(service_url) as c:
+        producer = c.create_producer("slow", producer_name="slow-producer", batching_enabled=False)
+        consumer = c.subscribe(
+            "slow",
+            "slow-sub",
+            receiver_queue_size=4,
+            initial_position=pulsar.InitialPosition.Earliest,
+        )
+        for i in range(60):
+            record.send(producer, payload(i), i, properties=properties("slow", i))
+        for _ in range(60):
+            message = consumer.receive(RECEIVE_TIMEOUT_MS)
+            time.sleep(0.06)  # the application is the bottleneck
+            consumer.acknowledge(message)
+            record.received_message(consumer, message, "ack")
+        producer.close()
+        time.sleep(0.3)
+        consumer.close()
+    return record
+
+
+def redelivery_nack(service_url: str) -> ClientRecord:
+    """Shared subscription; every fourth message is negatively acknowledged once."""
+    record = ClientRecord()
+    with client(service_url) as c:
+        consumer = c.subscribe(
+            "nack",
+            "nack-sub",
+            consumer_type=pulsar.ConsumerType.Shared,
+            negative_ack_redelivery_delay_ms=500,
+            initial_position=pulsar.InitialPosition.Earliest,
+        )
+        producer = c.create_producer("nack", producer_name="nack-producer", batching_enabled=False)
+        for i in range(24):
+            record.send(producer, payload(i), i, properties=properties("nack", i))
+        pending = 24
+        while pending:
+            message = consumer.receive(RECEIVE_TIMEOUT_MS)
+            index = int(message.properties()["index"])
+            if index % 4 == 0 and message.redelivery_count() == 0:
+                consumer.negative_acknowledge(message)
+                record.received_message(consumer, message, "nack")
+            else:
+                consumer.acknowledge(message)
+                record.received_message(consumer, message, "ack")
+                pending -= 1
+        producer.close()
+        time.sleep(0.3)
+        consumer.close()
+    return record
+
+
+def redelivery_ack_timeout(service_url: str) -> ClientRecord:
+    """Exclusive subscription with a 10 s ack timeout; three messages are left unacked once.
+
+    The connection is held past the client's 30 s keep-alive so a client PING is captured.
+    """
+    record = ClientRecord()
+    started = time.monotonic()
+    with client(service_url) as c:
+        consumer = c.subscribe(
+            "acktimeout",
+            "acktimeout-sub",
+            unacked_messages_timeout_ms=10_000,
+            initial_position=pulsar.InitialPosition.Earliest,
+        )
+        producer = c.create_producer(
+            "acktimeout", producer_name="acktimeout-producer", batching_enabled=False
+        )
+        for i in range(12):
+            record.send(producer, payload(i), i, properties=properties("acktimeout", i))
+        acked = set()
+        while len(acked) < 12:
+            message = consumer.receive(30_000)
+            index = int(message.properties()["index"])
+            if index < 3 and message.redelivery_count() == 0 and index not in acked:
+                record.received_message(consumer, message, "none")
+                continue
+            consumer.acknowledge(message)
+            record.received_message(consumer, message, "ack")
+            acked.add(index)
+        producer.close()
+        time.sleep(max(0.3, 33 - (time.monotonic() - started)))
+        consumer.close()
+    return record
+
+
+def shared_two_consumers(service_url: str) -> ClientRecord:
+    record = ClientRecord()
+    with client(service_url) as c:
+        consumers = [
+            c.subscribe(
+                "shared",
+                "shared-sub",
+                consumer_type=pulsar.ConsumerType.Shared,
+                consumer_name=f"shared-consumer-{n}",
+                receiver_queue_size=10,
+                initial_position=pulsar.InitialPosition.Earliest,
+            )
+            for n in range(2)
+        ]
+        producer = c.create_producer(
+            "shared", producer_name="shared-producer", batching_enabled=False
+        )
+        for i in range(40):
+            record.send(
+                producer, payload(i), i, key=f"key-{i % 6}", properties=properties("shared", i)
+            )
+        received = 0
+        while received < 40:
+            for consumer in consumers:
+                try:
+                    message = consumer.receive(200)
+                except pulsar.Timeout:
+                    continue
+                consumer.acknowledge(message)
+                record.received_message(consumer, message, "ack")
+                received += 1
+        producer.close()
+        time.sleep(0.3)
+        for consumer in consumers:
+            consumer.close()
+    return record
+
+
+def chunked(service_url: str) -> ClientRecord:
+    """Chunking with a 6 KiB broker max message size: 20 KiB messages split into chunks."""
+    record = ClientRecord()
+    with client(service_url) as c:
+        consumer = c.subscribe(
+            "chunked", "chunked-sub", initial_position=pulsar.InitialPosition.Earliest
+        )
+        producer = c.create_producer(
+            "chunked",
+            producer_name="chunked-producer",
+            batching_enabled=False,
+            chunking_enabled=True,
+        )
+        sizes = [20_000, 100, 15_000, 6_500, 300, 20_000]
+        for i, size in enumerate(sizes):
+            record.send(
+                producer, payload(i, size), i, key=f"key-{i}", properties=properties("chunked", i)
+            )
+        receive_and_ack(record, consumer, len(sizes))
+        producer.close()
+        time.sleep(0.3)
+        consumer.close()
+    return record
+
+
+def partitioned(service_url: str) -> ClientRecord:
+    """A topic with 3 partitions, round-robin producer, one consumer over all partitions."""
+    record = ClientRecord()
+    with client(service_url) as c:
+        consumer = c.subscribe(
+            "parted", "parted-sub", initial_position=pulsar.InitialPosition.Earliest
+        )
+        producer = c.create_producer(
+            "parted",
+            producer_name="parted-producer",
+            batching_enabled=False,
+            message_routing_mode=pulsar.PartitionsRoutingMode.RoundRobinDistribution,
+        )
+        for i in range(30):
+            record.send(
+                producer, payload(i), i, key=f"key-{i % 7}", properties=properties("parted", i)
+            )
+        receive_and_ack(record, consumer, 30)
+        producer.close()
+        time.sleep(0.3)
+        consumer.close()
+    return record
+
+
+def entry_metadata(service_url: str) -> ClientRecord:
+    """Broker entry metadata on every delivered entry (batched, so indexes jump)."""
+    record = ClientRecord()
+    with client(service_url) as c:
+        consumer = c.subscribe("bem", "bem-sub", initial_position=pulsar.InitialPosition.Earliest)
+        producer = c.create_producer(
+            "bem",
+            producer_name="bem-producer",
+            batching_max_messages=5,
+            batching_max_publish_delay_ms=1000,
+        )
+        for i in range(20):
+            record.send_async(
+                producer, payload(i), i, key=f"key-{i % 2}", properties=properties("bem", i)
+            )
+        producer.flush()
+        receive_and_ack(record, consumer, 20)
+        producer.close()
+        time.sleep(0.3)
+        consumer.close()
+    return record
+
+
+@dataclass(frozen=True)
+class Scenario:
+    name: str
+    description: str
+    run: Callable[[str], ClientRecord]
+    port: int = 6650
+    host: str = "127.0.0.1"
+    hostname: str | None = None  # a name mapped to ``host`` in /etc/hosts while it runs
+    broker: dict[str, object] = field(default_factory=dict)  # BrokerConfig overrides
+    capture: CaptureOptions = field(default_factory=CaptureOptions)
+
+
+SCENARIOS = [
+    Scenario(
+        "pulsar_plain",
+        "non-batched messages with keys and properties, exclusive consumer acking all",
+        plain,
+    ),
+    Scenario(
+        "pulsar_batching_compression",
+        "batching producers with LZ4, ZLIB, ZSTD and SNAPPY",
+        batching,
+    ),
+    Scenario(
+        "pulsar_slow_consumer",
+        "receiver queue of 4 behind a 60-message backlog; broker pings every second",
+        slow_consumer,
+        broker={"ping_interval": 1.0},
+    ),
+    Scenario("pulsar_redelivery_nack", "negative acks on a shared subscription", redelivery_nack),
+    Scenario(
+        "pulsar_redelivery_ack_timeout",
+        "ack timeout (10 s) on an exclusive subscription, held past the 30 s client keep-alive",
+        redelivery_ack_timeout,
+    ),
+    Scenario(
+        "pulsar_shared_two_consumers",
+        "two consumers on one shared subscription",
+        shared_two_consumers,
+    ),
+    Scenario(
+        "pulsar_chunked",
+        "chunked large messages, broker advertises a 6 KiB max message size",
+        chunked,
+        broker={"max_message_size": 6144},
+    ),
+    Scenario(
+        "pulsar_partitioned_port16650",
+        "a 3-partition topic, served on the non-standard port 16650",
+        partitioned,
+        port=16650,
+        broker={"partitions": {"persistent://public/default/parted": 3}},
+    ),
+    Scenario(
+        "pulsar_entry_metadata",
+        "broker entry metadata (magic 0x0e02) on every delivered entry",
+        entry_metadata,
+        broker={"entry_metadata": True},
+    ),
+    Scenario(
+        "pulsar_ipv6",
+        "a short exchange over IPv6 loopback",
+        small_plain,
+        host="::1",
+        hostname="pwcap-ipv6-loopback",
+    ),
+    Scenario(
+        "pulsar_linux_sll",
+        "a short exchange captured on 'any' (Linux cooked v1)",
+        small_plain,
+        capture=CaptureOptions(interface="any", linktype="LINUX_SLL"),
+    ),
+    Scenario(
+        "pulsar_linux_sll2",
+        "a short exchange captured on 'any' (Linux cooked v2)",
+        small_plain,
+        capture=CaptureOptions(interface="any", linktype="LINUX_SLL2"),
+    ),
+    Scenario(
+        "pulsar_snaplen96",
+        "a short exchange captured live with a 96-byte snaplen (payloads truncated)",
+        small_plain,
+        capture=CaptureOptions(snaplen=96),
+    ),
+]
