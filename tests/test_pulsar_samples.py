@@ -21,8 +21,27 @@ from pwcap.decode.pulsar.decoder import PulsarDecoder
 from tests.pulsar_frames import RecordingSink
 
 SAMPLES = Path(__file__).resolve().parent.parent / "sample_pcaps"
-LINK_LAYERS = {dpkt.pcap.DLT_EN10MB: dpkt.ethernet.Ethernet, dpkt.pcap.DLT_LINUX_SLL: dpkt.sll.SLL}
-WITH_TRUTH = sorted(p.name.removesuffix(".truth.json") for p in SAMPLES.glob("*.truth.json"))
+LINK_LAYERS = {
+    dpkt.pcap.DLT_EN10MB: dpkt.ethernet.Ethernet,
+    dpkt.pcap.DLT_LINUX_SLL: dpkt.sll.SLL,
+    276: dpkt.sll2.SLL2,  # LINKTYPE_LINUX_SLL2
+}
+
+
+def _clean_recordings() -> list[str]:
+    """Recorded (not derived) samples with whole packets: what the minimal reader handles."""
+    names = []
+    for journal in sorted(SAMPLES.glob("*.broker.jsonl")):
+        name = journal.name.removesuffix(".broker.jsonl")
+        truth_file = SAMPLES / f"{name}.truth.json"
+        if truth_file.exists() and (SAMPLES / f"{name}.pcap").exists():
+            capture = json.loads(truth_file.read_text())["capture"]
+            if capture["snaplen"] >= 65535:
+                names.append(name)
+    return names
+
+
+WITH_TRUTH = _clean_recordings()
 
 
 def decode_capture(path: Path) -> tuple[RecordingSink, list[PulsarDecoder]]:

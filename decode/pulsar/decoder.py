@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+from functools import partial
 from typing import Any
 
 from google.protobuf.message import DecodeError
@@ -18,6 +19,7 @@ from pwcap.decode.pulsar.state import ConnectionState
 
 _LABELS = ("c2b", "b2c")
 _parse_command = BaseCommand.FromString
+_SPECS = c.SPECS
 
 
 class _Side:
@@ -58,7 +60,7 @@ class PulsarDecoder:
         self._sides = [_Side(0), _Side(1)]
         for side in self._sides:
             side.stream = FrameStream(
-                self._frame_handler(side),
+                partial(self._frame, side),
                 self._stream_anomaly(side),
                 looks_like_command,
                 options.max_frame_size,
@@ -86,19 +88,6 @@ class PulsarDecoder:
 
     # -- frames --------------------------------------------------------------------------
 
-    def _frame_handler(self, side: _Side) -> Any:
-        def on_frame(
-            buf: bytes, start: int, end: int, size: int, offset: int, ts_first: int, ts: int
-        ) -> None:
-            try:
-                self._frame(side, buf, start, end, size, offset, ts_first, ts)
-            except Exception as exc:  # a frame may be damaged in any way: never stop
-                self._emit_anomaly(
-                    side.label, ts, offset, end - start, None, "decode_error", repr(exc)
-                )
-
-        return on_frame
-
     def _frame(
         self,
         side: _Side,
@@ -110,55 +99,62 @@ class PulsarDecoder:
         ts_first: int,
         ts: int,
     ) -> None:
-        command_end = start + 8 + size
+        """One whole frame, ``buf[start:end]``; nothing in it may stop the decoder."""
         try:
-            command = _parse_command(buf[start + 8 : command_end])
-        except DecodeError as exc:
-            self._emit_anomaly(side.label, ts, offset, end - start, None, "bad_protobuf", str(exc))
-            return
-        type_number = command.type
-        spec = c.SPECS.get(type_number)
-        if spec is None or (type_number == 2 and not command.HasField("type")):
-            self._unknown(side, buf, start, end, offset, ts_first, ts)
-            return
-        if not self._roles_settled and spec.sender != c.EITHER:
-            self._settle_roles(side, spec.sender)
-        label = side.label
-        side.frames += 1
-        row = {
-            "ts": ts,
-            "capture": self._capture,
-            "conn_id": self._conn_id,
-            "direction": _LABELS[label],
-            "protocol": "pulsar",
-            "ts_first": ts_first,
-            "stream_offset": offset,
-            "command": spec.name,
-            "command_type": type_number,
-            "frame_size": end - start,
-        }
-        sub = getattr(command, spec.field)
-        spec.extract(sub, row)
-        if spec.info_fields:
-            info = summarize(sub, spec.info_fields)
-            if info is not None:
-                row["info"] = info
-        state = self._state
-        if spec.role is not None and not state.pair(spec.role, row, label) and state.complete:
-            self._frame_anomaly("unmatched_response", row, "no matching request was seen")
-        effect = _EFFECTS.get(spec.name)
-        if effect is not None:
-            effect(self, sub, row)
-        state.fill_names(row)
-        if command_end < end:
-            if spec.name in c.PAYLOAD_COMMANDS:
-                chunk_key = (label, row.get("producer_id"), row.get("consumer_id"))
-                self._entries.decode(row, buf, command_end, end, chunk_key)
-            else:
-                row["payload_size"] = end - command_end
-        if spec.name == "MESSAGE":
-            self._spend_permits(row)
-        self._sink.frame(row)
+            command_end = start + 8 + size
+            try:
+                command = _parse_command(buf[start + 8 : command_end])
+            except DecodeError as exc:
+                self._emit_anomaly(
+                    side.label, ts, offset, end - start, None, "bad_protobuf", str(exc)
+                )
+                return
+            type_number = command.type
+            spec = _SPECS.get(type_number)
+            if spec is None or (type_number == 2 and not command.HasField("type")):
+                self._unknown(side, buf, start, end, offset, ts_first, ts)
+                return
+            if not self._roles_settled and spec.sender != c.EITHER:
+                self._settle_roles(side, spec.sender)
+            label = side.label
+            side.frames += 1
+            name = spec.name
+            row = {
+                "ts": ts,
+                "capture": self._capture,
+                "conn_id": self._conn_id,
+                "direction": _LABELS[label],
+                "protocol": "pulsar",
+                "ts_first": ts_first,
+                "stream_offset": offset,
+                "command": name,
+                "command_type": type_number,
+                "frame_size": end - start,
+            }
+            sub = getattr(command, spec.field)
+            spec.extract(sub, row)
+            if spec.info_fields:
+                info = summarize(sub, spec.info_fields)
+                if info is not None:
+                    row["info"] = info
+            state = self._state
+            if spec.role is not None and not state.pair(spec.role, row, label) and state.complete:
+                self._frame_anomaly("unmatched_response", row, "no matching request was seen")
+            effect = _EFFECTS.get(name)
+            if effect is not None:
+                effect(self, sub, row)
+            state.fill_names(row)
+            if command_end < end:
+                if name in c.PAYLOAD_COMMANDS:
+                    chunk_key = (label, row.get("producer_id"), row.get("consumer_id"))
+                    self._entries.decode(row, buf, command_end, end, chunk_key)
+                else:
+                    row["payload_size"] = end - command_end
+            if name == "MESSAGE":
+                self._spend_permits(row)
+            self._sink.frame(row)
+        except Exception as exc:  # a frame may be damaged in any way: report, go on
+            self._emit_anomaly(side.label, ts, offset, end - start, None, "decode_error", repr(exc))
 
     def _unknown(
         self, side: _Side, buf: bytes, start: int, end: int, offset: int, ts_first: int, ts: int
