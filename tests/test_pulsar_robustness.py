@@ -1,0 +1,83 @@
+"""Damaged streams never raise: each damage becomes anomalies and decoding goes on."""
+
+from __future__ import annotations
+
+import random
+
+from pwcap.capture.events import ClientBy, Direction
+from pwcap.decode.pulsar._pb import pulsar_api_pb2 as pb
+
+from tests.pulsar_frames import batch, command, compress, decoder, entry_bytes, frame
+
+
+def conversation(n: int) -> tuple[bytes, list[tuple[int, int]]]:
+    """A client stream of SENDs and FLOWs, and the (start, end) of each SEND's payload."""
+    out = b""
+    payloads = []
+    for seq in range(n):
+        members = [(pb.SingleMessageMetadata(partition_key=f"k{i}"), b"v" * 40) for i in range(3)]
+        raw = batch(members)
+        md = pb.MessageMetadata(
+            producer_name="p",
+            sequence_id=seq,
+            publish_time=1,
+            num_messages_in_batch=3,
+            compression=pb.LZ4,
+            uncompressed_size=len(raw),
+        )
+        wire = frame(
+            command("SEND", producer_id=1, sequence_id=seq), entry_bytes(md, compress("LZ4", raw))
+        )
+        payloads.append((len(out) + len(wire) - 20, len(out) + len(wire)))
+        out += wire
+        out += frame(command("FLOW", consumer_id=1, messagePermits=seq + 1))
+    return out, payloads
+
+
+def feed(stream: bytes, rng: random.Random, **kwargs):
+    dec, sink, _ = decoder(**kwargs)
+    pos = 0
+    while pos < len(stream):
+        size = rng.choice((1, 3, 50, 700, 5000))
+        dec.on_data(Direction.C2B, pos, pos, stream[pos : pos + size])
+        pos += size
+    dec.on_close(pos)
+    return sink
+
+
+def test_payload_damage_costs_only_the_damaged_entries():
+    stream, payloads = conversation(50)
+    rng = random.Random(7)
+    damaged = bytearray(stream)
+    hit = rng.sample(range(len(payloads)), 10)
+    for index in hit:
+        start, end = payloads[index]
+        damaged[rng.randrange(start, end)] ^= 0xFF
+    sink = feed(bytes(damaged), rng)
+    assert len(sink.frames) == 100
+    bad = [f["sequence_id"] for f in sink.frames if f.get("checksum_ok") is False]
+    assert sorted(bad) == sorted(hit)
+    assert sink.kinds().count("bad_checksum") == 10
+
+
+def test_random_damage_never_raises_and_is_reported():
+    stream, _ = conversation(40)
+    for seed in range(30):
+        rng = random.Random(seed)
+        damaged = bytearray(stream)
+        for _ in range(rng.randrange(1, 20)):
+            damaged[rng.randrange(len(damaged))] = rng.randrange(256)
+        cut = rng.randrange(len(damaged) // 2, len(damaged))
+        sink = feed(bytes(damaged[:cut]), rng, client_by=rng.choice(list(ClientBy)))
+        assert sink.anomalies, seed
+        assert len(sink.frames) > 0, seed
+
+
+def test_noise_is_skipped_and_counted():
+    rng = random.Random(1)
+    noise = bytes(rng.randrange(256) for _ in range(50_000))
+    stream, _ = conversation(5)
+    sink = feed(noise + stream, rng, client_by=ClientBy.PORT)
+    assert [f["command"] for f in sink.frames][-10:] == ["SEND", "FLOW"] * 5
+    skipped = sum(a["size"] for a in sink.anomalies if a["kind"] == "resync")
+    assert skipped == len(noise)
