@@ -313,6 +313,7 @@ def entry_metadata(service_url: str) -> ClientRecord:
         producer = c.create_producer(
             "bem",
             producer_name="bem-producer",
+            batching_enabled=True,
             batching_max_messages=5,
             batching_max_publish_delay_ms=1000,
         )
