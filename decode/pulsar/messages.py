@@ -21,14 +21,6 @@ Row = dict[str, Any]
 AnomalyFn = Callable[[str, Row, str], None]  # kind, frame row, detail
 
 _sha256 = hashlib.sha256
-# MessageMetadata fields copied to message rows when set: (field, column, conversion).
-_OPTIONAL_METADATA: tuple[tuple[str, str, Callable[[Any], Any] | None], ...] = (
-    ("event_time", "event_time", lambda ms: ms * 1000 if ms else None),
-    ("partition_key", "key", None),
-    ("ordering_key", "ordering_key", None),
-    ("replicated_from", "replicated_from", None),
-    ("null_value", "null_value", lambda flag: flag or None),
-)
 
 
 class EntryDecoder:
@@ -100,10 +92,17 @@ class EntryDecoder:
             "broker_timestamp": get("broker_timestamp"),
             "broker_index": entry.broker_index,
         }
-        for field, column, convert in _OPTIONAL_METADATA:
-            if md.HasField(field):
-                value = getattr(md, field)
-                row[column] = convert(value) if convert else value
+        has = md.HasField
+        if has("event_time") and md.event_time:
+            row["event_time"] = md.event_time * 1000
+        if has("partition_key"):
+            row["key"] = md.partition_key
+        if has("ordering_key"):
+            row["ordering_key"] = md.ordering_key
+        if has("replicated_from"):
+            row["replicated_from"] = md.replicated_from
+        if md.null_value:
+            row["null_value"] = True
         if md.properties:
             row["properties"] = [(p.key, p.value) for p in md.properties]
         return row
