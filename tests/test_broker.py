@@ -19,6 +19,7 @@ from pwcap.decode.pulsar._pb import pulsar_api_pb2 as pb
 
 from tests.broker import Broker, BrokerConfig
 from tests.broker.topics import Consumer, Entry, Subscription, Topic
+from tests.broker.wire import build_frame, command_of, parse_frame
 
 EXCLUSIVE, SHARED = 0, 1
 
@@ -198,3 +199,61 @@ def test_broker_answers_client_ping_and_pings_itself(tmp_path: Path) -> None:
     pings = [r for r in rows if r["cmd"] == "PING" and r["dir"] == "b2c"]
     pongs = [r for r in rows if r["cmd"] == "PONG" and r["dir"] == "c2b"]
     assert len(pings) >= 2 and len(pongs) >= 2
+
+
+@pytest.mark.parametrize(
+    "consumer_type",
+    [
+        pulsar.ConsumerType.Exclusive,
+        pulsar.ConsumerType.Shared,
+        pulsar.ConsumerType.Failover,
+        pulsar.ConsumerType.KeyShared,
+    ],
+)
+def test_every_subscription_type_delivers(tmp_path: Path, consumer_type: int) -> None:
+    with running_broker(tmp_path) as config, client(config) as c:
+        consumer = c.subscribe(
+            "t", "s", consumer_type=consumer_type, initial_position=pulsar.InitialPosition.Earliest
+        )
+        producer = c.create_producer("t", batching_enabled=False)
+        for i in range(5):
+            producer.send(f"m{i}".encode(), partition_key=f"k{i}")
+        received = {consumer.receive(5000).data() for _ in range(5)}
+    assert received == {f"m{i}".encode() for i in range(5)}
+    subscribe = next(r for r in journal(config) if r["cmd"] == "SUBSCRIBE")
+    assert subscribe.get("sub_type", 0) == int(consumer_type)
+
+
+def test_ack_with_a_request_id_gets_an_ack_response(tmp_path: Path) -> None:
+    """The Python client cannot ask for ack receipts, so this speaks the protocol by hand."""
+    with (
+        running_broker(tmp_path) as config,
+        socket.create_connection(("127.0.0.1", config.port)) as s,
+    ):
+        s.sendall(
+            build_frame(
+                command_of(pb.BaseCommand.CONNECT, client_version="raw", protocol_version=21)
+            )
+        )
+        assert read_command(s).type == pb.BaseCommand.CONNECTED
+        ack = command_of(
+            pb.BaseCommand.ACK, consumer_id=9, ack_type=pb.CommandAck.Individual, request_id=42
+        )
+        s.sendall(build_frame(ack))
+        response = read_command(s)
+    assert response.type == pb.BaseCommand.ACK_RESPONSE
+    assert (response.ackResponse.consumer_id, response.ackResponse.request_id) == (9, 42)
+
+
+def read_command(sock: socket.socket) -> pb.BaseCommand:
+    size = int.from_bytes(receive_exactly(sock, 4), "big")
+    return parse_frame(receive_exactly(sock, size)).command
+
+
+def receive_exactly(sock: socket.socket, size: int) -> bytes:
+    data = b""
+    while len(data) < size:
+        chunk = sock.recv(size - len(data))
+        assert chunk, "connection closed"
+        data += chunk
+    return data
