@@ -159,6 +159,20 @@ def test_sniff():
     assert not sniff.sniff(b"")
 
 
+def test_sniff_rejects_kafka_07():
+    topic = b"events"
+    message = b"\x00\x00\x00\x0a\x00\x00\x00\x00\x00\x00hello!"  # set of one message
+    produce = (
+        struct.pack(">HH", 0, len(topic))  # PRODUCE, topic
+        + topic
+        + struct.pack(">iI", 0, len(message))  # partition, message set size
+        + message
+    )
+    assert not sniff.sniff(struct.pack(">I", len(produce)) + produce)
+    fetch = struct.pack(">HH", 1, len(topic)) + topic + struct.pack(">iqi", 0, 0, 1 << 20)
+    assert not sniff.sniff(struct.pack(">I", len(fetch)) + fetch)
+
+
 def test_find_frame_start_confirms_by_decoding():
     target = flows(1)[0]
     # A fake header whose "command" does not decode comes first.

@@ -1,5 +1,13 @@
-"""Decoder of the Apache Pulsar binary protocol.
+"""Sans-IO decoder of the Apache Pulsar binary protocol.
 
-The wire schema lives in ``_pb`` (generated from ``proto/pulsar_api.proto`` by
-``proto/generate.py``); the modules beside it turn reassembled stream bytes into rows.
+``PulsarDecoder(conn, sink, options)`` implements :class:`pwcap.decode.api.ConnectionDecoder`;
+``sniff(data)`` says whether bytes look like the start of a Pulsar frame (protocol
+detection on any port); ``find_frame_start`` finds the next confirmed frame boundary in a
+buffer (resynchronisation).
 """
+
+from pwcap.decode.pulsar.decoder import PulsarDecoder
+from pwcap.decode.pulsar.framing import find_frame_start
+from pwcap.decode.pulsar.sniff import looks_like_command, sniff
+
+__all__ = ["PulsarDecoder", "find_frame_start", "looks_like_command", "sniff"]

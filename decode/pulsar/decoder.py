@@ -84,6 +84,7 @@ class PulsarDecoder:
         fields = dict(self._fields)
         fields["frames_c2b"] = self._sides[0].frames
         fields["frames_b2c"] = self._sides[1].frames
+        fields["anomalies"] = self.anomalies
         return fields
 
     # -- frames --------------------------------------------------------------------------
