@@ -151,12 +151,12 @@ def test_capture_starting_on_a_boundary_has_no_anomaly():
 
 
 def test_sniff():
-    assert sniff.sniff(frame(command("CONNECT", client_version="x", protocol_version=21)))
-    assert sniff.sniff(flows(1)[0])
-    assert not sniff.sniff(b"GET / HTTP/1.1\r\nHost: x\r\n\r\n")
-    assert not sniff.sniff(b"\x16\x03\x01\x02\x00\x01\x00\x01\xfc\x03\x03" + bytes(40))
-    assert not sniff.sniff(b"\x00\x00\x00\x05\x00\x00\x00\x01\x08")
-    assert not sniff.sniff(b"")
+    assert sniff(frame(command("CONNECT", client_version="x", protocol_version=21)))
+    assert sniff(flows(1)[0])
+    assert not sniff(b"GET / HTTP/1.1\r\nHost: x\r\n\r\n")
+    assert not sniff(b"\x16\x03\x01\x02\x00\x01\x00\x01\xfc\x03\x03" + bytes(40))
+    assert not sniff(b"\x00\x00\x00\x05\x00\x00\x00\x01\x08")
+    assert not sniff(b"")
 
 
 def test_sniff_rejects_kafka_07():
@@ -168,9 +168,9 @@ def test_sniff_rejects_kafka_07():
         + struct.pack(">iI", 0, len(message))  # partition, message set size
         + message
     )
-    assert not sniff.sniff(struct.pack(">I", len(produce)) + produce)
+    assert not sniff(struct.pack(">I", len(produce)) + produce)
     fetch = struct.pack(">HH", 1, len(topic)) + topic + struct.pack(">iqi", 0, 0, 1 << 20)
-    assert not sniff.sniff(struct.pack(">I", len(fetch)) + fetch)
+    assert not sniff(struct.pack(">I", len(fetch)) + fetch)
 
 
 def test_find_frame_start_confirms_by_decoding():
