@@ -5,7 +5,7 @@ from __future__ import annotations
 import struct
 
 from pwcap.capture.events import ClientBy, Direction
-from pwcap.decode.pulsar import sniff
+from pwcap.decode.pulsar import contains_frame, sniff
 from pwcap.decode.pulsar._pb import pulsar_api_pb2 as pb
 from pwcap.decode.pulsar.framing import find_frame_start
 from pwcap.decode.pulsar.sniff import looks_like_command
@@ -157,6 +157,13 @@ def test_sniff():
     assert not sniff(b"\x16\x03\x01\x02\x00\x01\x00\x01\xfc\x03\x03" + bytes(40))
     assert not sniff(b"\x00\x00\x00\x05\x00\x00\x00\x01\x08")
     assert not sniff(b"")
+
+
+def test_contains_frame_finds_pulsar_after_a_partial_frame():
+    first, second = flows(2)
+    assert not sniff(first[5:] + second)
+    assert contains_frame(first[5:] + second)
+    assert not contains_frame(b"GET / HTTP/1.1\r\n" * 20)
 
 
 def test_sniff_rejects_kafka_07():

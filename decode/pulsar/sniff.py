@@ -5,7 +5,7 @@ from __future__ import annotations
 from google.protobuf.message import DecodeError
 from pwcap.decode.pulsar._pb.pulsar_api_pb2 import BaseCommand
 from pwcap.decode.pulsar.commands import SPECS
-from pwcap.decode.pulsar.framing import HEADER, MIN_COMMAND_SIZE
+from pwcap.decode.pulsar.framing import HEADER, MIN_COMMAND_SIZE, find_frame_start
 
 
 def looks_like_command(buf: bytes, start: int, size: int) -> bool:
@@ -30,3 +30,12 @@ def sniff(data: bytes, max_frame_size: int = 5 * 1024 * 1024) -> bool:
     if 8 + command_size > len(data):
         return False
     return looks_like_command(data, 8, command_size)
+
+
+def contains_frame(data: bytes, max_frame_size: int = 5 * 1024 * 1024) -> bool:
+    """Is there a confirmed Pulsar frame boundary anywhere in ``data``?
+
+    For captures that start mid-connection, where the first bytes are the middle of a
+    frame and :func:`sniff` must say no.
+    """
+    return find_frame_start(data, 0, max_frame_size, looks_like_command).confirmed
