@@ -1,11 +1,12 @@
 """Micro-benchmark of PulsarDecoder on a synthetic stream of many small frames.
 
-The stream mimics an async producer and a consumer sharing one connection: SEND (one
-small message each) / SEND_RECEIPT, MESSAGE / ACK and a FLOW every 500 messages, cut into
-64 KiB records as TCP would deliver them. Rows go to a sink that only counts, so the
+Shapes: ``mixed`` is an async producer and a consumer sharing one connection: SEND (one
+small message each) / SEND_RECEIPT, MESSAGE / ACK and a FLOW every 500 messages;
+``produce`` only SEND / SEND_RECEIPT; ``control`` no payload frames. The streams are cut
+into 64 KiB records as TCP would deliver them. Rows go to a sink that only counts, so the
 figure is the decoder's own cost.
 
-    python bench/bench_pulsar_decoder.py [--frames N] [--profile]
+    python bench/bench_pulsar_decoder.py [--frames N] [--shape S] [--profile]
 """
 
 from __future__ import annotations
@@ -50,59 +51,77 @@ def _entry(producer: str, sequence_id: int, payload: bytes) -> bytes:
     return b"\x0e\x01" + struct.pack(">I", crc32c.crc32c(covered)) + covered
 
 
-def streams(count: int) -> tuple[bytes, bytes]:
+SHAPES = {
+    "mixed": ("send", "receipt", "message", "ack"),  # a producer and a consumer
+    "produce": ("send", "receipt"),  # an async producer: SEND / SEND_RECEIPT only
+    "control": ("flow", "ack"),  # no payload frames at all
+}
+
+
+def _command(kind: str, seq: int) -> tuple[int, bytes]:
+    """(direction, frame) of one frame of the given kind."""
+    mid = pb.MessageIdData(ledgerId=9, entryId=seq)
+    if kind == "send":
+        cmd = pb.BaseCommand(type=pb.BaseCommand.SEND)
+        cmd.send.MergeFrom(pb.CommandSend(producer_id=1, sequence_id=seq))
+        return 0, _frame(cmd, _entry("p", seq, b"x" * 32))
+    if kind == "receipt":
+        cmd = pb.BaseCommand(type=pb.BaseCommand.SEND_RECEIPT)
+        cmd.send_receipt.MergeFrom(
+            pb.CommandSendReceipt(producer_id=1, sequence_id=seq, message_id=mid)
+        )
+        return 1, _frame(cmd)
+    if kind == "message":
+        cmd = pb.BaseCommand(type=pb.BaseCommand.MESSAGE)
+        cmd.message.MergeFrom(pb.CommandMessage(consumer_id=1, message_id=mid))
+        return 1, _frame(cmd, _entry("p", seq, b"x" * 32))
+    if kind == "flow":
+        cmd = pb.BaseCommand(type=pb.BaseCommand.FLOW)
+        cmd.flow.MergeFrom(pb.CommandFlow(consumer_id=1, messagePermits=1))
+        return 0, _frame(cmd)
+    cmd = pb.BaseCommand(type=pb.BaseCommand.ACK)
+    cmd.ack.MergeFrom(pb.CommandAck(consumer_id=1, ack_type=0, message_id=[mid]))
+    return 0, _frame(cmd)
+
+
+def streams(count: int, shape: str) -> tuple[bytes, bytes]:
     """Client-to-broker and broker-to-client bytes holding about ``count`` frames."""
-    c2b, b2c = [], []
+    sides: tuple[list[bytes], list[bytes]] = ([], [])
     sub = pb.BaseCommand(type=pb.BaseCommand.SUBSCRIBE)
     sub.subscribe.MergeFrom(
         pb.CommandSubscribe(topic="t", subscription="s", subType=0, consumer_id=1, request_id=1)
     )
-    c2b.append(_frame(sub))
     prod = pb.BaseCommand(type=pb.BaseCommand.PRODUCER)
     prod.producer.MergeFrom(pb.CommandProducer(topic="t", producer_id=1, request_id=2))
-    c2b.append(_frame(prod))
-    for seq in range(count // 4):
+    sides[0].extend([_frame(sub), _frame(prod)])
+    kinds = SHAPES[shape]
+    for seq in range(count // len(kinds)):
         if seq % 500 == 0:
             flow = pb.BaseCommand(type=pb.BaseCommand.FLOW)
             flow.flow.MergeFrom(pb.CommandFlow(consumer_id=1, messagePermits=1000))
-            c2b.append(_frame(flow))
-        send = pb.BaseCommand(type=pb.BaseCommand.SEND)
-        send.send.MergeFrom(pb.CommandSend(producer_id=1, sequence_id=seq))
-        c2b.append(_frame(send, _entry("p", seq, b"x" * 32)))
-        receipt = pb.BaseCommand(type=pb.BaseCommand.SEND_RECEIPT)
-        receipt.send_receipt.MergeFrom(
-            pb.CommandSendReceipt(
-                producer_id=1, sequence_id=seq, message_id=pb.MessageIdData(ledgerId=9, entryId=seq)
-            )
-        )
-        b2c.append(_frame(receipt))
-        message = pb.BaseCommand(type=pb.BaseCommand.MESSAGE)
-        message.message.MergeFrom(
-            pb.CommandMessage(consumer_id=1, message_id=pb.MessageIdData(ledgerId=9, entryId=seq))
-        )
-        b2c.append(_frame(message, _entry("p", seq, b"x" * 32)))
-        ack = pb.BaseCommand(type=pb.BaseCommand.ACK)
-        ack.ack.MergeFrom(
-            pb.CommandAck(
-                consumer_id=1, ack_type=0, message_id=[pb.MessageIdData(ledgerId=9, entryId=seq)]
-            )
-        )
-        c2b.append(_frame(ack))
-    return b"".join(c2b), b"".join(b2c)
+            sides[0].append(_frame(flow))
+        for kind in kinds:
+            direction, wire = _command(kind, seq)
+            sides[direction].append(wire)
+    return b"".join(sides[0]), b"".join(sides[1])
 
 
 def run(c2b: bytes, b2c: bytes) -> tuple[CountingSink, float]:
     conn = Connection(1, "10.0.0.1", 40000, "10.0.0.2", 6650, 0, ClientBy.SYN)
     sink = CountingSink()
     decoder = PulsarDecoder(conn, sink, DecodeOptions(capture="bench"))
+    # Both directions advance in proportion, the broker's one record behind the client's,
+    # so a response never precedes its request.
+    records = max(1, max(len(c2b), len(b2c)) // RECORD)
+    client = [len(c2b) * i // records for i in range(records + 1)]
+    broker = [0, *(len(b2c) * i // records for i in range(records)), len(b2c)]
     started = time.perf_counter()
     ts = 0
-    for pos in range(0, max(len(c2b), len(b2c)), RECORD):
+    for i in range(records + 1):
         ts += 1
-        if pos < len(c2b):
-            decoder.on_data(Direction.C2B, ts, pos, c2b[pos : pos + RECORD])
-        if pos < len(b2c):
-            decoder.on_data(Direction.B2C, ts, pos, b2c[pos : pos + RECORD])
+        if i < records:
+            decoder.on_data(Direction.C2B, ts, client[i], c2b[client[i] : client[i + 1]])
+        decoder.on_data(Direction.B2C, ts, broker[i], b2c[broker[i] : broker[i + 1]])
     decoder.on_close(ts)
     return sink, time.perf_counter() - started
 
@@ -110,9 +129,10 @@ def run(c2b: bytes, b2c: bytes) -> tuple[CountingSink, float]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--frames", type=int, default=400_000)
+    parser.add_argument("--shape", choices=sorted(SHAPES), default="mixed")
     parser.add_argument("--profile", action="store_true", help="run under pyinstrument")
     args = parser.parse_args()
-    c2b, b2c = streams(args.frames)
+    c2b, b2c = streams(args.frames, args.shape)
     if args.profile:
         from pyinstrument import Profiler
 
@@ -124,7 +144,8 @@ def main() -> None:
         profiler.print(file=sys.stderr)
     mb = (len(c2b) + len(b2c)) / 1e6
     print(
-        f"{sink.frames} frames, {sink.messages} messages, {sink.anomalies} anomalies, "
+        f"{args.shape}: {sink.frames} frames, {sink.messages} messages, "
+        f"{sink.anomalies} anomalies, "
         f"{mb:.1f} MB in {elapsed:.2f} s: {sink.frames / elapsed:,.0f} frames/s, "
         f"{mb / elapsed:.1f} MB/s"
     )
