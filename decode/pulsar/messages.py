@@ -60,8 +60,10 @@ class EntryDecoder:
             self._emit(base, entry.payload)
         elif md.HasField("uuid") and md.num_chunks_from_msg > 1:
             self._chunk(frame, base, entry, chunk_key)
-        else:
+        elif codec or md.HasField("num_messages_in_batch"):
             self._contents(frame, base, entry, count)
+        else:  # the common case: one uncompressed message
+            self._emit(base, entry.payload)
 
     def _base_row(self, frame: Row, entry: Entry, count: int) -> Row:
         md = entry.metadata
