@@ -43,7 +43,10 @@ def data_packets(capture: Capture) -> list[DataPacket]:
 
 
 def _place(
-    index: int, segment: Segment, isn: dict[tuple[str, str], int], clients: dict
+    index: int,
+    segment: Segment,
+    isn: dict[tuple[str, str], int],
+    clients: dict[frozenset[str], str],
 ) -> DataPacket:
     client = clients[frozenset((segment.src, segment.dst))]
     server = segment.dst if segment.src == client else segment.src
