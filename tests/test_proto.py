@@ -8,7 +8,12 @@ real client puts them on the wire.
 
 from __future__ import annotations
 
+import subprocess
+import sys
+from pathlib import Path
+
 import pytest
+from google.protobuf import descriptor_pb2
 from google.protobuf.descriptor import FieldDescriptor
 from pwcap.decode.pulsar._pb import pulsar_api_pb2 as pb
 
@@ -202,3 +207,32 @@ def test_chunked_metadata_round_trips() -> None:
     # chunk_id is field 29, varint: key = 29 << 3 = 232 = 0xE8 0x01
     assert bytes([0xE8, 0x01, 0x02]) in wire
     assert pb.MessageMetadata.FromString(wire) == metadata
+
+
+def test_checked_in_module_matches_the_proto_source(tmp_path: Path) -> None:
+    """Editing proto/pulsar_api.proto without running proto/generate.py fails here."""
+    proto_dir = Path(__file__).resolve().parents[1] / "proto"
+    out = tmp_path / "descriptor.pb"
+    subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "grpc_tools.protoc",
+            f"--proto_path={proto_dir}",
+            f"--descriptor_set_out={out}",
+            "pulsar_api.proto",
+        ],
+        check=True,
+    )
+    fresh = descriptor_pb2.FileDescriptorSet.FromString(out.read_bytes()).file[0]
+    for message in fresh.message_type:
+        drop_json_names(message)  # protoc adds them to descriptor sets, not to Python code
+    checked_in = descriptor_pb2.FileDescriptorProto.FromString(pb.DESCRIPTOR.serialized_pb)
+    assert checked_in == fresh
+
+
+def drop_json_names(message: descriptor_pb2.DescriptorProto) -> None:
+    for field in message.field:
+        field.ClearField("json_name")
+    for nested in message.nested_type:
+        drop_json_names(nested)
