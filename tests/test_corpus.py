@@ -54,6 +54,7 @@ def test_the_corpus_has_every_required_scenario() -> None:
         "pulsar_shared_two_consumers",
         "pulsar_chunked",
         "pulsar_entry_metadata",
+        "pulsar_seek_unsubscribe",
         "pulsar_derived_lost",
         "pulsar_derived_reordered",
         "pulsar_derived_duplicated",

@@ -329,6 +329,32 @@ def entry_metadata(service_url: str) -> ClientRecord:
     return record
 
 
+def seek_and_unsubscribe(service_url: str) -> ClientRecord:
+    """Failover subscription: read, ask for the last id, seek back, re-read, unsubscribe."""
+    record = ClientRecord()
+    with client(service_url) as c:
+        consumer = c.subscribe(
+            "seek",
+            "seek-sub",
+            consumer_type=pulsar.ConsumerType.Failover,
+            initial_position=pulsar.InitialPosition.Earliest,
+        )
+        producer = c.create_producer("seek", producer_name="seek-producer", batching_enabled=False)
+        for i in range(8):
+            record.send(
+                producer, payload(i), i, key=f"key-{i % 2}", properties=properties("seek", i)
+            )
+        receive_and_ack(record, consumer, 8)
+        consumer.get_last_message_id()
+        time.sleep(0.3)  # the grouped acknowledgements go out before the seek
+        consumer.seek(pulsar.MessageId.earliest)
+        receive_and_ack(record, consumer, 8)
+        producer.close()
+        time.sleep(0.3)
+        consumer.unsubscribe()
+    return record
+
+
 @dataclass(frozen=True)
 class Scenario:
     name: str
@@ -368,6 +394,11 @@ SCENARIOS = [
         "pulsar_shared_two_consumers",
         "two consumers on one shared subscription",
         shared_two_consumers,
+    ),
+    Scenario(
+        "pulsar_seek_unsubscribe",
+        "failover subscription: get-last-message-id, seek to earliest, re-read, unsubscribe",
+        seek_and_unsubscribe,
     ),
     Scenario(
         "pulsar_chunked",
