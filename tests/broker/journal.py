@@ -32,9 +32,15 @@ SCALAR_FIELDS = {
 }
 
 
+def signed(value: int) -> int:
+    """Ledger and entry ids are Java longs sent as uint64: -1 (earliest, unset) stays -1."""
+    return value - 2**64 if value >= 2**63 else value
+
+
 def message_id_list(message_id: pb.MessageIdData) -> list[int]:
     """[ledger, entry, partition, batch_index] of one id."""
-    return [message_id.ledgerId, message_id.entryId, message_id.partition, message_id.batch_index]
+    ledger, entry = signed(message_id.ledgerId), signed(message_id.entryId)
+    return [ledger, entry, message_id.partition, message_id.batch_index]
 
 
 def describe(frame: Frame) -> dict[str, object]:
