@@ -30,7 +30,9 @@ def free_port() -> int:
 @pytest.mark.skipif(not CAN_CAPTURE, reason="capturing needs root and tcpdump")
 def test_small_scenario_regenerates_into_a_matching_capture_and_truth(tmp_path: Path) -> None:
     template = next(s for s in SCENARIOS if s.name == "pulsar_ipv6")
-    scenario = dataclasses.replace(template, name="e2e", host="127.0.0.1", port=free_port())
+    scenario = dataclasses.replace(
+        template, name="e2e", host="127.0.0.1", hostname=None, port=free_port()
+    )
     truth = capture_scenario(scenario, tmp_path)
     assert truth["capture"]["packets"] > 0
     assert truth["capture"]["dropped_by_kernel"] == 0
