@@ -62,6 +62,25 @@ def test_a_request_is_answered_once():
     talk(B2C, command("LOOKUP_RESPONSE", request_id=1))
     again = talk(B2C, command("LOOKUP_RESPONSE", request_id=1))
     assert "answers" not in again
+    talk.dec.on_close(talk.ts)
+    assert talk.sink.kinds() == ["unmatched_response"]
+
+
+def test_unmatched_waits_for_proof_that_the_request_was_not_lost():
+    talk = Conversation()
+    talk(C2B, command("FLOW", consumer_id=1, messagePermits=1))
+    talk(B2C, command("SEND_RECEIPT", producer_id=1, sequence_id=4))
+    assert talk.sink.anomalies == []
+    # The client's stream turns out to have lost bytes: the SEND was in them.
+    talk.dec.on_gap(C2B, talk.ts, talk.offsets[C2B], 200)
+    talk.dec.on_close(talk.ts)
+    assert talk.sink.anomalies == []
+
+
+def test_unmatched_is_reported_once_later_client_bytes_arrive_without_a_gap():
+    talk = Conversation()
+    talk(B2C, command("SEND_RECEIPT", producer_id=1, sequence_id=4))
+    talk(C2B, command("FLOW", consumer_id=1, messagePermits=1))
     assert talk.sink.kinds() == ["unmatched_response"]
 
 

@@ -56,6 +56,7 @@ class PulsarDecoder:
         self._state = ConnectionState(complete=in_sync)
         self._entries = EntryDecoder(sink, options, self._frame_anomaly)
         self._fields: Row = {}
+        self._suspects: list[tuple[int, int, Row]] = []  # (request direction, ts, anomaly)
         self.anomalies = 0
         self._sides = [_Side(0), _Side(1)]
         for side in self._sides:
@@ -70,15 +71,22 @@ class PulsarDecoder:
     # -- ConnectionDecoder ---------------------------------------------------------------
 
     def on_data(self, direction: Direction, ts: int, offset: int, data: bytes) -> None:
-        self._sides[direction].stream.feed(ts, offset, data)
+        side = self._sides[direction]
+        if self._suspects:
+            self._judge_suspects(side.label, ts)
+        side.stream.feed(ts, offset, data)
 
     def on_gap(self, direction: Direction, ts: int, offset: int, size: int) -> None:
+        side = self._sides[direction]
+        # The requests of unanswered responses may have been in the missing bytes.
+        self._suspects = [s for s in self._suspects if s[0] != side.label]
         self._state.lose_sync()
-        self._sides[direction].stream.on_gap(ts, offset, size)
+        side.stream.on_gap(ts, offset, size)
 
     def on_close(self, ts: int) -> None:
         for side in self._sides:
             side.stream.on_close(ts)
+        self._judge_suspects(None, ts)
 
     def connection_fields(self) -> Row:
         fields = dict(self._fields)
@@ -140,7 +148,7 @@ class PulsarDecoder:
                     row["info"] = info
             state = self._state
             if spec.role is not None and not state.pair(spec.role, row, label) and state.complete:
-                self._frame_anomaly("unmatched_response", row, "no matching request was seen")
+                self._suspect_unmatched(row, label)
             effect = _EFFECTS.get(name)
             if effect is not None:
                 effect(self, sub, row)
@@ -233,6 +241,35 @@ class PulsarDecoder:
 
     # -- anomalies -----------------------------------------------------------------------
 
+    def _suspect_unmatched(self, row: Row, label: int) -> None:
+        """A response without its request: an anomaly unless the request was lost.
+
+        Reassembly reports a gap only once later bytes arrive, so the verdict waits until
+        the request's direction shows bytes captured after this response (no gap before
+        them: the request was never sent) or the connection ends.
+        """
+        anomaly = self._anomaly_row(
+            label,
+            row["ts"],
+            row["stream_offset"],
+            row["frame_size"],
+            row["command"],
+            "unmatched_response",
+            "no matching request was seen",
+        )
+        self._suspects.append((1 - label, row["ts"], anomaly))
+
+    def _judge_suspects(self, label: int | None, ts: int) -> None:
+        """Report the suspects that data of direction ``label`` at ``ts`` (None: all) proves."""
+        waiting = []
+        for suspect in self._suspects:
+            if label is None or (suspect[0] == label and ts >= suspect[1]):
+                self.anomalies += 1
+                self._sink.anomaly(suspect[2])
+            else:
+                waiting.append(suspect)
+        self._suspects = waiting
+
     def _frame_anomaly(self, kind: str, row: Row, detail: str) -> None:
         self._emit_anomaly(
             0 if row["direction"] == "c2b" else 1,
@@ -263,20 +300,30 @@ class PulsarDecoder:
         detail: str,
     ) -> None:
         self.anomalies += 1
-        self._sink.anomaly(
-            {
-                "ts": ts,
-                "capture": self._capture,
-                "conn_id": self._conn_id,
-                "direction": _LABELS[label],
-                "protocol": "pulsar",
-                "kind": kind,
-                "stream_offset": offset,
-                "size": size,
-                "command": command,
-                "detail": detail,
-            }
-        )
+        self._sink.anomaly(self._anomaly_row(label, ts, offset, size, command, kind, detail))
+
+    def _anomaly_row(
+        self,
+        label: int,
+        ts: int,
+        offset: int | None,
+        size: int | None,
+        command: str | None,
+        kind: str,
+        detail: str,
+    ) -> Row:
+        return {
+            "ts": ts,
+            "capture": self._capture,
+            "conn_id": self._conn_id,
+            "direction": _LABELS[label],
+            "protocol": "pulsar",
+            "kind": kind,
+            "stream_offset": offset,
+            "size": size,
+            "command": command,
+            "detail": detail,
+        }
 
 
 _EFFECTS = {
