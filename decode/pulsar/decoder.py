@@ -18,6 +18,7 @@ from pwcap.decode.pulsar.sniff import looks_like_command
 from pwcap.decode.pulsar.state import ConnectionState
 
 _LABELS = ("c2b", "b2c")
+MAX_SUSPECTS = 10_000  # unmatched responses awaiting proof, kept per connection
 _parse_command = BaseCommand.FromString
 _SPECS = c.SPECS
 
@@ -258,6 +259,10 @@ class PulsarDecoder:
             "no matching request was seen",
         )
         self._suspects.append((1 - label, row["ts"], anomaly))
+        if len(self._suspects) > MAX_SUSPECTS:  # a silent peer: judge the oldest now
+            _, _, oldest = self._suspects.pop(0)
+            self.anomalies += 1
+            self._sink.anomaly(oldest)
 
     def _judge_suspects(self, label: int | None, ts: int) -> None:
         """Report the suspects that data of direction ``label`` at ``ts`` (None: all) proves."""
