@@ -31,24 +31,9 @@ class PayloadError(Exception):
         self.kind = kind
 
 
-class Entry:
-    """One entry as it crossed the wire: metadata, payload and what the framing told."""
-
-    __slots__ = ("broker_index", "broker_timestamp", "checksum_ok", "metadata", "payload")
-
-    def __init__(
-        self,
-        metadata: MessageMetadata,
-        payload: memoryview,
-        checksum_ok: bool | None,
-        broker_timestamp: int | None,
-        broker_index: int | None,
-    ) -> None:
-        self.metadata = metadata
-        self.payload = payload
-        self.checksum_ok = checksum_ok
-        self.broker_timestamp = broker_timestamp
-        self.broker_index = broker_index
+# metadata, payload, checksum_ok (None: no checksum), broker timestamp, broker index.
+# A plain tuple: built once per payload frame, it is on the hot path.
+Entry = tuple[MessageMetadata, memoryview, bool | None, int | None, int | None]
 
 
 def parse_entry(buf: bytes, start: int, end: int) -> Entry:
@@ -88,7 +73,7 @@ def parse_entry(buf: bytes, start: int, end: int) -> Entry:
     if pos + size > end:
         raise PayloadError("bad_payload", f"message metadata of {size} bytes overruns the frame")
     try:
-        metadata = MessageMetadata.FromString(view[pos : pos + size])
+        metadata = MessageMetadata.FromString(buf[pos : pos + size])
     except DecodeError as exc:
         raise PayloadError("bad_protobuf", f"undecodable message metadata: {exc}") from None
-    return Entry(metadata, view[pos + size : end], checksum_ok, broker_timestamp, broker_index)
+    return metadata, view[pos + size : end], checksum_ok, broker_timestamp, broker_index
