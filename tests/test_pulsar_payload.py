@@ -7,6 +7,7 @@ import hashlib
 import pytest
 from pwcap.capture.events import Direction
 from pwcap.decode.pulsar._pb import pulsar_api_pb2 as pb
+from pwcap.decode.pulsar.chunks import ChunkAssembler
 
 from tests.pulsar_frames import batch, command, compress, decoder, entry_bytes, frame
 
@@ -210,3 +211,11 @@ def test_metadata_that_overruns_the_frame_is_an_anomaly():
     assert sink.kinds() == ["bad_payload"]
     assert len(sink.frames) == 2
     assert sink.messages[0]["payload_sha256"] == sha(b"ok")
+
+
+def test_incomplete_chunked_messages_are_bounded_in_memory():
+    assembler = ChunkAssembler(max_bytes=1000)
+    assert assembler.add("old", 0, 2, b"a" * 600) is None
+    assert assembler.add("new", 0, 2, b"b" * 600) is None  # over the bound: "old" goes
+    assert assembler.add("old", 1, 2, b"a") is None
+    assert assembler.add("new", 1, 2, b"b") == b"b" * 601

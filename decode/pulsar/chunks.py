@@ -27,7 +27,6 @@ class ChunkAssembler:
         self._max_bytes = max_bytes
         self._held = 0
         self._pending: dict[Hashable, _Pending] = {}
-        self.dropped = 0  # incomplete messages given up (out of order or evicted)
 
     def add(self, key: Hashable, chunk_id: int, num_chunks: int, data: bytes) -> bytes | None:
         """Take one chunk; return the whole message when this chunk completes it."""
@@ -56,7 +55,6 @@ class ChunkAssembler:
     def _forget(self, key: Hashable, pending: _Pending) -> None:
         del self._pending[key]
         self._held -= pending.size
-        self.dropped += 1
 
     def _evict(self) -> None:
         """Drop the oldest incomplete messages until the held bytes fit the bound."""

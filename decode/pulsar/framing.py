@@ -83,10 +83,6 @@ class FrameStream:
         self._skipped = 0  # bytes skipped by the current hunt
         self._hunt_from = -1  # stream offset where the current hunt started skipping
 
-    @property
-    def hunting(self) -> bool:
-        return self._hunting
-
     def feed(self, ts: int, offset: int, data: bytes) -> None:
         """Bytes of one capture record, all captured at ``ts``."""
         if self._discard:
