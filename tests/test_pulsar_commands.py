@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import pyarrow as pa
 import pytest
 from pwcap.capture.events import Direction
 from pwcap.decode.pulsar import commands
 from pwcap.decode.pulsar._pb import pulsar_api_pb2 as pb
+from pwcap.decode.schema import arrow_schema
 
 from tests.pulsar_frames import command, decoder, frame, sample_command
 
@@ -33,6 +35,7 @@ def test_every_command_type_becomes_one_frame_row(name, number):
     assert row["direction"] == ("b2c" if direction == Direction.B2C else "c2b")
     assert row["ts"] == row["ts_first"] == 5_000_000
     assert row["stream_offset"] == 0
+    assert pa.Table.from_pylist([row], schema=arrow_schema("frames")).num_rows == 1
     # A lone response is unmatched: its request is missing from a capture that has the SYN.
     unexpected = [a for a in sink.anomalies if a["kind"] != "unmatched_response"]
     assert unexpected == []

@@ -13,10 +13,12 @@ from collections import Counter, defaultdict
 from pathlib import Path
 
 import dpkt
+import pyarrow as pa
 import pytest
 from pwcap.capture.events import ClientBy, Connection, Direction
 from pwcap.decode.api import DecodeOptions
 from pwcap.decode.pulsar.decoder import PulsarDecoder
+from pwcap.decode.schema import arrow_schema
 
 from tests.pulsar_frames import RecordingSink
 
@@ -237,3 +239,19 @@ def test_connection_fields(sample):
         assert fields["client_version"].startswith("Pulsar-")
         assert fields["server_version"]
         assert fields["frames_c2b"] + fields["frames_b2c"] == expected["frames"]
+
+
+@pytest.mark.parametrize("table", ["frames", "messages", "anomalies"])
+def test_rows_fit_the_dataset_schema(sample, table):
+    _, sink, _, _ = sample
+    rows = {"frames": sink.frames, "messages": sink.messages, "anomalies": sink.anomalies}[table]
+    schema = arrow_schema(table)
+    assert {key for row in rows for key in row} <= set(schema.names)
+    assert pa.Table.from_pylist(rows, schema=schema).num_rows == len(rows)
+
+
+def test_connection_fields_fit_the_dataset_schema(sample):
+    _, _, decoders, _ = sample
+    names = set(arrow_schema("connections").names)
+    for decoder in decoders:
+        assert set(decoder.connection_fields()) <= names
