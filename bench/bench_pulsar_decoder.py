@@ -55,7 +55,9 @@ SHAPES = {
     "mixed": ("send", "receipt", "message", "ack"),  # a producer and a consumer
     "produce": ("send", "receipt"),  # an async producer: SEND / SEND_RECEIPT only
     "control": ("flow", "ack"),  # no payload frames at all
+    "large": ("large_send", "receipt"),  # 256 KiB messages spanning many records
 }
+LARGE = bytes(range(256)) * 1024
 
 
 def _command(kind: str, seq: int) -> tuple[int, bytes]:
@@ -65,6 +67,10 @@ def _command(kind: str, seq: int) -> tuple[int, bytes]:
         cmd = pb.BaseCommand(type=pb.BaseCommand.SEND)
         cmd.send.MergeFrom(pb.CommandSend(producer_id=1, sequence_id=seq))
         return 0, _frame(cmd, _entry("p", seq, b"x" * 32))
+    if kind == "large_send":
+        cmd = pb.BaseCommand(type=pb.BaseCommand.SEND)
+        cmd.send.MergeFrom(pb.CommandSend(producer_id=1, sequence_id=seq))
+        return 0, _frame(cmd, _entry("p", seq, LARGE))
     if kind == "receipt":
         cmd = pb.BaseCommand(type=pb.BaseCommand.SEND_RECEIPT)
         cmd.send_receipt.MergeFrom(
@@ -106,18 +112,19 @@ def streams(count: int, shape: str) -> tuple[bytes, bytes]:
     return b"".join(sides[0]), b"".join(sides[1])
 
 
-def run(c2b: bytes, b2c: bytes) -> tuple[CountingSink, float]:
+def run(c2b: bytes, b2c: bytes, record: int) -> tuple[CountingSink, float]:
     conn = Connection(1, "10.0.0.1", 40000, "10.0.0.2", 6650, 0, ClientBy.SYN)
     sink = CountingSink()
     decoder = PulsarDecoder(conn, sink, DecodeOptions(capture="bench"))
-    # Both directions advance in proportion, the broker's one record behind the client's,
-    # so a response never precedes its request.
-    records = max(1, max(len(c2b), len(b2c)) // RECORD)
+    # Both directions advance in proportion, the broker's a little behind the client's
+    # (responses vary in size, so exact proportion would let some overtake their requests).
+    records = max(1, max(len(c2b), len(b2c)) // record)
+    lag = max(1, records // 50)
     client = [len(c2b) * i // records for i in range(records + 1)]
-    broker = [0, *(len(b2c) * i // records for i in range(records)), len(b2c)]
+    broker = [len(b2c) * max(0, i - lag) // records for i in range(records + lag + 1)]
     started = time.perf_counter()
     ts = 0
-    for i in range(records + 1):
+    for i in range(records + lag):
         ts += 1
         if i < records:
             decoder.on_data(Direction.C2B, ts, client[i], c2b[client[i] : client[i + 1]])
@@ -130,6 +137,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--frames", type=int, default=400_000)
     parser.add_argument("--shape", choices=sorted(SHAPES), default="mixed")
+    parser.add_argument("--record", type=int, default=RECORD, help="bytes per capture record")
     parser.add_argument("--profile", action="store_true", help="run under pyinstrument")
     args = parser.parse_args()
     c2b, b2c = streams(args.frames, args.shape)
@@ -138,7 +146,7 @@ def main() -> None:
 
         profiler = Profiler()
         profiler.start()
-    sink, elapsed = run(c2b, b2c)
+    sink, elapsed = run(c2b, b2c, args.record)
     if args.profile:
         profiler.stop()
         profiler.print(file=sys.stderr)
