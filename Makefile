@@ -1,0 +1,31 @@
+# Two entry points a newcomer needs (see README): `make demo` and `make test`.
+# Both build the virtual environment first, so they work on a fresh machine.
+
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+
+.PHONY: setup demo test lint corpus
+
+$(STAMP): pyproject.toml setup.py
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install -q --upgrade pip
+	$(BIN)/pip install -q -e '.[dev]'
+	touch $(STAMP)
+
+setup: $(STAMP)
+
+demo: setup
+	$(BIN)/pwcap decode sample_pcaps --overwrite -o out/dataset
+	$(BIN)/pwcap analyze out/dataset -o out/analytics
+	@echo
+	@echo "decoded tables:   out/dataset/{frames,messages,connections,anomalies}"
+	@echo "analytics tables: out/analytics"
+
+lint: setup
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+
+test: lint
+	$(BIN)/pytest -q
