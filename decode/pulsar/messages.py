@@ -130,7 +130,7 @@ class EntryDecoder:
             row["event_time"] = single.event_time * 1000 or None
             row["key"] = single.partition_key if single.HasField("partition_key") else None
             row["ordering_key"] = single.ordering_key if single.HasField("ordering_key") else None
-            row["properties"] = [(p.key, p.value) for p in single.properties]
+            row["properties"] = [(p.key, p.value) for p in single.properties] or None
             row["null_value"] = single.null_value or None
             self._emit(row, data)
 
