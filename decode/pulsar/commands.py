@@ -173,7 +173,7 @@ def _compile_extractor(name: str, lines: list[str], names: dict[str, Any]) -> Ex
     Straight-line code per command instead of a loop over a field table: this runs once
     per frame, and the loop's overhead was most of its cost.
     """
-    body = "\n".join("    " + line for line in lines) or "    pass"
+    body = "\n".join(_indent(lines)) or "    pass"
     source = f"def extract_{name}(sub, row):\n{body}\n"
     namespace = {"I63": I63, "U64": U64, **names}
     exec(compile(source, f"<pulsar extractor {name}>", "exec"), namespace)
