@@ -1,0 +1,1 @@
+"""PySpark analytics over the decoded dataset: one script per family of questions."""
