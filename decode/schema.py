@@ -21,6 +21,9 @@ STR = pa.string()
 I32 = pa.int32()
 I64 = pa.int64()
 BOOL = pa.bool_()
+MESSAGE_IDS = pa.list_(
+    pa.struct([("ledger_id", I64), ("entry_id", I64), ("partition", I32), ("batch_index", I32)])
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -63,6 +66,12 @@ FRAMES: list[Column] = [
     Column("partition", I32, "partition of the message id (Pulsar) or of the request (Kafka)"),
     Column("batch_index", I32, "batch index of the message id, -1 or null when not a batch"),
     Column("num_message_ids", I32, "message ids listed (ACK, REDELIVER_UNACKNOWLEDGED_MESSAGES)"),
+    Column(
+        "message_ids",
+        MESSAGE_IDS,
+        "every message id a list-carrying command names (ACK, REDELIVER_UNACKNOWLEDGED_MESSAGES);"
+        " the scalar id columns hold only the first",
+    ),
     Column("permits", I64, "permits granted by a FLOW"),
     Column("redelivery_count", I32, "redelivery count of a MESSAGE"),
     Column("num_messages", I32, "messages in the entry (SEND, MESSAGE) or message set"),

@@ -198,6 +198,17 @@ def _message_id(target: str) -> list[str]:
     ]
 
 
+def _id_struct(m: MessageIdData) -> dict[str, Any]:
+    """One element of the `message_ids` list column."""
+    ledger, entry = m.ledgerId, m.entryId
+    return {
+        "ledger_id": ledger - U64 if ledger > I63 else ledger,
+        "entry_id": entry - U64 if entry > I63 else entry,
+        "partition": m.partition if m.HasField("partition") else None,
+        "batch_index": m.batch_index if m.HasField("batch_index") else None,
+    }
+
+
 def _indent(lines: list[str]) -> list[str]:
     return ["    " + line for line in lines]
 
@@ -216,6 +227,8 @@ def _build(type_number: int, name: str) -> CommandSpec:
             if repeated:
                 lines += [f"ids = {attr}", "row['num_message_ids'] = len(ids)", "if ids:"]
                 lines += _indent(_message_id("ids[0]"))
+                lines += _indent(["row['message_ids'] = [_id_struct(m) for m in ids]"])
+                names["_id_struct"] = _id_struct
             else:
                 lines += [f"if sub.HasField({fd.name!r}):", *_indent(_message_id(attr))]
         elif fd.name in _ENUM_COLUMNS and fd.type == FieldDescriptor.TYPE_ENUM and not repeated:
