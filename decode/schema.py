@@ -94,6 +94,12 @@ FRAMES: list[Column] = [
     Column("txnid_least_bits", I64, "transaction id, least significant bits"),
     Column("offset", I64, "Kafka 0.7 log byte offset of a request"),
     Column("max_size", I32, "Kafka 0.7 FETCH maximum bytes"),
+    Column(
+        "truncated_tail",
+        I32,
+        "Kafka 0.7 FETCH / MULTIFETCH response: bytes of the partial message ending the message"
+        " set(s); normal (the broker cuts the log at MAX_SIZE), not an error",
+    ),
     Column("info", STR, "short human summary of the frame's other fields"),
 ]
 
