@@ -1,0 +1,215 @@
+"""What every analytics job shares: its command line, its Spark session, reading the
+decoded dataset and writing result tables atomically.
+
+Kept free of any question-specific logic so ``latency``, ``permits`` and ``redelivery``
+read as the answer to one question each, and ``pwcap analyze`` can run them all in one
+session.
+"""
+
+from __future__ import annotations
+
+import argparse
+import glob
+import logging
+import os
+import re
+import uuid
+from collections.abc import Callable, Mapping
+
+import pyarrow as pa
+from pwcap.decode.schema import arrow_schema
+from pyspark import SparkConf
+from pyspark.sql import Column, DataFrame, SparkSession
+from pyspark.sql import functions as F
+from pyspark.sql import types as T
+
+Tables = dict[str, DataFrame]
+
+_UNITS = {"ms": "milliseconds", "s": "seconds", "m": "minutes", "h": "hours", "d": "days"}
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """The arguments every job takes (and ``pwcap analyze`` too)."""
+    parser.add_argument(
+        "datasets", nargs="+", metavar="DATASET", help="decoded dataset folder(s) or glob(s)"
+    )
+    parser.add_argument("-o", "--output", required=True, help="folder for the result tables")
+    parser.add_argument(
+        "--window", default="1m", help="time bucket of the summaries: 30s, 1m, 1h... (default 1m)"
+    )
+    parser.add_argument("--verbose", action="store_true", help="keep Spark's INFO logging")
+
+
+def spark_interval(text: str) -> str:
+    """``1m`` -> ``1 minutes`` (Spark's interval syntax); Spark's own syntax passes through."""
+    match = re.fullmatch(r"\s*(\d+)\s*(ms|s|m|h|d)\s*", text)
+    if match:
+        return f"{match[1]} {_UNITS[match[2]]}"
+    if re.fullmatch(r"\s*\d+\s+[a-z]+\s*", text):
+        return text.strip()
+    raise argparse.ArgumentTypeError(f"not a time window: {text!r} (try 30s, 1m, 1h)")
+
+
+def session(app_name: str, verbose: bool = False) -> SparkSession:
+    """The active session (a test's, or spark-submit's with its ``--master``), else a local
+    one on every core. Timestamps stay in UTC whatever the machine's zone."""
+    conf = SparkConf()  # carries spark-submit's --master and --conf settings
+    if not conf.contains("spark.master"):
+        conf.setMaster("local[*]").set("spark.ui.showConsoleProgress", "false")
+    spark = (
+        SparkSession.builder.appName(app_name)
+        .config(conf=conf)
+        .config("spark.sql.session.timeZone", "UTC")
+        .getOrCreate()
+    )
+    spark.sparkContext.setLogLevel("INFO" if verbose else "WARN")
+    if not verbose:
+        logging.getLogger("py4j").setLevel(logging.WARNING)
+    return spark
+
+
+def run_job(
+    name: str,
+    build: Callable[[SparkSession, list[str], str], Tables],
+    argv: list[str] | None = None,
+) -> int:
+    """The ``main`` of a job script: parse arguments, build the tables, write them."""
+    parser = argparse.ArgumentParser(prog=f"{name}.py", description=build.__doc__)
+    add_arguments(parser)
+    args = parser.parse_args(argv)
+    window = spark_interval(args.window)
+    spark = session(f"pwcap-{name}", args.verbose)
+    written = write_tables(build(spark, args.datasets, window), args.output)
+    for table, path in written.items():
+        print(f"{table}: {path}")
+    return 0
+
+
+# -- reading -------------------------------------------------------------------------------
+
+
+def spark_type(arrow: pa.DataType) -> T.DataType:
+    """The Spark type Parquet gives an Arrow column of the dataset schema."""
+    if pa.types.is_timestamp(arrow):
+        return T.TimestampType()
+    if pa.types.is_list(arrow):
+        return T.ArrayType(spark_type(arrow.value_type))
+    if pa.types.is_struct(arrow):
+        return T.StructType([T.StructField(f.name, spark_type(f.type)) for f in arrow])
+    if pa.types.is_map(arrow):
+        return T.MapType(spark_type(arrow.key_type), spark_type(arrow.item_type))
+    simple = {
+        pa.string(): T.StringType(),
+        pa.int64(): T.LongType(),
+        pa.int32(): T.IntegerType(),
+        pa.bool_(): T.BooleanType(),
+        pa.binary(): T.BinaryType(),
+    }
+    return simple[arrow]
+
+
+def spark_schema(table: str) -> T.StructType:
+    return T.StructType([T.StructField(f.name, spark_type(f.type)) for f in arrow_schema(table)])
+
+
+def table_paths(datasets: list[str], table: str) -> list[str]:
+    """Where ``table`` lives in each dataset; local globs are expanded, missing folders
+    skipped (a capture without anomalies may have no ``anomalies`` folder). Remote URIs
+    (``s3a://...``) pass through for Spark to expand."""
+    paths: list[str] = []
+    for dataset in datasets:
+        if "://" in dataset:
+            paths.append(f"{dataset.rstrip('/')}/{table}")
+            continue
+        for folder in sorted(glob.glob(dataset)) or [dataset]:
+            path = os.path.join(folder, table)
+            if os.path.isdir(path):
+                paths.append(path)
+    return paths
+
+
+def read_table(spark: SparkSession, datasets: list[str], table: str) -> DataFrame:
+    """One dataset table over all inputs, with the documented schema even when absent.
+
+    The schema is given, not inferred: columns an older dataset lacks read as null, and an
+    empty input is an empty table rather than an error.
+    """
+    schema = spark_schema(table)
+    paths = table_paths(datasets, table)
+    if not paths:
+        return spark.createDataFrame([], schema)
+    return spark.read.schema(schema).parquet(*paths)
+
+
+# -- shared column expressions ---------------------------------------------------------------
+
+
+def micros(ts: str | Column) -> Column:
+    """Microseconds since the epoch of a timestamp column."""
+    return F.unix_micros(F.col(ts) if isinstance(ts, str) else ts)
+
+
+def window_start(ts: str, window: str) -> Column:
+    return F.window(F.col(ts), window).start
+
+
+def broker_addresses(connections: DataFrame) -> DataFrame:
+    """``conn_id`` -> ``broker`` (``ip:port``; IPv6 in brackets), one row per connection."""
+    ip = F.when(F.col("server_ip").contains(":"), F.format_string("[%s]", "server_ip")).otherwise(
+        F.col("server_ip")
+    )
+    return connections.select(
+        "conn_id", F.concat_ws(":", ip, F.col("server_port").cast("string")).alias("broker")
+    ).dropDuplicates(["conn_id"])
+
+
+def message_ids(frames: DataFrame) -> DataFrame:
+    """One row per message id a frame names: the ``message_ids`` list when the decoder
+    wrote it, else the frame's scalar id columns. Adds ``ledger_id``, ``entry_id``,
+    ``partition`` and ``batch_index`` replacing the frame's own."""
+    scalar = F.array(
+        F.struct(
+            F.col("ledger_id").alias("ledger_id"),
+            F.col("entry_id").alias("entry_id"),
+            F.col("partition").alias("partition"),
+            F.col("batch_index").alias("batch_index"),
+        )
+    )
+    listed = F.when(F.size("message_ids") > 0, F.col("message_ids")).otherwise(scalar)
+    ids = F.explode(listed).alias("_id")
+    others = [c for c in frames.columns if c not in _ID_COLUMNS]
+    return (
+        frames.select(*others, ids)
+        .select(*others, *(F.col(f"_id.{c}").alias(c) for c in _ID_COLUMNS[:-1]))
+        .where(F.col("ledger_id").isNotNull())
+    )
+
+
+_ID_COLUMNS = ("ledger_id", "entry_id", "partition", "batch_index", "message_ids")
+
+
+def empty_like(spark: SparkSession, schema: T.StructType) -> DataFrame:
+    return spark.createDataFrame([], schema)
+
+
+# -- writing -------------------------------------------------------------------------------
+
+
+def write_tables(tables: Mapping[str, DataFrame], output: str) -> dict[str, str]:
+    """Write each table to ``output/<name>``: first under a hidden temporary name, then
+    renamed, so an interrupted run never leaves a half-written table behind."""
+    written: dict[str, str] = {}
+    for name, frame in tables.items():
+        spark = frame.sparkSession
+        jvm = spark.sparkContext._jvm
+        hadoop_conf = spark.sparkContext._jsc.hadoopConfiguration()
+        final = jvm.org.apache.hadoop.fs.Path(output, name)
+        fs = final.getFileSystem(hadoop_conf)
+        temporary = jvm.org.apache.hadoop.fs.Path(output, f".{name}.tmp-{uuid.uuid4().hex}")
+        frame.write.parquet(temporary.toString())
+        if fs.exists(final):
+            fs.delete(final, True)
+        if not fs.rename(temporary, final):
+            raise OSError(f"could not rename {temporary} to {final}")
+        written[name] = final.toString()
+    return written

@@ -1,0 +1,261 @@
+"""How long each request, publish and delivery took: ``latency_pairs`` and ``latency_summary``.
+
+Usage: ``spark-submit jobs/latency.py DATASET... -o OUT [--window 1m] [--verbose]``
+(or ``python jobs/latency.py ...`` with a local session).
+
+Kinds of pair (the ``kind`` column):
+
+- a request's command name (``LOOKUP``, ``PRODUCER``, ``SUBSCRIBE``, ``SEND``, ``PING``,
+  ``ACK`` with a request id, ``CONNECT``, Kafka 0.7 ``FETCH``...) for every response the
+  decoder paired with its request. The decoder pairs as the protocol guarantees (request
+  ids per connection and direction, SEND by producer and sequence id in order, so each
+  chunk of a chunked message and each batch is one pair; PING/PONG in order), and writes
+  ``answers`` / ``request_ts`` on the response: joining on ``request_id`` here would mix
+  up the separate counters clients keep for lookups and for producer/consumer commands.
+- ``publish_delivery``: a message seen sent (SEND) and later delivered (MESSAGE) on any
+  connection, by topic, producer name and sequence id; one pair per message and
+  subscription, to its first delivery. A chunked message counts once, on its last chunk.
+- ``delivery_ack``: a delivered entry and the ack that answered it (see ``acks.py``).
+
+Requests never answered within the capture are rows with ``outcome`` ``unanswered`` and
+no response time; deliveries superseded by a redelivery before any ack are ``redelivered``.
+"""
+
+from __future__ import annotations
+
+import sys
+
+from pwcap.decode.pulsar.commands import CONNECT, REQUEST, SEMANTICS, SEND
+from pwcap.jobs import acks
+from pwcap.jobs.common import (
+    Tables,
+    broker_addresses,
+    micros,
+    read_table,
+    run_job,
+    window_start,
+)
+from pyspark.sql import Column, DataFrame, SparkSession, Window
+from pyspark.sql import functions as F
+
+PUBLISH_DELIVERY = "publish_delivery"
+DELIVERY_ACK = "delivery_ack"
+
+# Client-sent Pulsar commands a response answers (a broker-sent CLOSE_* gets none).
+PULSAR_CLIENT_REQUESTS = sorted(
+    name for name, (_, role) in SEMANTICS.items() if role in (REQUEST, SEND, CONNECT)
+)
+# Kafka 0.7: PRODUCE and MULTIPRODUCE have no response.
+KAFKA_REQUESTS = ["FETCH", "MULTIFETCH", "OFFSETS"]
+
+PAIR_COLUMNS = [
+    "kind",
+    "conn_id",
+    "broker",
+    "topic",
+    "subscription",
+    "producer_id",
+    "consumer_id",
+    "sequence_id",
+    "request_ts",
+    "response_ts",
+    "latency_us",
+    "outcome",
+]
+PERCENTILES = {"p50_us": 0.5, "p90_us": 0.9, "p99_us": 0.99, "p999_us": 0.999}
+SUMMARY_KEYS = ["kind", "topic", "subscription", "broker", "window_start"]
+
+
+def _pair(kind: Column, request_ts: Column, response_ts: Column, outcome: Column) -> list:
+    """The pair columns every kind fills the same way."""
+    return [
+        kind.alias("kind"),
+        request_ts.alias("request_ts"),
+        response_ts.alias("response_ts"),
+        (micros(response_ts) - micros(request_ts)).alias("latency_us"),
+        outcome.alias("outcome"),
+    ]
+
+
+def _outcome() -> Column:
+    failed = F.col("command").isin("ERROR", "SEND_ERROR") | F.col("error_code").isNotNull()
+    code = F.concat(F.lit("error:"), F.coalesce("error_code", F.lit("unknown")))
+    return F.when(failed, code).otherwise(F.lit("success"))
+
+
+def answered_requests(frames: DataFrame) -> DataFrame:
+    """Every response the decoder paired with its request."""
+    responses = frames.where(F.col("answers").isNotNull() & F.col("request_ts").isNotNull())
+    return responses.select(
+        "conn_id",
+        "topic",
+        "subscription",
+        "producer_id",
+        "consumer_id",
+        "sequence_id",
+        *_pair(F.col("answers"), F.col("request_ts"), F.col("ts"), _outcome()),
+    )
+
+
+def _is_request() -> Column:
+    pulsar = (F.col("protocol") == "pulsar") & (
+        ((F.col("direction") == "c2b") & F.col("command").isin(PULSAR_CLIENT_REQUESTS))
+        | (F.col("command") == "PING")
+        | ((F.col("direction") == "b2c") & (F.col("command") == "AUTH_CHALLENGE"))
+        | ((F.col("command") == "ACK") & F.col("request_id").isNotNull())
+    )
+    kafka = (
+        (F.col("protocol") == "kafka07")
+        & (F.col("direction") == "c2b")
+        & F.col("command").isin(KAFKA_REQUESTS)
+    )
+    return pulsar | kafka
+
+
+def unanswered_requests(frames: DataFrame) -> DataFrame:
+    """Requests no response answers: requests minus responses naming them.
+
+    Responses name their request by (connection, command, time); several requests can
+    share a capture time (one packet), so both sides are numbered within that key and
+    the surplus requests are the unanswered ones.
+    """
+    key = ["conn_id", "direction", "command", "ts"]
+    numbered = Window.partitionBy(*key).orderBy("stream_offset")
+    requests = frames.where(_is_request()).withColumn("n", F.row_number().over(numbered))
+    opposite = F.when(F.col("direction") == "c2b", "b2c").otherwise("c2b")
+    responses = (
+        frames.where(F.col("answers").isNotNull() & F.col("request_ts").isNotNull())
+        .select(
+            "conn_id",
+            opposite.alias("direction"),
+            F.col("answers").alias("command"),
+            F.col("request_ts").alias("ts"),
+            "stream_offset",
+        )
+        .withColumn("n", F.row_number().over(numbered))
+        .drop("stream_offset")
+    )
+    missing = requests.join(responses, [*key, "n"], "left_anti")
+    no_time = F.lit(None).cast("timestamp")
+    return missing.select(
+        "conn_id",
+        "topic",
+        "subscription",
+        "producer_id",
+        "consumer_id",
+        "sequence_id",
+        *_pair(F.col("command"), F.col("ts"), no_time, F.lit("unanswered")),
+    )
+
+
+def _application_messages(messages: DataFrame, command: str) -> DataFrame:
+    """Messages as the application sees them: a chunked one only on its last chunk."""
+    whole = F.col("num_chunks").isNull() | (F.col("chunk_id") == F.col("num_chunks") - 1)
+    return messages.where((F.col("command") == command) & whole)
+
+
+def publish_delivery(messages: DataFrame) -> DataFrame:
+    """First send of each message to its first delivery on each subscription."""
+    key = ["topic", "producer_name", "sequence_id"]
+    sent = (
+        _application_messages(messages, "SEND")
+        .where(F.col("producer_name").isNotNull())
+        .groupBy(*key)
+        .agg(F.min("ts").alias("sent_ts"), F.min("producer_id").alias("producer_id"))
+    )
+    delivered = (
+        _application_messages(messages, "MESSAGE")
+        .groupBy(*key, "subscription")
+        .agg(F.min(F.struct("ts", "conn_id", "consumer_id")).alias("first"))
+    )
+    return delivered.join(sent, key).select(
+        F.col("first.conn_id").alias("conn_id"),
+        "topic",
+        "subscription",
+        "producer_id",
+        F.col("first.consumer_id").alias("consumer_id"),
+        "sequence_id",
+        *_pair(F.lit(PUBLISH_DELIVERY), F.col("sent_ts"), F.col("first.ts"), F.lit("success")),
+    )
+
+
+def delivery_ack(frames: DataFrame) -> DataFrame:
+    """Each delivered entry to the ack that answered it."""
+    answered = acks.answered_deliveries(frames)
+    outcome = (
+        F.when(F.col("ack_ts").isNull() & F.col("next_delivery_ts").isNotNull(), "redelivered")
+        .when(F.col("ack_ts").isNull(), "unanswered")
+        .when(F.col("validation_error").isNotNull(), F.concat(F.lit("error:"), "validation_error"))
+        .otherwise("success")
+    )
+    return answered.select(
+        "conn_id",
+        "topic",
+        "subscription",
+        F.lit(None).cast("long").alias("producer_id"),
+        "consumer_id",
+        F.lit(None).cast("long").alias("sequence_id"),
+        *_pair(F.lit(DELIVERY_ACK), F.col("ts"), F.col("ack_ts"), outcome),
+    )
+
+
+def latency_pairs(frames: DataFrame, messages: DataFrame, connections: DataFrame) -> DataFrame:
+    parts = [
+        answered_requests(frames),
+        unanswered_requests(frames),
+        publish_delivery(messages),
+        delivery_ack(frames),
+    ]
+    pairs = parts[0]
+    for part in parts[1:]:
+        pairs = pairs.unionByName(part)
+    return pairs.join(F.broadcast(broker_addresses(connections)), "conn_id", "left").select(
+        *PAIR_COLUMNS
+    )
+
+
+def latency_summary(pairs: DataFrame, window: str) -> DataFrame:
+    """Percentiles per kind, topic, subscription, broker and time window (of the request).
+
+    ``count`` and the percentiles cover answered pairs; ``errors`` the answered ones with
+    an error outcome; ``unanswered`` (and ``redelivered`` for deliveries) the rest.
+    """
+    latency = F.col("latency_us")
+    answered = latency.isNotNull()
+    accuracy = 1_000_000  # relative error 1e-6: exact for any capture a laptop holds
+    quantiles = F.percentile_approx(latency, list(PERCENTILES.values()), accuracy)
+    grouped = pairs.withColumn("window_start", window_start("request_ts", window)).groupBy(
+        *SUMMARY_KEYS
+    )
+    summary = grouped.agg(
+        F.count(latency).alias("count"),
+        F.count(F.when(answered & F.col("outcome").startswith("error:"), 1)).alias("errors"),
+        F.count(F.when(F.col("outcome") == "unanswered", 1)).alias("unanswered"),
+        F.count(F.when(F.col("outcome") == "redelivered", 1)).alias("redelivered"),
+        quantiles.alias("q"),
+        F.max(latency).alias("max_us"),
+        F.min(latency).alias("min_us"),
+    )
+    return summary.select(
+        *SUMMARY_KEYS,
+        "count",
+        "errors",
+        "unanswered",
+        "redelivered",
+        "min_us",
+        *(F.col("q")[i].alias(name) for i, name in enumerate(PERCENTILES)),
+        "max_us",
+    )
+
+
+def build(spark: SparkSession, datasets: list[str], window: str) -> Tables:
+    """Latency of every request/response, publish/delivery and delivery/ack pair."""
+    frames = read_table(spark, datasets, "frames")
+    messages = read_table(spark, datasets, "messages")
+    connections = read_table(spark, datasets, "connections")
+    pairs = latency_pairs(frames, messages, connections).cache()
+    return {"latency_pairs": pairs, "latency_summary": latency_summary(pairs, window)}
+
+
+if __name__ == "__main__":
+    sys.exit(run_job("latency", build))
