@@ -20,6 +20,7 @@ from pathlib import Path
 
 from tests.corpus import derive
 from tests.corpus.pcapfile import read_pcap, write_pcap
+from tests.corpus.streams import reassemble
 from tests.corpus.tcpdump import CaptureOptions, Tcpdump
 from tests.kafka07.scenarios import (
     CLIENT_DIR,
@@ -30,6 +31,7 @@ from tests.kafka07.scenarios import (
     Scenario,
 )
 from tests.kafka07.truth import build_truth
+from tests.kafka07.wire_frames import frames_touched
 
 REPO = Path(__file__).resolve().parents[2]
 SAMPLES = REPO / "sample_pcaps"
@@ -131,7 +133,7 @@ def capture_once(scenario: Scenario, out_dir: Path) -> dict:
         "dropped_by_kernel": stats.dropped_by_kernel,
     }
     events = [json.loads(line) for line in run.stdout.splitlines() if line.strip()]
-    journal = [json.loads(line) for line in journal_path.read_text().splitlines() if line]
+    journal = read_jsonl(journal_path)
     truth = build_truth(
         scenario.name, scenario.description, scenario.client, journal, events, capture
     )
@@ -145,16 +147,39 @@ def write_json(path: Path, value: object) -> None:
 
 def derive_all(out_dir: Path) -> None:
     """Cut the damaged variants out of one capture; their truth names what changed."""
-    original = read_pcap(out_dir / f"{DERIVED_FROM}.pcap")
+    original_path = out_dir / f"{DERIVED_FROM}.pcap"
+    original = read_pcap(original_path)
     base = json.loads((out_dir / f"{DERIVED_FROM}.truth.json").read_text())
+    journal = read_jsonl(out_dir / f"{DERIVED_FROM}.broker.jsonl")
+    streams = reassemble(original_path)
     for kind in DERIVED_KINDS:
         manifest = derive.DERIVATIONS[kind](original)
+        manifest["damaged_frames"] = damaged_frames(manifest, streams, journal)
         name = f"kafka07_derived_{kind}"
         write_pcap(out_dir / f"{name}.pcap", derive.apply_order(original, manifest["order"]))
         truth = dict(base, scenario=name, derived_from=DERIVED_FROM, manifest=manifest)
         truth["capture"] = dict(base["capture"], file=f"{name}.pcap")
         truth["capture"]["packets"] = len(manifest["order"])
         write_json(out_dir / f"{name}.truth.json", truth)
+
+
+def damaged_frames(
+    manifest: dict, streams: dict[tuple[str, str], bytes], journal: list[dict]
+) -> list[dict[str, object]]:
+    """Requests and responses with bytes missing: in a lost segment, or before the cut."""
+    ranges = [
+        (m["client"], m["server"], m["direction"], m["offset"], m["length"])
+        for m in manifest.get("missing", [])
+    ]
+    for key, first in manifest.get("first_captured_offset", {}).items():
+        pair, direction = key.rsplit(":", 1)
+        client, server = pair.split(">")
+        ranges.append((client, server, direction, 0, first))
+    return [row for r in ranges for row in frames_touched(streams, journal, *r)]
+
+
+def read_jsonl(path: Path) -> list[dict]:
+    return [json.loads(line) for line in path.read_text().splitlines() if line]
 
 
 def main() -> None:
