@@ -1,4 +1,5 @@
-"""The Kafka 0.7 test broker: each request type over a raw socket, as 0.7 answers it."""
+"""The Kafka 0.7 test broker: each request type over a raw socket, as 0.7 answers it, and
+the real 0.7 clients (franz-kafka, samsa) round-tripping through it."""
 
 from __future__ import annotations
 
@@ -6,8 +7,10 @@ import asyncio
 import gzip
 import hashlib
 import json
+import shutil
 import socket
 import struct
+import subprocess
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -18,7 +21,10 @@ import pytest
 
 from tests.kafka07 import protocol as p
 from tests.kafka07.broker import Broker, BrokerConfig
+from tests.kafka07.handbuilt import xerial_frame
 from tests.kafka07.messages import read_message_set
+from tests.kafka07.regenerate import client_command, install_franz, install_samsa, python27
+from tests.kafka07.scenarios import CLIENT_DIR, SCENARIOS
 
 
 @contextmanager
@@ -121,10 +127,10 @@ def test_compressed_messages_are_stored_whole_and_journalled_expanded(journal: P
         assert produce_and_fetch(port, wrapped) == (p.NO_ERROR, wrapped)
     messages = rows(journal)[-1]["parts"][0]["messages"]
     assert [(m["compression"], m["inner_index"], m["crc_ok"]) for m in messages] == [
-        ("gzip", 0, True),
-        ("gzip", 1, True),
-        ("snappy", 0, True),
-        ("snappy", 1, True),
+        ("GZIP", 0, True),
+        ("GZIP", 1, True),
+        ("SNAPPY", 0, True),
+        ("SNAPPY", 1, True),
     ]
     second_wrapper_offset = len(p.encode_message(gzip.compress(inner), codec=1))
     assert [m["offset"] for m in messages] == [0, 0, second_wrapper_offset, second_wrapper_offset]
@@ -231,8 +237,117 @@ def test_a_produced_message_with_a_bad_crc_is_not_stored(journal: Path) -> None:
     assert crc_results == [True, False]
 
 
+def test_the_java_clients_framed_snappy_expands_like_raw_snappy() -> None:
+    inner = message_set(*(bytes([65 + i]) * 20_000 for i in range(3)))  # 60 kB: two blocks
+    framed = p.encode_message(xerial_frame(inner), codec=2)
+    raw = p.encode_message(bytes(cramjam.snappy.compress_raw(inner)), codec=2)
+    walked_framed = read_message_set(framed, 0).messages
+    walked_raw = read_message_set(raw, 0).messages
+    assert [m.sha256 for m in walked_framed] == [m.sha256 for m in walked_raw]
+    assert len(walked_framed) == 3
+
+
 def test_the_walk_places_messages_at_log_offsets_and_measures_the_tail() -> None:
     produced = message_set(b"p" * 10, b"q" * 20)
     walked = read_message_set(produced[:-3], base_offset=100)
     assert [m.offset for m in walked.messages] == [100]
     assert walked.truncated_tail == len(p.encode_message(b"q" * 20)) - 3
+
+
+# The real 0.7 clients against the broker. They are not committed (node_modules, the
+# samsa target folder); the first test that needs one installs it from its registry
+# with the regenerate step's own installer, or skips saying why it cannot.
+
+
+@pytest.fixture(scope="module")
+def franz_installed() -> None:
+    if shutil.which("node") is None or shutil.which("npm") is None:
+        pytest.skip("node / npm not installed: franz-kafka cannot run")
+    if not (CLIENT_DIR / "node_modules" / "franz-kafka").is_dir():
+        try:
+            install_franz()
+        except subprocess.CalledProcessError as error:
+            pytest.skip(f"npm ci failed: {error}")
+
+
+@pytest.fixture(scope="module")
+def samsa_installed() -> None:
+    try:
+        python27()
+        install_samsa()
+    except (RuntimeError, subprocess.CalledProcessError) as error:
+        pytest.skip(f"samsa cannot run here: {error}")
+
+
+def run_real_client(name: str, journal: Path) -> tuple[list[dict], list[dict]]:
+    """Run a corpus scenario's real client against an in-process broker: (events, rows)."""
+    scenario = next(s for s in SCENARIOS if s.name == name)
+    with running_broker(journal, **scenario.partitions) as port:
+        command, env, cwd = client_command(scenario, port)
+        run = subprocess.run(
+            command, cwd=cwd, env=env, capture_output=True, text=True, timeout=60, check=True
+        )
+    events = [json.loads(line) for line in run.stdout.splitlines()]
+    return events, rows(journal)
+
+
+def sent_and_stored(events: list[dict], journal: list[dict]) -> tuple[list, list]:
+    sent = [
+        (e["topic"], e["partition"], m["sha256"])
+        for e in events
+        if e["event"] == "produce"
+        for m in e["messages"]
+    ]
+    stored = [
+        (part["topic"], part["partition"], m["sha256"])
+        for row in journal
+        if row["dir"] == "c2b" and row["type"] in ("PRODUCE", "MULTIPRODUCE")
+        for part in row["parts"]
+        for m in part["messages"]
+    ]
+    return sent, stored
+
+
+def got_and_returned(events: list[dict], journal: list[dict]) -> tuple[list, list]:
+    got = [m["sha256"] for e in events if e["event"] == "fetch" for m in e["messages"]]
+    returned = [
+        m["sha256"]
+        for row in journal
+        if row["dir"] == "b2c" and row["type"] in ("FETCH", "MULTIFETCH")
+        for part in row["parts"]
+        for m in part["messages"]
+    ]
+    return got, returned
+
+
+@pytest.mark.usefixtures("franz_installed")
+def test_franz_kafka_gets_back_the_gzip_batches_it_produced(journal: Path) -> None:
+    events, journal_rows = run_real_client("kafka07_gzip", journal)
+    sent, stored = sent_and_stored(events, journal_rows)
+    assert sent == stored and len(sent) == 17
+    got, returned = got_and_returned(events, journal_rows)
+    assert got == returned and sorted(got) == sorted(digest for *_, digest in sent)
+    messages = [
+        m for row in journal_rows if row["dir"] == "b2c" for m in row["parts"][0]["messages"]
+    ]
+    assert {m["compression"] for m in messages} == {"GZIP"}
+
+
+@pytest.mark.usefixtures("franz_installed")
+def test_franz_kafka_sees_0_7_errors_and_closed_connections(journal: Path) -> None:
+    events, journal_rows = run_real_client("kafka07_errors", journal)
+    errors = [e["error"] for e in events if e["event"] == "fetch" and e["error"]]
+    assert errors == ["OffsetOutOfRange", "WrongPartition"]
+    assert [e["event"] for e in events].count("closed_by_broker") == 2
+    assert [r["dir"] for r in journal_rows].count("close") == 2
+
+
+@pytest.mark.usefixtures("samsa_installed")
+def test_samsa_multiproduce_and_multifetch_round_trip(journal: Path) -> None:
+    events, journal_rows = run_real_client("kafka07_multi", journal)
+    sent, stored = sent_and_stored(events, journal_rows)
+    assert sent == stored
+    requests = {r["type"] for r in journal_rows if r["dir"] == "c2b"}
+    assert {"MULTIPRODUCE", "MULTIFETCH"} <= requests
+    got, returned = got_and_returned(events, journal_rows)
+    assert set(got) <= set(returned) and set(returned) <= {digest for *_, digest in sent}

@@ -142,7 +142,7 @@ def test_the_scenarios_cover_what_0_7_traffic_holds() -> None:
     requests = {t for truth in truths for t in truth["frames"]["c2b"]}
     assert requests == {"PRODUCE", "FETCH", "MULTIFETCH", "MULTIPRODUCE", "OFFSETS"}
     compressions = {c for truth in truths for c in truth["summary"]["fetched_by_compression"]}
-    assert compressions == {"none", "gzip", "snappy"}
+    assert compressions == {"NONE", "GZIP", "SNAPPY"}
     errors = {e for truth in truths for e in truth["summary"]["fetch_errors"]}
     assert {"OffsetOutOfRange", "WrongPartition"} <= errors
     assert {m for truth in truths for m in truth["summary"]["fetched_by_magic"]} == {"0", "1"}

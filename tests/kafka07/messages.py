@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 
 import cramjam
 
-COMPRESSION_NAMES = {0: "none", 1: "gzip", 2: "snappy"}
+COMPRESSION_NAMES = {0: "NONE", 1: "GZIP", 2: "SNAPPY"}  # as the dataset names them
 XERIAL_MAGIC = b"\x82SNAPPY\x00"  # the Java client's snappy stream header
 
 
@@ -28,7 +28,7 @@ class Message:
     offset: int  # log byte offset of the outermost message this one came from
     next_offset: int  # where the next outer message starts (0.7's MessageAndOffset.offset)
     magic: int
-    compression: str  # of the outer message that carried it ("none" when not wrapped)
+    compression: str  # of the outer message that carried it ("NONE" when not wrapped)
     crc_ok: bool  # this message's own CRC and, when wrapped, its wrapper's
     payload_size: int
     sha256: str
@@ -118,7 +118,7 @@ def read_message_set(data: bytes, base_offset: int) -> MessageSet:
         offset = base_offset + message.start
         next_offset = offset + message.size
         if message.codec == 0:
-            result.messages.append(_leaf(message, offset, next_offset, "none", True, None))
+            result.messages.append(_leaf(message, offset, next_offset, "NONE", True, None))
             continue
         inner, _ = split_messages(decompress(message.codec, message.payload))
         codec_name = COMPRESSION_NAMES[message.codec]

@@ -26,6 +26,7 @@ from tests.kafka07.scenarios import (
     CLIENT_DIR,
     DERIVED_FROM,
     DERIVED_KINDS,
+    HANDBUILT,
     SAMSA,
     SCENARIOS,
     Scenario,
@@ -51,20 +52,28 @@ def python27() -> str:
     raise RuntimeError("samsa needs Python 2.7: set PWCAP_PYTHON27")
 
 
-def install_clients(with_samsa: bool) -> None:
+def install_franz() -> None:
+    """franz-kafka and its snappy binding (built with node-gyp) from the lock file."""
     subprocess.run(["npm", "ci", "--no-audit", "--no-fund"], cwd=CLIENT_DIR, check=True)
-    if with_samsa and not (SAMSA_DIR / "samsa").is_dir():
+
+
+def install_samsa() -> None:
+    if not (SAMSA_DIR / "samsa").is_dir():
         command = [python27(), "-m", "pip", "install", "--no-deps", "--target", str(SAMSA_DIR)]
         subprocess.run([*command, SAMSA_REQUIREMENT], check=True)
 
 
-def client_command(scenario: Scenario, port: int) -> tuple[list[str], dict[str, str]]:
+def client_command(scenario: Scenario, port: int) -> tuple[list[str], dict[str, str], Path]:
+    """The client's command line, environment and working directory."""
     script, *args = scenario.script_args
+    args += ["127.0.0.1", str(port)]
     env = dict(os.environ)
+    if scenario.client == HANDBUILT:
+        return [sys.executable, "-m", script, *args], env, REPO
     if scenario.client == SAMSA:
         env["PYTHONPATH"] = str(SAMSA_DIR)
-        return [python27(), script, *args, "127.0.0.1", str(port)], env
-    return ["node", script, *args, "127.0.0.1", str(port)], env
+        return [python27(), script, *args], env, CLIENT_DIR
+    return ["node", script, *args], env, CLIENT_DIR
 
 
 class BrokerProcess:
@@ -107,11 +116,11 @@ def capture_once(scenario: Scenario, out_dir: Path) -> dict:
     journal_path = out_dir / f"{scenario.name}.broker.jsonl"
     options = CaptureOptions()
     tcpdump = Tcpdump(pcap, scenario.port, options)
-    command, env = client_command(scenario, scenario.port)
+    command, env, cwd = client_command(scenario, scenario.port)
     with BrokerProcess(scenario, journal_path), tcpdump:
         run = subprocess.run(
             command,
-            cwd=CLIENT_DIR,
+            cwd=cwd,
             env=env,
             capture_output=True,
             text=True,
@@ -190,7 +199,9 @@ def main() -> None:
     args = parser.parse_args()
     chosen = [s for s in SCENARIOS if not args.names or s.name in args.names]
     if not args.skip_install:
-        install_clients(with_samsa=any(s.client == SAMSA for s in chosen))
+        install_franz()
+        if any(s.client == SAMSA for s in chosen):
+            install_samsa()
     args.out.mkdir(parents=True, exist_ok=True)
     for scenario in chosen:
         truth = capture_scenario(scenario, args.out)

@@ -13,13 +13,14 @@ from pathlib import Path
 CLIENT_DIR = Path(__file__).resolve().parent / "client"
 FRANZ = "franz-kafka 0.7.5 (Node)"
 SAMSA = "samsa 0.3.11 (Python 2.7)"
+HANDBUILT = "pwcap hand-built client (tests/kafka07/handbuilt.py), not a real 0.7 client"
 
 
 @dataclass(frozen=True)
 class Scenario:
     name: str
     description: str
-    client: str  # FRANZ or SAMSA
+    client: str  # FRANZ, SAMSA or HANDBUILT
     script_args: tuple[str, ...]  # the client script and its scenario name, if any
     port: int = 9092
     partitions: dict[str, int] = field(default_factory=dict)
@@ -72,6 +73,13 @@ SCENARIOS = [
         SAMSA,
         ("samsa_multi.py",),
         partitions={"clicks": 3, "views": 2},
+    ),
+    Scenario(
+        "kafka07_snappy_framed",
+        "snappy in the Java client's framed (xerial) stream, one wrapper spanning two "
+        "blocks; sent by our hand-built client, as no real client here writes it",
+        HANDBUILT,
+        ("tests.kafka07.handbuilt",),
     ),
     Scenario(
         "kafka07_gzip_port19092",
