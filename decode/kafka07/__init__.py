@@ -1,0 +1,24 @@
+"""Sans-IO decoder of the legacy Kafka 0.7 wire protocol.
+
+``Kafka07Decoder(conn, sink, options)`` implements :class:`pwcap.decode.api.ConnectionDecoder`;
+``looks_like_request(data)`` says whether bytes start with a consistent 0.7 request
+(protocol detection on any port), ``looks_like_response(data)`` the same for a response;
+``find_request_start`` / ``find_response_start`` find the next confirmed frame boundary in
+a buffer (captures that begin mid-frame, resynchronisation).
+"""
+
+from pwcap.decode.kafka07.decoder import Kafka07Decoder
+from pwcap.decode.kafka07.sniff import (
+    find_request_start,
+    find_response_start,
+    looks_like_request,
+    looks_like_response,
+)
+
+__all__ = [
+    "Kafka07Decoder",
+    "find_request_start",
+    "find_response_start",
+    "looks_like_request",
+    "looks_like_response",
+]

@@ -1,0 +1,443 @@
+"""Kafka07Decoder: one connection's Kafka 0.7 conversation into `frames`, `messages` and
+`anomalies` rows (the :class:`pwcap.decode.api.ConnectionDecoder` contract).
+
+Rows, one per frame on the wire:
+
+- requests: ``command`` is the type name (``PRODUCE``, ``FETCH``, ``MULTIFETCH``,
+  ``MULTIPRODUCE``, ``OFFSETS``) and ``command_type`` its number. A single request fills
+  ``topic`` and ``partition``, a FETCH ``offset`` and ``max_size``; a MULTI* request fills
+  them only where all its parts agree and lists every part in ``info``. OFFSETS puts its
+  time and maximum count in ``info``.
+- responses: ``command`` is the answered type plus ``_RESPONSE`` (``FETCH_RESPONSE``,
+  ``MULTIFETCH_RESPONSE``, ``OFFSETS_RESPONSE``), ``command_type`` null (responses carry no
+  type), ``error_code`` the 0.7 error name, ``answers`` / ``request_ts`` the request
+  matched in order (see :mod:`.pairing`), whose topic, partition, offset and max size the
+  response repeats. An unpaired response is named by its body's shape and says
+  ``unpaired`` in ``info``. ``truncated_tail`` holds the bytes of the partial message that
+  ends a fetched set: normal, never an anomaly. OFFSETS answers list their offsets in
+  ``info``; MULTIFETCH parts with an error are listed there too.
+
+Messages (PRODUCE, MULTIPRODUCE and fetch answers) become `messages` rows, one per message
+after decompression, with the topic and partition of their part and, for fetched ones, the
+log offset (:mod:`.messages`).
+"""
+
+from __future__ import annotations
+
+import hashlib
+from functools import partial
+
+from pwcap.capture.events import ClientBy, Connection, Direction
+from pwcap.decode.api import DecodeOptions, Row, RowSink
+from pwcap.decode.kafka07.framing import FrameStream
+from pwcap.decode.kafka07.messages import MessageSet, read_message_set
+from pwcap.decode.kafka07.pairing import Pairing, Pending
+from pwcap.decode.kafka07.responses import fits, guess_kind
+from pwcap.decode.kafka07.sniff import find_request_start, find_response_start
+from pwcap.decode.kafka07.wire import (
+    ANSWERED,
+    EARLIEST_TIME,
+    FETCH,
+    HEAD,
+    LATEST_TIME,
+    MAX_ERROR,
+    MIN_ERROR,
+    MULTIFETCH,
+    OFFSETS,
+    PRODUCE,
+    REQUEST_NAMES,
+    Part,
+    WireError,
+    error_name,
+    read_offsets,
+    read_request,
+    split_parts,
+)
+
+_LABELS = ("c2b", "b2c")
+MAX_SUSPECTS = 10_000  # unmatched responses awaiting proof, kept per connection
+MAX_INFO_PARTS = 8  # parts of a MULTI* frame listed in `info`
+_TIMES = {LATEST_TIME: "latest", EARLIEST_TIME: "earliest"}
+
+
+class Kafka07Decoder:
+    """Sans-IO decoder of one TCP connection carrying the Kafka 0.7 wire protocol.
+
+    Directions are trusted as the capture labels them: 0.7 has no handshake that would
+    prove the roles, and reassembly labels the side on port 9092 (or the one sending
+    the SYN-ACK) the broker.
+    """
+
+    protocol = "kafka07"
+
+    def __init__(self, conn: Connection, sink: RowSink, options: DecodeOptions) -> None:
+        self._sink = sink
+        self._capture = options.capture
+        self._conn_id = conn.conn_id
+        self._payloads = options.payloads
+        self._limit = options.max_decompressed_size
+        in_sync = conn.client_by == ClientBy.SYN
+        self._pairing = Pairing(in_sync)
+        self._suspects: list[tuple[int, Row]] = []  # (response ts, unmatched_response anomaly)
+        self._frames = [0, 0]
+        self.anomalies = 0
+        self._streams = (
+            FrameStream(
+                self._request,
+                partial(self._stream_anomaly, 0),
+                find_request_start,
+                options.max_frame_size,
+                in_sync,
+            ),
+            FrameStream(
+                self._response,
+                partial(self._stream_anomaly, 1),
+                find_response_start,
+                options.max_frame_size,
+                in_sync,
+            ),
+        )
+
+    # -- ConnectionDecoder ---------------------------------------------------------------
+
+    def on_data(self, direction: Direction, ts: int, offset: int, data: bytes) -> None:
+        if self._suspects and direction == Direction.C2B:
+            self._judge_suspects(ts)
+        self._streams[direction].feed(ts, offset, data)
+
+    def on_gap(self, direction: Direction, ts: int, offset: int, size: int) -> None:
+        if direction == Direction.C2B:
+            self._suspects = []  # their requests may have been in the missing bytes
+        self._lose_pairing(direction, ts, offset, f"{size} bytes at offset {offset} missing")
+        self._streams[direction].on_gap(ts, offset, size)
+
+    def on_close(self, ts: int) -> None:
+        for stream in self._streams:
+            stream.on_close(ts)
+        self._judge_suspects(None)
+
+    def connection_fields(self) -> Row:
+        return {
+            "frames_c2b": self._frames[0],
+            "frames_b2c": self._frames[1],
+            "anomalies": self.anomalies,
+        }
+
+    # -- requests ------------------------------------------------------------------------
+
+    def _request(
+        self, buf: bytes, start: int, end: int, offset: int, ts_first: int, ts: int
+    ) -> bool:
+        """One whole request frame; False when it does not parse (the framing is off)."""
+        row = self._frame_row(0, start, end, offset, ts_first, ts)
+        try:
+            request_type, parts = read_request(buf, start, end)
+        except WireError as exc:
+            kind = "unknown_command" if "request type" in str(exc) else "protocol_violation"
+            self._frame_anomaly(kind, row, str(exc))
+            return False
+        name = REQUEST_NAMES[request_type]
+        row["command"] = name
+        row["command_type"] = request_type
+        self._frames[0] += 1
+        _describe_parts(row, parts)
+        if parts and parts[0].kind == PRODUCE:
+            self._produced(row, buf, parts)
+        if request_type in ANSWERED:
+            self._pairing.request(Pending(request_type, name, ts, parts))
+        self._sink.frame(row)
+        return True
+
+    def _produced(self, row: Row, buf: bytes, parts: list[Part]) -> None:
+        sets = []
+        for part in parts:
+            found = read_message_set(buf, part.start, part.end, None, self._limit)
+            sets.append((part, found))
+            if found.tail:
+                self._frame_anomaly(
+                    "protocol_violation",
+                    row,
+                    f"produced set for {part.topic}:{part.partition} ends in {found.tail} "
+                    "bytes of a partial message (the broker drops them)",
+                )
+        row["payload_size"] = sum(part.end - part.start for part in parts)
+        self._messages(row, sets)
+
+    # -- responses -----------------------------------------------------------------------
+
+    def _response(
+        self, buf: bytes, start: int, end: int, offset: int, ts_first: int, ts: int
+    ) -> bool:
+        """One whole response frame; False when its error code is not a 0.7 one."""
+        row = self._frame_row(1, start, end, offset, ts_first, ts)
+        error = HEAD.unpack_from(buf, start)[1]
+        if not MIN_ERROR <= error <= MAX_ERROR:
+            self._frame_anomaly("protocol_violation", row, f"error code {error} is not 0.7's")
+            return False
+        body = start + HEAD.size
+        self._frames[1] += 1
+        row["error_code"] = error_name(error)
+        row["payload_size"] = end - body
+        pending, broke = self._pairing.response(
+            ts_first, partial(fits, buf=buf, body=body, end=end, error=error)
+        )
+        if pending is not None:
+            request_type = pending.type
+            row["answers"] = pending.name
+            row["request_ts"] = pending.ts
+            parts: list[Part | None] = list(pending.parts)
+        else:
+            request_type = guess_kind(buf, body, end, error)
+            parts = [None]
+            row["info"] = "unpaired"
+            if broke:
+                self._frame_anomaly(
+                    "protocol_violation",
+                    row,
+                    "response does not fit the request it answers in order; pairing stops",
+                )
+            elif self._pairing.in_step:
+                self._suspect_unmatched(row)
+        row["command"] = REQUEST_NAMES[request_type] + "_RESPONSE"
+        if pending is not None:
+            _describe_parts(row, pending.parts)
+        if request_type == OFFSETS:
+            self._offsets(row, buf, body, end)
+        elif request_type == MULTIFETCH:
+            self._multifetch(row, buf, body, end, parts)
+        else:
+            found = read_message_set(buf, body, end, _fetch_offset(parts[0]), self._limit)
+            row["truncated_tail"] = found.tail
+            self._messages(row, [(parts[0], found)])
+        self._sink.frame(row)
+        return True
+
+    def _offsets(self, row: Row, buf: bytes, body: int, end: int) -> None:
+        offsets = read_offsets(buf, body, end)
+        if offsets is None:
+            self._frame_anomaly("protocol_violation", row, "OFFSETS answer is not an offset array")
+            return
+        _add_info(row, f"offsets={offsets}")
+
+    def _multifetch(
+        self, row: Row, buf: bytes, body: int, end: int, fetches: list[Part | None]
+    ) -> None:
+        found = split_parts(buf, body, end)
+        if found is None:
+            self._frame_anomaly(
+                "protocol_violation", row, "MULTIFETCH answer does not split into parts"
+            )
+            return
+        if len(fetches) != len(found):
+            fetches = [None] * len(found)
+        sets = []
+        errors = []
+        for index, ((error, start, stop), fetch) in enumerate(zip(found, fetches, strict=True)):
+            if error:
+                where = f"{fetch.topic}:{fetch.partition}" if fetch is not None else "?"
+                errors.append(f"part {index} {where} {error_name(error)}")
+            sets.append(
+                (fetch, read_message_set(buf, start, stop, _fetch_offset(fetch), self._limit))
+            )
+        row["truncated_tail"] = sum(message_set.tail for _, message_set in sets)
+        if errors:
+            _add_info(row, "; ".join(errors))
+        self._messages(row, sets)
+
+    # -- messages ------------------------------------------------------------------------
+
+    def _messages(self, row: Row, sets: list[tuple[Part | None, MessageSet]]) -> None:
+        """Emit the messages of a frame's sets and fill its message summary columns."""
+        count = 0
+        verdicts = []
+        codecs = set()
+        for part, message_set in sets:
+            for kind, detail in message_set.problems:
+                self._frame_anomaly(kind, row, detail)
+            base = {
+                "ts": row["ts"],
+                "capture": self._capture,
+                "conn_id": self._conn_id,
+                "direction": row["direction"],
+                "protocol": "kafka07",
+                "stream_offset": row["stream_offset"],
+                "command": row["command"],
+                "topic": part.topic if part is not None else None,
+                "partition": part.partition if part is not None else None,
+            }
+            for message in message_set.messages:
+                out = dict(base)
+                out["offset"] = message.offset
+                out["magic"] = message.magic
+                out["compression"] = message.compression
+                out["checksum_ok"] = message.checksum_ok
+                out["batch_index"] = message.batch_index
+                out["batch_size"] = message.batch_size
+                payload = message.payload
+                if payload is not None:
+                    out["payload_size"] = len(payload)
+                    out["payload_sha256"] = hashlib.sha256(payload).hexdigest()
+                    if self._payloads:
+                        out["payload"] = bytes(payload)
+                self._sink.message(out)
+                verdicts.append(message.checksum_ok)
+                codecs.add(message.compression)
+            count += len(message_set.messages)
+        row["num_messages"] = count
+        if verdicts:
+            row["checksum_ok"] = all(verdicts)
+        if len(codecs) == 1:
+            row["compression"] = codecs.pop()
+
+    # -- pairing and anomalies -----------------------------------------------------------
+
+    def _lose_pairing(self, label: int, ts: int, offset: int | None, why: str) -> None:
+        if self._pairing.lose():
+            self._emit_anomaly(
+                label,
+                ts,
+                offset,
+                None,
+                None,
+                "pairing_lost",
+                f"{why}: responses carry no correlation id, so they are not paired with "
+                "requests until one fits a request seen since",
+            )
+
+    def _suspect_unmatched(self, row: Row) -> None:
+        """A response with no request while in step: an anomaly unless the request was lost.
+
+        Reassembly reports a gap only once later bytes arrive, so the verdict waits until
+        the client direction shows bytes captured after this response (no gap before them:
+        the request was never sent) or the connection ends.
+        """
+        anomaly = self._anomaly_row(
+            1,
+            row["ts"],
+            row["stream_offset"],
+            row["frame_size"],
+            row["command"],
+            "unmatched_response",
+            "no request was waiting for this response",
+        )
+        self._suspects.append((row["ts"], anomaly))
+        if len(self._suspects) > MAX_SUSPECTS:
+            self._report(self._suspects.pop(0)[1])
+
+    def _judge_suspects(self, ts: int | None) -> None:
+        """Report the suspects that client bytes at ``ts`` (None: the end) prove."""
+        waiting = []
+        for suspect in self._suspects:
+            if ts is None or ts >= suspect[0]:
+                self._report(suspect[1])
+            else:
+                waiting.append(suspect)
+        self._suspects = waiting
+
+    def _stream_anomaly(
+        self, label: int, kind: str, ts: int, offset: int, size: int, detail: str
+    ) -> None:
+        self._emit_anomaly(label, ts, offset, size, None, kind, detail)
+        if kind in ("resync", "bad_frame_header", "oversize_frame", "truncated_frame"):
+            self._lose_pairing(label, ts, offset, f"{kind} in {_LABELS[label]}")
+
+    def _frame_row(
+        self, label: int, start: int, end: int, offset: int, ts_first: int, ts: int
+    ) -> Row:
+        return {
+            "ts": ts,
+            "capture": self._capture,
+            "conn_id": self._conn_id,
+            "direction": _LABELS[label],
+            "protocol": "kafka07",
+            "ts_first": ts_first,
+            "stream_offset": offset,
+            "command": None,
+            "frame_size": end - start,
+        }
+
+    def _frame_anomaly(self, kind: str, row: Row, detail: str) -> None:
+        self._emit_anomaly(
+            0 if row["direction"] == "c2b" else 1,
+            row["ts"],
+            row["stream_offset"],
+            row["frame_size"],
+            row["command"],
+            kind,
+            detail,
+        )
+
+    def _emit_anomaly(
+        self,
+        label: int,
+        ts: int,
+        offset: int | None,
+        size: int | None,
+        command: str | None,
+        kind: str,
+        detail: str,
+    ) -> None:
+        self._report(self._anomaly_row(label, ts, offset, size, command, kind, detail))
+
+    def _report(self, anomaly: Row) -> None:
+        self.anomalies += 1
+        self._sink.anomaly(anomaly)
+
+    def _anomaly_row(
+        self,
+        label: int,
+        ts: int,
+        offset: int | None,
+        size: int | None,
+        command: str | None,
+        kind: str,
+        detail: str,
+    ) -> Row:
+        return {
+            "ts": ts,
+            "capture": self._capture,
+            "conn_id": self._conn_id,
+            "direction": _LABELS[label],
+            "protocol": "kafka07",
+            "kind": kind,
+            "stream_offset": offset,
+            "size": size,
+            "command": command,
+            "detail": detail,
+        }
+
+
+def _fetch_offset(part: Part | None) -> int | None:
+    return part.value if part is not None else None
+
+
+def _describe_parts(row: Row, parts: list[Part]) -> None:
+    """Topic, partition, offset and max size where the parts agree; MULTI* parts in info."""
+    if not parts:
+        return
+    first = parts[0]
+    if all(p.topic == first.topic for p in parts):
+        row["topic"] = first.topic
+    if all(p.partition == first.partition for p in parts):
+        row["partition"] = first.partition
+    if first.kind == FETCH and len(parts) == 1:
+        row["offset"] = first.value
+        row["max_size"] = first.limit
+    if first.kind == OFFSETS:
+        _add_info(row, f"time={_TIMES.get(first.value, first.value)} max_offsets={first.limit}")
+    if len(parts) > 1 or row.get("command", "").startswith("MULTI"):
+        listed = [_part_text(p) for p in parts[:MAX_INFO_PARTS]]
+        if len(parts) > MAX_INFO_PARTS:
+            listed.append(f"+{len(parts) - MAX_INFO_PARTS} more")
+        _add_info(row, f"parts={len(parts)}: " + ", ".join(listed))
+
+
+def _part_text(part: Part) -> str:
+    if part.kind == FETCH:
+        return f"{part.topic}:{part.partition}@{part.value}/{part.limit}"
+    return f"{part.topic}:{part.partition} {part.end - part.start}B"
+
+
+def _add_info(row: Row, text: str) -> None:
+    info = row.get("info")
+    row["info"] = f"{info}; {text}" if info else text

@@ -1,0 +1,255 @@
+"""Does a byte string look like Kafka 0.7? Used for detection on any port and for resync.
+
+A 0.7 frame has no magic number, so a boundary is only believed when its fields fit
+together: a request's length, type, count, topic lengths and sizes must tile the frame
+exactly, topics must be printable ASCII, and a produced message set must open with a
+message whose magic, codec and (when it is all there) CRC32 are right. A response's error
+code must be one 0.7 defines and its body must be an offsets array, MULTIFETCH parts or a
+message set whose first message checks out. Only the first :data:`WINDOW` bytes of a
+candidate are ever examined, so a hunt never waits on a whole large frame.
+"""
+
+from __future__ import annotations
+
+import re
+import struct
+import zlib
+from collections.abc import Callable
+
+from pwcap.decode.kafka07.framing import MIN_LENGTH, Candidate
+from pwcap.decode.kafka07.wire import (
+    FETCH,
+    FETCH_TAIL,
+    HEAD,
+    I16,
+    MAX_ERROR,
+    MAX_TOPIC_LENGTH,
+    MIN_ERROR,
+    OFFSETS,
+    PRODUCE,
+    PRODUCE_TAIL,
+    REQUEST_NAMES,
+    WireError,
+    part_kind,
+    read_offsets,
+    read_request,
+    split_parts,
+)
+
+WINDOW = 64 * 1024  # bytes of a candidate frame examined at most
+DEFAULT_MAX_FRAME = 5 * 1024 * 1024
+MAX_PARTS = 10_000  # parts of a MULTI* request believable in one frame
+MAX_PARTITION = 1 << 16
+
+# Frames below 16 MiB: length's top byte zero; requests have type 0-4, responses error -1-4.
+_REQUEST_START = re.compile(rb"\x00...\x00[\x00-\x04]", re.DOTALL)
+_RESPONSE_START = re.compile(rb"\x00...(?:\x00[\x00-\x04]|\xff\xff)", re.DOTALL)
+_MESSAGE_HEAD = struct.Struct(">ib")  # length, magic
+_CRC = struct.Struct(">I")
+
+
+Check = Callable[[bytes, int, int, bool], bool]  # buf, position, max frame size, final
+
+
+class _Need(Exception):
+    """More bytes are needed to judge: ``args[0]`` bytes from the candidate's start."""
+
+
+def looks_like_request(data: bytes, max_frame_size: int = DEFAULT_MAX_FRAME) -> bool:
+    """Does ``data`` start with a Kafka 0.7 request whose fields are consistent?
+
+    When ``data`` holds only the start of a large request, the fields present decide,
+    but at least the type, length and first topic must be there.
+    """
+    return _check(check_request, data, max_frame_size)
+
+
+def looks_like_response(data: bytes, max_frame_size: int = DEFAULT_MAX_FRAME) -> bool:
+    """Does ``data`` start with a Kafka 0.7 response whose body fits its length?"""
+    return _check(check_response, data, max_frame_size)
+
+
+def _check(check: Check, data: bytes, max_frame_size: int) -> bool:
+    try:
+        return check(data, 0, max_frame_size, True)
+    except _Need:
+        return False
+
+
+def find_request_start(buf: bytes, pos: int, max_frame_size: int) -> Candidate:
+    """The next confirmed request boundary in ``buf`` at or after ``pos``."""
+    return _find(_REQUEST_START, check_request, buf, pos, max_frame_size)
+
+
+def find_response_start(buf: bytes, pos: int, max_frame_size: int) -> Candidate:
+    """The next confirmed response boundary in ``buf`` at or after ``pos``."""
+    return _find(_RESPONSE_START, check_response, buf, pos, max_frame_size)
+
+
+def _find(pattern: re.Pattern, check: Check, buf: bytes, pos: int, max_frame: int) -> Candidate:
+    search = pattern.search
+    while True:
+        match = search(buf, pos)
+        if match is None:
+            return Candidate(max(pos, len(buf) - HEAD.size + 1), False)
+        start = match.start()
+        try:
+            if check(buf, start, max_frame, False):
+                return Candidate(start, True)
+        except _Need as need:
+            return Candidate(start, False, need.args[0])
+        pos = start + 1
+
+
+# -- requests ------------------------------------------------------------------------------
+
+
+def check_request(buf: bytes, pos: int, max_frame: int, final: bool) -> bool:
+    """Is there a consistent request at ``pos``? Raises :class:`_Need` when ``buf`` is too
+    short to tell (never when ``final``: then the bytes present decide)."""
+    _have(buf, pos, HEAD.size, pos, final)
+    length, request_type = HEAD.unpack_from(buf, pos)
+    if not MIN_LENGTH <= length <= max_frame or not 0 <= request_type < len(REQUEST_NAMES):
+        return False
+    end = pos + 4 + length
+    if end <= len(buf) and 4 + length <= WINDOW:
+        return _whole_request(buf, pos, end)
+    if not final and 4 + length <= WINDOW:
+        raise _Need(4 + length)
+    return _request_prefix(buf, pos, end, request_type, final)
+
+
+def _whole_request(buf: bytes, start: int, end: int) -> bool:
+    try:
+        _, parts = read_request(buf, start, end)
+    except WireError:
+        return False
+    if not parts or len(parts) > MAX_PARTS:
+        return False
+    for part in parts:
+        if not _printable(part.topic.encode()) or not -1 <= part.partition < MAX_PARTITION:
+            return False
+        if part.kind == FETCH and (part.value < 0 or part.limit < 0):
+            return False
+        if part.kind == OFFSETS and (part.value < -2 or part.limit < 0):
+            return False
+        if part.kind == PRODUCE and not _first_message_ok(buf, part.start, part.end, True):
+            return False
+    return True
+
+
+def _request_prefix(buf: bytes, start: int, end: int, request_type: int, final: bool) -> bool:
+    """Judge a request too long to examine whole by its first part's fields."""
+    pos = start + HEAD.size
+    kind = part_kind(request_type)
+    if kind != request_type:
+        _have(buf, pos, 2, start, final)
+        (count,) = I16.unpack_from(buf, pos)
+        if not 1 <= count <= MAX_PARTS:
+            return False
+        pos += 2
+    topic_end = _topic(buf, pos, end, start, final)
+    if topic_end < 0:
+        return False
+    pos = topic_end
+    if kind != PRODUCE:  # a FETCH or OFFSETS part is short: it must fit
+        return pos + FETCH_TAIL.size <= end
+    if not _has(buf, pos, PRODUCE_TAIL.size, start, final):
+        return True
+    partition, size = PRODUCE_TAIL.unpack_from(buf, pos)
+    pos += PRODUCE_TAIL.size
+    if not -1 <= partition < MAX_PARTITION or size < 0 or pos + size > end:
+        return False
+    if request_type == PRODUCE and pos + size != end:
+        return False
+    return _first_message_ok(buf, pos, pos + size, final, start)
+
+
+def _topic(buf: bytes, pos: int, end: int, start: int, final: bool) -> int:
+    """Position after a plausible topic at ``pos``, or -1."""
+    _have(buf, pos, 2, start, final)
+    (length,) = I16.unpack_from(buf, pos)
+    pos += 2
+    if not 1 <= length <= MAX_TOPIC_LENGTH or pos + length > end:
+        return -1
+    _have(buf, pos, length, start, final)
+    return pos + length if _printable(buf[pos : pos + length]) else -1
+
+
+def _printable(topic: bytes) -> bool:
+    return 0 < len(topic) <= MAX_TOPIC_LENGTH and all(0x21 <= b <= 0x7E for b in topic)
+
+
+# -- responses -----------------------------------------------------------------------------
+
+
+def check_response(buf: bytes, pos: int, max_frame: int, final: bool) -> bool:
+    """Is there a consistent response at ``pos``? (:class:`_Need` as for requests.)"""
+    _have(buf, pos, HEAD.size, pos, final)
+    length, error = HEAD.unpack_from(buf, pos)
+    if not MIN_LENGTH <= length <= max_frame or not MIN_ERROR <= error <= MAX_ERROR:
+        return False
+    end = pos + 4 + length
+    body = pos + HEAD.size
+    if end <= len(buf) and 4 + length <= WINDOW:
+        if body == end or read_offsets(buf, body, end) is not None:
+            return True
+        parts = split_parts(buf, body, end)
+        if parts and all(_first_message_ok(buf, s, e, True) for _, s, e in parts):
+            return True
+        return _first_message_ok(buf, body, end, True)
+    if not final and 4 + length <= WINDOW:
+        raise _Need(4 + length)
+    return _first_message_ok(buf, body, end, final, pos)
+
+
+def _first_message_ok(buf: bytes, pos: int, end: int, final: bool, start: int = -1) -> bool:
+    """Does the message set ``buf[pos:end]`` open with a sound message (or is it empty)?
+
+    A message cut by ``end`` (a FETCH cut at MAX_SIZE) is judged by its header.
+    """
+    if pos >= end:
+        return True
+    if end - pos < _MESSAGE_HEAD.size:
+        return True  # a partial tail only
+    if not _has(buf, pos, _MESSAGE_HEAD.size, start, final):
+        return True
+    size, magic = _MESSAGE_HEAD.unpack_from(buf, pos)
+    header = 5 if magic == 0 else 6
+    if magic not in (0, 1) or size < header:
+        return False
+    if magic == 1:
+        if not _has(buf, pos, 6, start, final):
+            return True
+        if buf[pos + 5] & 0x03 == 0x03:
+            return False
+    message_end = pos + 4 + size
+    if message_end > end:
+        return True
+    if message_end - start > WINDOW and start >= 0:
+        return True
+    if not _has(buf, pos, 4 + size, start, final):
+        return True
+    crc_at = pos + 4 + header - 4
+    (crc,) = _CRC.unpack_from(buf, crc_at)
+    return zlib.crc32(buf[crc_at + 4 : message_end]) == crc
+
+
+# -- helpers -------------------------------------------------------------------------------
+
+
+def _have(buf: bytes, pos: int, size: int, start: int, final: bool) -> None:
+    """Bytes a verdict cannot do without: missing, the answer is no (final) or wait."""
+    if pos + size > len(buf):
+        if final:
+            raise _Need(0)
+        raise _Need(pos + size - start)
+
+
+def _has(buf: bytes, pos: int, size: int, start: int, final: bool) -> bool:
+    """Bytes that would sharpen a verdict: missing, the fields so far decide (final) or wait."""
+    if pos + size <= len(buf):
+        return True
+    if final or start < 0:
+        return False
+    raise _Need(pos + size - start)
