@@ -67,6 +67,14 @@ SCENARIOS = [
         ("franz.js", "errors"),
     ),
     Scenario(
+        "kafka07_stream",
+        "franz-kafka's application API: a Topic stream batching writes over two partitions "
+        "while its consumer loop fetches both in turn (backoff, MAX_SIZE cutting batches)",
+        FRANZ,
+        ("franz.js", "stream"),
+        partitions={"stream": 2},
+    ),
+    Scenario(
         "kafka07_multi",
         "MULTIPRODUCE and MULTIFETCH across two topics and five partitions (magic 0 and 1), "
         "with partial tails and an OffsetOutOfRange part, OFFSETS and a FETCH",

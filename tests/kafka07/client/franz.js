@@ -1,5 +1,6 @@
-// Drive franz-kafka 0.7.5's own client (its wire code: requests, response parsing,
-// compression) through one named scenario against a Kafka 0.7 broker.
+// Drive franz-kafka 0.7.5 through one named scenario against a Kafka 0.7 broker: its
+// wire-level Client (requests, response parsing, compression) for scripted exchanges,
+// and its application API (Kafka, Topic streams) for the `stream` scenario.
 //
 //   node franz.js SCENARIO HOST PORT
 //
@@ -8,6 +9,7 @@
 'use strict'
 
 const crypto = require('crypto')
+const Kafka = require('franz-kafka')
 const Client = require('franz-kafka/client')({ info() {}, error() {} })
 
 const [scenarioName, host, port] = process.argv.slice(2)
@@ -166,6 +168,41 @@ const scenarios = {
     await drain(client, topic, 0)
     await fetch(client, topicOf('partial', 'none', 40), 0, 0)
     client.end()
+  },
+
+  // The application API: a Topic stream producing in batches (queueTime / batchSize)
+  // over two partitions while its consumer loop fetches both in turn, with backoff on
+  // empty fetches and a MAX_SIZE that cuts batches. The client knows no partition or
+  // offset here: it records what it wrote and what 'data' gave back.
+  async stream() {
+    const total = 40
+    const kafka = new Kafka({
+      brokers: [{ id: 0, host, port: Number(port) }],
+      queueTime: 100,
+      batchSize: 8,
+      maxFetchDelay: 400,
+      maxFetchSize: 500,
+    })
+    await new Promise((resolve) => kafka.connect(resolve))
+    const topic = kafka.topic('stream', { partitions: { consume: ['0-0:0', '0-1:0'], produce: ['0:2'] } })
+    let received = 0
+    const all = new Promise((resolve) =>
+      topic.on('data', (data) => {
+        record({ event: 'data', topic: 'stream', size: data.length, sha256: sha256(data) })
+        if (++received === total) resolve()
+      }),
+    )
+    topic.on('error', (err) => record({ event: 'error', topic: 'stream', error: err.message }))
+    topic.resume()
+    for (let i = 0; i < total; i++) {
+      const data = payload('stream', i, 60 + (i % 7) * 10)
+      topic.write(data)
+      record({ event: 'write', topic: 'stream', size: data.length, sha256: sha256(data) })
+      await new Promise((resolve) => setTimeout(resolve, 15))
+    }
+    await all
+    kafka.close()
+    setTimeout(() => process.exit(0), 200)
   },
 
   // FETCH errors 0.7 answers with a code, then the requests 0.7 answers by closing.
