@@ -31,9 +31,9 @@ LINK_LAYERS = {
 
 
 def _clean_recordings() -> list[str]:
-    """Recorded (not derived) samples with whole packets: what the minimal reader handles."""
+    """Recorded (not derived) Pulsar samples with whole packets: what the minimal reader handles."""
     names = []
-    for journal in sorted(SAMPLES.glob("*.broker.jsonl")):
+    for journal in sorted(SAMPLES.glob("pulsar_*.broker.jsonl")):
         name = journal.name.removesuffix(".broker.jsonl")
         truth_file = SAMPLES / f"{name}.truth.json"
         if truth_file.exists() and (SAMPLES / f"{name}.pcap").exists():
