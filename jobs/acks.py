@@ -10,7 +10,8 @@ topic and subscription and before the entry is delivered again, that either
 - is cumulative at or beyond the entry's position.
 
 Acks are matched per subscription rather than per connection so an ack sent after a
-reconnect (new consumer id, same subscription) still answers the delivery.
+reconnect (new consumer id, same subscription) still answers the delivery; and per capture
+file, because one dataset may hold captures of unrelated clusters with the same names.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ from pwcap.jobs.common import message_ids
 from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 
-SUBSCRIPTION = ("topic", "subscription")
+SUBSCRIPTION = ("capture", "topic", "subscription")
 ENTRY = (*SUBSCRIPTION, "ledger_id", "entry_id")
 
 

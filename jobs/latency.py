@@ -13,8 +13,9 @@ Kinds of pair (the ``kind`` column):
   ``answers`` / ``request_ts`` on the response: joining on ``request_id`` here would mix
   up the separate counters clients keep for lookups and for producer/consumer commands.
 - ``publish_delivery``: a message seen sent (SEND) and later delivered (MESSAGE) on any
-  connection, by topic, producer name and sequence id; one pair per message and
-  subscription, to its first delivery. A chunked message counts once, on its last chunk.
+  connection of the same capture file, by topic, producer name and sequence id; one pair
+  per message and subscription, to its first delivery. A chunked message counts once, on
+  its last chunk.
 - ``delivery_ack``: a delivered entry and the ack that answered it (see ``acks.py``).
 
 Requests never answered within the capture are rows with ``outcome`` ``unanswered`` and
@@ -50,6 +51,7 @@ KAFKA_REQUESTS = ["FETCH", "MULTIFETCH", "OFFSETS"]
 
 PAIR_COLUMNS = [
     "kind",
+    "capture",
     "conn_id",
     "broker",
     "topic",
@@ -87,6 +89,7 @@ def answered_requests(frames: DataFrame) -> DataFrame:
     """Every response the decoder paired with its request."""
     responses = frames.where(F.col("answers").isNotNull() & F.col("request_ts").isNotNull())
     return responses.select(
+        "capture",
         "conn_id",
         "topic",
         "subscription",
@@ -138,6 +141,7 @@ def unanswered_requests(frames: DataFrame) -> DataFrame:
     missing = requests.join(responses, [*key, "n"], "left_anti")
     no_time = F.lit(None).cast("timestamp")
     return missing.select(
+        "capture",
         "conn_id",
         "topic",
         "subscription",
@@ -156,7 +160,7 @@ def _application_messages(messages: DataFrame, command: str) -> DataFrame:
 
 def publish_delivery(messages: DataFrame) -> DataFrame:
     """First send of each message to its first delivery on each subscription."""
-    key = ["topic", "producer_name", "sequence_id"]
+    key = ["capture", "topic", "producer_name", "sequence_id"]
     sent = (
         _application_messages(messages, "SEND")
         .where(F.col("producer_name").isNotNull())
@@ -169,6 +173,7 @@ def publish_delivery(messages: DataFrame) -> DataFrame:
         .agg(F.min(F.struct("ts", "conn_id", "consumer_id")).alias("first"))
     )
     return delivered.join(sent, key).select(
+        "capture",
         F.col("first.conn_id").alias("conn_id"),
         "topic",
         "subscription",
@@ -189,6 +194,7 @@ def delivery_ack(frames: DataFrame) -> DataFrame:
         .otherwise("success")
     )
     return answered.select(
+        "capture",
         "conn_id",
         "topic",
         "subscription",
@@ -248,13 +254,15 @@ def latency_summary(pairs: DataFrame, window: str) -> DataFrame:
     )
 
 
-def build(spark: SparkSession, datasets: list[str], window: str) -> Tables:
-    """Latency of every request/response, publish/delivery and delivery/ack pair."""
-    frames = read_table(spark, datasets, "frames")
-    messages = read_table(spark, datasets, "messages")
-    connections = read_table(spark, datasets, "connections")
+def tables(frames: DataFrame, messages: DataFrame, connections: DataFrame, window: str) -> Tables:
     pairs = latency_pairs(frames, messages, connections).cache()
     return {"latency_pairs": pairs, "latency_summary": latency_summary(pairs, window)}
+
+
+def build(spark: SparkSession, datasets: list[str], window: str) -> Tables:
+    """Latency of every request/response, publish/delivery and delivery/ack pair."""
+    read = [read_table(spark, datasets, name) for name in ("frames", "messages", "connections")]
+    return tables(*read, window)
 
 
 if __name__ == "__main__":

@@ -1,0 +1,206 @@
+"""Which messages were delivered more than once, why, and which were never acked:
+``redeliveries``, ``redelivery_summary`` and ``unacked``.
+
+Usage: ``spark-submit jobs/redelivery.py DATASET... -o OUT [--window 1m] [--verbose]``.
+
+A message is identified per capture file and subscription by topic, ledger, entry,
+partition and batch index (one row per message of a batch, from the ``messages`` table).
+The trigger of a redelivery is what the wire shows between the previous delivery and this
+one, first match wins: ``redeliver_ids`` (a REDELIVER_UNACKNOWLEDGED_MESSAGES naming its
+entry), ``redeliver_all`` (one naming no ids), ``seek`` (a SEEK on the subscription),
+``reconnect`` (a new SUBSCRIBE on the subscription, or the previous delivery's connection
+ended), else ``none_visible`` (a broker-side redelivery, or a capture that missed it).
+"""
+
+from __future__ import annotations
+
+import sys
+
+from pwcap.jobs import acks
+from pwcap.jobs.common import Tables, message_ids, micros, read_table, run_job, window_start
+from pyspark.sql import DataFrame, SparkSession, Window
+from pyspark.sql import functions as F
+
+SUBSCRIPTION = ["capture", "topic", "subscription"]
+MESSAGE = [*SUBSCRIPTION, "ledger_id", "entry_id", "partition", "batch_index"]
+REDELIVER = "REDELIVER_UNACKNOWLEDGED_MESSAGES"
+TRIGGERS = ["redeliver_ids", "redeliver_all", "seek", "reconnect"]
+
+
+def message_deliveries(messages: DataFrame) -> DataFrame:
+    """Every delivery of every message, numbered per subscription, with the previous one."""
+    order = Window.partitionBy(*MESSAGE).orderBy("ts", "stream_offset")
+    return (
+        messages.where((F.col("command") == "MESSAGE") & F.col("ledger_id").isNotNull())
+        .select(
+            *SUBSCRIPTION,
+            "ledger_id",
+            "entry_id",
+            # -1, as Pulsar means it, rather than null: the id columns are join keys
+            F.coalesce("partition", F.lit(-1)).alias("partition"),
+            F.coalesce("batch_index", F.lit(-1)).alias("batch_index"),
+            "conn_id",
+            "consumer_id",
+            "consumer_name",
+            F.coalesce("redelivery_count", F.lit(0)).alias("redelivery_count"),
+            "stream_offset",
+            "ts",
+        )
+        .withColumn("delivery_number", F.row_number().over(order))
+        .withColumn("deliveries", F.count("*").over(Window.partitionBy(*MESSAGE)))
+        .withColumn("previous_ts", F.lag("ts").over(order))
+        .withColumn("previous_conn_id", F.lag("conn_id").over(order))
+        .withColumn("first_ts", F.min("ts").over(Window.partitionBy(*MESSAGE)))
+    )
+
+
+def _triggers(redelivered: DataFrame, frames: DataFrame) -> DataFrame:
+    """For each redelivery (delivery_number > 1), which trigger kinds the wire shows."""
+    between = (F.col("t_ts") > F.col("previous_ts")) & (F.col("t_ts") <= F.col("ts"))
+    key = [*MESSAGE, "delivery_number"]
+    base = redelivered.select(*key, "previous_ts", "ts", "previous_conn_id")
+    requests = frames.where(F.col("command") == REDELIVER)
+    named = message_ids(requests.where(F.col("num_message_ids") > 0)).select(
+        *SUBSCRIPTION, "ledger_id", "entry_id", F.col("ts").alias("t_ts")
+    )
+    redeliver_all = requests.where(F.coalesce("num_message_ids", F.lit(0)) == 0).select(
+        *SUBSCRIPTION, F.col("ts").alias("t_ts")
+    )
+    seeks = frames.where(F.col("command") == "SEEK").select(
+        *SUBSCRIPTION, F.col("ts").alias("t_ts")
+    )
+    subscribes = frames.where(
+        (F.col("command") == "SUBSCRIBE") & (F.col("direction") == "c2b")
+    ).select(*SUBSCRIPTION, F.col("ts").alias("t_ts"))
+    connection_end = frames.groupBy("conn_id").agg(F.max("ts").alias("t_ts"))
+    closed = base.join(
+        connection_end.withColumnRenamed("conn_id", "previous_conn_id"), "previous_conn_id"
+    ).where(between)
+    # (rank in TRIGGERS, redeliveries that trigger explains)
+    found = [
+        (0, base.join(named, [*SUBSCRIPTION, "ledger_id", "entry_id"]).where(between)),
+        (1, base.join(redeliver_all, SUBSCRIPTION).where(between)),
+        (2, base.join(seeks, SUBSCRIPTION).where(between)),
+        (3, base.join(subscribes, SUBSCRIPTION).where(between)),
+        (3, closed),
+    ]
+    marks = [part.select(*key, F.lit(rank).alias("rank")) for rank, part in found]
+    union = marks[0]
+    for part in marks[1:]:
+        union = union.unionByName(part)
+    return union.groupBy(*key).agg(F.min("rank").alias("rank"))
+
+
+def redeliveries(deliveries: DataFrame, frames: DataFrame) -> DataFrame:
+    """Every delivery of every message delivered more than once to its subscription."""
+    repeated = deliveries.where(F.col("deliveries") > 1)
+    triggers = _triggers(repeated.where(F.col("delivery_number") > 1), frames)
+    names = F.array(*(F.lit(t) for t in TRIGGERS))
+    trigger = (
+        F.when(F.col("delivery_number") == 1, None)
+        .when(F.col("rank").isNotNull(), names[F.col("rank")])
+        .otherwise("none_visible")
+    )
+    return repeated.join(triggers, [*MESSAGE, "delivery_number"], "left").select(
+        *MESSAGE,
+        "conn_id",
+        "consumer_id",
+        "consumer_name",
+        "ts",
+        "delivery_number",
+        "deliveries",
+        "redelivery_count",
+        trigger.alias("trigger"),
+        F.when(F.col("delivery_number") > 1, micros("ts") - micros("first_ts")).alias(
+            "since_first_delivery_us"
+        ),
+    )
+
+
+def redelivery_summary(deliveries: DataFrame, frames: DataFrame, window: str) -> DataFrame:
+    """Per subscription and window: deliveries, redeliveries, REDELIVER commands, ack errors."""
+    key = [*SUBSCRIPTION, "window_start"]
+    delivered = (
+        deliveries.withColumn("window_start", window_start("ts", window))
+        .groupBy(*key)
+        .agg(
+            F.count("*").alias("deliveries"),
+            F.count(F.when(F.col("delivery_number") > 1, 1)).alias("redeliveries"),
+            F.max("redelivery_count").alias("max_redelivery_count"),
+        )
+    )
+    with_ids = F.coalesce("num_message_ids", F.lit(0)) > 0
+    requested = (
+        frames.where(F.col("command") == REDELIVER)
+        .withColumn("window_start", window_start("ts", window))
+        .groupBy(*key)
+        .agg(
+            F.count(F.when(with_ids, 1)).alias("redeliver_with_ids"),
+            F.count(F.when(~with_ids, 1)).alias("redeliver_all"),
+        )
+    )
+    ack_errors = (
+        frames.where((F.col("command") == "ACK") & F.col("validation_error").isNotNull())
+        .withColumn("window_start", window_start("ts", window))
+        .groupBy(*key, "validation_error")
+        .count()
+        .groupBy(*key)
+        .agg(
+            F.map_from_entries(F.collect_list(F.struct("validation_error", "count"))).alias(
+                "ack_validation_errors"
+            )
+        )
+    )
+    zero = F.lit(0).cast("long")
+    joined = delivered.join(requested, key, "full").join(ack_errors, key, "full")
+    deliveries_n = F.coalesce("deliveries", zero)
+    redeliveries_n = F.coalesce("redeliveries", zero)
+    return joined.select(
+        *key,
+        deliveries_n.alias("deliveries"),
+        redeliveries_n.alias("redeliveries"),
+        F.when(deliveries_n > 0, redeliveries_n / deliveries_n).alias("redelivery_rate"),
+        F.coalesce("max_redelivery_count", F.lit(0)).alias("max_redelivery_count"),
+        F.coalesce("redeliver_with_ids", zero).alias("redeliver_with_ids"),
+        F.coalesce("redeliver_all", zero).alias("redeliver_all"),
+        F.coalesce("ack_validation_errors", F.create_map().cast("map<string,bigint>")).alias(
+            "ack_validation_errors"
+        ),
+    )
+
+
+def unacked(frames: DataFrame) -> DataFrame:
+    """Entries whose last delivery no ack answered within the capture (ack holes)."""
+    answered = acks.answered_deliveries(frames)
+    holes = answered.where(F.col("next_delivery_ts").isNull() & F.col("ack_ts").isNull())
+    return holes.select(
+        *acks.ENTRY,
+        "partition",
+        "num_messages",
+        "conn_id",
+        "consumer_id",
+        "consumer_name",
+        F.col("ts").alias("last_delivery_ts"),
+        F.col("delivery_number").alias("deliveries"),
+        "redelivery_count",
+    )
+
+
+def tables(frames: DataFrame, messages: DataFrame, window: str) -> Tables:
+    deliveries = message_deliveries(messages).cache()
+    return {
+        "redeliveries": redeliveries(deliveries, frames),
+        "redelivery_summary": redelivery_summary(deliveries, frames, window),
+        "unacked": unacked(frames),
+    }
+
+
+def build(spark: SparkSession, datasets: list[str], window: str) -> Tables:
+    """Redelivered messages and their triggers, per-subscription summary, ack holes."""
+    return tables(
+        read_table(spark, datasets, "frames"), read_table(spark, datasets, "messages"), window
+    )
+
+
+if __name__ == "__main__":
+    sys.exit(run_job("redelivery", build))
