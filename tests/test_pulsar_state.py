@@ -56,6 +56,46 @@ def test_responses_pair_by_request_id_even_when_ids_are_sparse():
     assert talk.sink.anomalies == []
 
 
+def test_requests_sharing_an_id_are_told_apart_by_the_response_type():
+    # As the C++ client does: lookups count client-wide, producers and consumers per
+    # connection, so one connection can have LOOKUP 1 and PRODUCER 1 outstanding at once.
+    talk = Conversation()
+    talk(C2B, command("LOOKUP", topic="lookup-t", request_id=1))
+    talk(C2B, command("PRODUCER", topic="producer-t", producer_id=0, request_id=1))
+    talk(C2B, command("PARTITIONED_METADATA", topic="meta-t", request_id=2))
+    talk(
+        C2B,
+        command(
+            "SUBSCRIBE", topic="sub-t", subscription="s", subType=0, consumer_id=0, request_id=2
+        ),
+    )
+    producer = talk(B2C, command("PRODUCER_SUCCESS", request_id=1, producer_name="p"))
+    lookup = talk(B2C, command("LOOKUP_RESPONSE", request_id=1))
+    refused = talk(B2C, command("ERROR", request_id=2, error=pb.AuthorizationError, message="no"))
+    meta = talk(B2C, command("PARTITIONED_METADATA_RESPONSE", request_id=2, partitions=0))
+    answered = [(r["answers"], r["topic"]) for r in (producer, lookup, refused, meta)]
+    assert answered == [
+        ("PRODUCER", "producer-t"),
+        ("LOOKUP", "lookup-t"),
+        ("SUBSCRIBE", "sub-t"),
+        ("PARTITIONED_METADATA", "meta-t"),
+    ]
+    talk.dec.on_close(talk.ts)
+    assert talk.sink.anomalies == []
+
+
+def test_a_producer_waiting_for_access_gets_two_producer_success():
+    talk = Conversation()
+    talk(C2B, command("PRODUCER", topic="t", producer_id=3, request_id=5))
+    waiting = talk(
+        B2C, command("PRODUCER_SUCCESS", request_id=5, producer_name="p", producer_ready=False)
+    )
+    ready = talk(B2C, command("PRODUCER_SUCCESS", request_id=5, producer_name="p"))
+    assert [(r["answers"], r["request_ts"]) for r in (waiting, ready)] == [("PRODUCER", 1000)] * 2
+    talk.dec.on_close(talk.ts)
+    assert talk.sink.anomalies == []
+
+
 def test_a_request_is_answered_once():
     talk = Conversation()
     talk(C2B, command("LOOKUP", topic="t", request_id=1))

@@ -111,6 +111,57 @@ SEMANTICS: dict[str, tuple[str, str | None]] = {
 
 PAYLOAD_COMMANDS = frozenset({"SEND", "MESSAGE"})
 
+# Response -> the requests it can answer, most likely first. Request ids are not one
+# counter per connection (the C++ client draws LOOKUP / PARTITIONED_METADATA ids from a
+# client-wide counter and PRODUCER / SUBSCRIBE / CLOSE / SEEK ids from a per-connection
+# one), so two outstanding requests may share an id: the response's type says which.
+_GENERIC_ANSWERS = (
+    "SUBSCRIBE",
+    "UNSUBSCRIBE",
+    "CLOSE_PRODUCER",
+    "CLOSE_CONSUMER",
+    "SEEK",
+    "WATCH_TOPIC_LIST_CLOSE",
+)
+ANSWERS: dict[str, tuple[str, ...]] = {
+    "SUCCESS": _GENERIC_ANSWERS,
+    "PRODUCER_SUCCESS": ("PRODUCER",),
+    "WATCH_TOPIC_LIST_SUCCESS": ("WATCH_TOPIC_LIST",),
+    "PARTITIONED_METADATA_RESPONSE": ("PARTITIONED_METADATA",),
+    "LOOKUP_RESPONSE": ("LOOKUP",),
+    "CONSUMER_STATS_RESPONSE": ("CONSUMER_STATS",),
+    "GET_LAST_MESSAGE_ID_RESPONSE": ("GET_LAST_MESSAGE_ID",),
+    "GET_TOPICS_OF_NAMESPACE_RESPONSE": ("GET_TOPICS_OF_NAMESPACE",),
+    "GET_SCHEMA_RESPONSE": ("GET_SCHEMA",),
+    "GET_OR_CREATE_SCHEMA_RESPONSE": ("GET_OR_CREATE_SCHEMA",),
+    "TC_CLIENT_CONNECT_RESPONSE": ("TC_CLIENT_CONNECT_REQUEST",),
+    "SCALABLE_TOPIC_SUBSCRIBE_RESPONSE": ("SCALABLE_TOPIC_SUBSCRIBE",),
+    **{
+        f"{txn}_RESPONSE": (txn,)
+        for txn in (
+            "NEW_TXN",
+            "ADD_PARTITION_TO_TXN",
+            "ADD_SUBSCRIPTION_TO_TXN",
+            "END_TXN",
+            "END_TXN_ON_PARTITION",
+            "END_TXN_ON_SUBSCRIPTION",
+        )
+    },
+}
+# ERROR is the broker's generic refusal: it answers the commands SUCCESS answers and
+# PRODUCER first, then any other request (the typed responses normally carry their own
+# error fields, but a broker may still refuse them with ERROR).
+_REFUSED_FIRST = ("PRODUCER", *_GENERIC_ANSWERS)
+ANSWERS["ERROR"] = (
+    *_REFUSED_FIRST,
+    *[n for n, (_, role) in SEMANTICS.items() if role == REQUEST and n not in _REFUSED_FIRST],
+)
+# Response -> {request name: preference}, lower preferred, for the pairing lookup.
+ANSWER_RANKS: dict[str, dict[str, int]] = {
+    response: {request: rank for rank, request in enumerate(requests)}
+    for response, requests in ANSWERS.items()
+}
+
 # Proto field name -> frames column, for scalar fields copied as they are.
 _PLAIN_COLUMNS = {
     "request_id": "request_id",

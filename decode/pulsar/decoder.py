@@ -21,6 +21,7 @@ _LABELS = ("c2b", "b2c")
 MAX_SUSPECTS = 10_000  # unmatched responses awaiting proof, kept per connection
 _parse_command = BaseCommand.FromString
 _SPECS = c.SPECS
+_PRODUCER_SUCCESS = BaseCommand.PRODUCER_SUCCESS
 
 
 class _Side:
@@ -148,8 +149,12 @@ class PulsarDecoder:
                 if info is not None:
                     row["info"] = info
             state = self._state
-            if spec.role is not None and not state.pair(spec.role, row, label) and state.complete:
-                self._suspect_unmatched(row, label)
+            role = spec.role
+            if role is not None:
+                # A PRODUCER_SUCCESS with producer_ready false is followed by another.
+                final = type_number != _PRODUCER_SUCCESS or sub.producer_ready
+                if not state.pair(role, row, label, final) and state.complete:
+                    self._suspect_unmatched(row, label)
             effect = _EFFECTS.get(name)
             if effect is not None:
                 effect(self, sub, row)

@@ -1,9 +1,12 @@
 """Per-connection protocol state: names behind ids, request/response pairing, permits.
 
 Pairing follows what the protocol guarantees, not what one client happens to do:
-request ids are unique per connection but not dense (a client shares one counter across
-all its connections), so a response is matched by its request id against the requests
-seen on this connection in the opposite direction, and the entry is removed on match.
+request ids are not dense (a client may share one counter across its connections) and
+not even unique per connection (the C++ client draws lookup ids from a client-wide
+counter and producer / consumer request ids from a per-connection one), so a response
+is matched by its request id *and* its type against the client's outstanding requests
+(:data:`commands.ANSWERS` says which requests each response type can answer), and the
+entry is removed on match.
 SEND pairs with its receipt by (producer id, sequence id), ACK with its ACK_RESPONSE by
 (consumer id, request id), and PING / CONNECT / AUTH_CHALLENGE with the other side's next
 PONG / CONNECTED / AUTH_RESPONSE in order.
@@ -20,6 +23,7 @@ from typing import Any
 from pwcap.decode.pulsar import commands as c
 
 MAX_PENDING = 100_000  # outstanding requests kept per table before the oldest are dropped
+MAX_SAME_ID = 8  # outstanding requests sharing one request id (one per id family is normal)
 
 
 class Consumer:
@@ -51,10 +55,11 @@ class Producer:
 class Request:
     """An outstanding request: what a matching response inherits."""
 
-    __slots__ = ("consumer_id", "name", "producer_id", "topic", "ts")
+    __slots__ = ("consumer_id", "name", "producer_id", "request_id", "topic", "ts")
 
     def __init__(self, row: dict[str, Any]) -> None:
         self.name = row["command"]
+        self.request_id = row["request_id"]
         self.ts = row["ts"]
         self.topic = row.get("topic")
         self.producer_id = row.get("producer_id")
@@ -67,7 +72,7 @@ class ConnectionState:
     def __init__(self, complete: bool) -> None:
         self.producers: dict[int, Producer] = {}
         self.consumers: dict[int, Consumer] = {}
-        self._requests: dict[tuple[int, int], Request] = {}  # (direction, request_id)
+        self._requests: dict[int, list[Request]] = {}  # request_id -> client requests
         self._sends: dict[tuple[int, int], list[int]] = {}  # (producer_id, sequence_id)
         self._acks: dict[tuple[int, int], int] = {}  # (consumer_id, request_id) -> ts
         self._in_order: dict[tuple[str, int], deque[tuple[str, int]]] = {}
@@ -132,14 +137,18 @@ class ConnectionState:
 
     # -- pairing -------------------------------------------------------------------------
 
-    def pair(self, role: str, row: dict[str, Any], direction: int) -> bool:
-        """Record a request or match a response; False for a response with no request."""
+    def pair(self, role: str, row: dict[str, Any], direction: int, final: bool = True) -> bool:
+        """Record a request or match a response; False for a response with no request.
+
+        A response that is not ``final`` (PRODUCER_SUCCESS with ``producer_ready`` false:
+        another follows once the producer gets access) leaves its request outstanding.
+        """
         if role == c.REQUEST:
-            if direction == 0:
-                _put(self._requests, (0, row["request_id"]), Request(row), self)
+            if direction == 0:  # the broker's CLOSE_PRODUCER / CLOSE_CONSUMER expect no answer
+                self._add_request(Request(row))
             return True
         if role == c.RESPONSE:
-            return self._answer_request(row, direction)
+            return self._answer_request(row, direction, final)
         if role == c.SEND:
             key = (row["producer_id"], row["sequence_id"])
             waiting = self._sends.get(key)
@@ -175,8 +184,33 @@ class ConnectionState:
             return True
         return self._pair_in_order(role, row, direction)
 
-    def _answer_request(self, row: dict[str, Any], direction: int) -> bool:
-        request = self._requests.pop((1 - direction, row["request_id"]), None)
+    def _add_request(self, request: Request) -> None:
+        request_id = request.request_id
+        waiting = self._requests.get(request_id)
+        if waiting is None:
+            _put(self._requests, request_id, [request], self)
+            return
+        if len(waiting) >= MAX_SAME_ID:
+            del waiting[0]
+            self.complete = False
+        waiting.append(request)
+
+    def _answer_request(self, row: dict[str, Any], direction: int, final: bool) -> bool:
+        request = None
+        request_id = row["request_id"]
+        waiting = self._requests.get(request_id) if direction == 1 else None
+        if waiting:
+            ranks = c.ANSWER_RANKS[row["command"]]
+            best = None
+            best_rank = len(ranks)
+            for index, candidate in enumerate(waiting):
+                rank = ranks.get(candidate.name, best_rank)
+                if rank < best_rank:
+                    best, best_rank = index, rank
+            if best is not None:
+                request = waiting.pop(best) if final else waiting[best]
+                if not waiting:
+                    del self._requests[request_id]
         if request is None:
             # A broker refusing CONNECT answers with ERROR and no meaningful request id.
             return row["command"] == "ERROR" and self._take_in_order(c.CONNECT, 1 - direction, row)
