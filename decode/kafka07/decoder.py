@@ -189,6 +189,8 @@ class Kafka07Decoder:
         else:
             request_type = guess_kind(buf, body, end, error)
             parts = [None]
+        row["command"] = REQUEST_NAMES[request_type] + "_RESPONSE"
+        if pending is None:
             row["info"] = "unpaired"
             if broke:
                 self._frame_anomaly(
@@ -198,8 +200,7 @@ class Kafka07Decoder:
                 )
             elif self._pairing.in_step:
                 self._suspect_unmatched(row)
-        row["command"] = REQUEST_NAMES[request_type] + "_RESPONSE"
-        if pending is not None:
+        else:
             _describe_parts(row, pending.parts)
         if request_type == OFFSETS:
             self._offsets(row, buf, body, end)
@@ -292,7 +293,7 @@ class Kafka07Decoder:
     # -- pairing and anomalies -----------------------------------------------------------
 
     def _lose_pairing(self, label: int, ts: int, offset: int | None, why: str) -> None:
-        if self._pairing.lose():
+        if self._pairing.lose(ts if label else None):
             self._emit_anomaly(
                 label,
                 ts,

@@ -60,6 +60,7 @@ class FrameStream:
         "_max_frame",
         "_need",
         "_report",
+        "_skip_ts",
         "_skipped",
         "_start_offset",
     )
@@ -84,6 +85,7 @@ class FrameStream:
         self._discard = 0  # bytes still to drop: the rest of a frame lost in a gap
         self._hunting = not in_sync
         self._skipped = 0  # bytes skipped by the current hunt
+        self._skip_ts = 0  # capture time of the last byte it skipped
         self._hunt_from = -1  # stream offset where the current hunt started skipping
 
     @property
@@ -123,18 +125,22 @@ class FrameStream:
         while True:
             if self._hunting:
                 found = self._find(data, pos, self._max_frame)
-                self._skipped += found.pos - pos
+                if found.pos > pos:
+                    self._skipped += found.pos - pos
+                    last = found.pos - 1
+                    self._skip_ts = ts if last >= old or not chunk_ts else _ts_at(chunk_ts, last)
                 pos = found.pos
                 if not found.confirmed:
                     need = found.need
                     break
-                self._end_hunt(ts)
+                self._end_hunt()
             if n - pos < 4:
                 break
             (length,) = I32.unpack_from(data, pos)
             if not MIN_LENGTH <= length <= self._max_frame:
                 self._bad_length(length, ts, offset + pos)
                 self._skipped += 1
+                self._skip_ts = ts
                 pos += 1
                 continue
             end = pos + 4 + length
@@ -145,6 +151,7 @@ class FrameStream:
             if not self._handle(data, pos, end, offset + pos, ts_first, ts):
                 self._start_hunt(offset + pos)
                 self._skipped += 1
+                self._skip_ts = ts
                 pos += 1
                 continue
             pos = end
@@ -185,12 +192,12 @@ class FrameStream:
             self._skipped = 0
             self._hunt_from = offset
 
-    def _end_hunt(self, ts: int) -> None:
+    def _end_hunt(self) -> None:
         self._hunting = False
         if self._skipped:
             self._report(
                 "resync",
-                ts,
+                self._skip_ts,
                 self._hunt_from,
                 self._skipped,
                 f"skipped {self._skipped} bytes to the next frame boundary",

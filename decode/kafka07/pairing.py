@@ -5,9 +5,10 @@ order they were sent; PRODUCE and MULTIPRODUCE get none. While every byte since 
 of the connection has been decoded, the next response answers the oldest unanswered
 request. Once bytes are lost (a gap, a resync, a capture that starts mid-connection) the
 count of requests still unanswered is unknown and order alone proves nothing: pairing
-stops. It resumes at the first response that *fits* one of the requests seen since (its
-body has the shape that request's answer must have, and it began after the request was
-complete); the requests before that one are taken as answered in the lost bytes.
+stops, and requests sent before lost responses are forgotten (:meth:`Pairing.lose`). It
+resumes at the first response that *fits* a waiting request (its body has the shape that
+request's answer must have, and it began after the request was complete); the requests
+before that one are taken as answered in the lost bytes.
 """
 
 from __future__ import annotations
@@ -45,13 +46,22 @@ class Pairing:
     def request(self, pending: Pending) -> None:
         if len(self._queue) >= MAX_PENDING:  # a silent broker: order can no longer be trusted
             self.lose()
+            self._queue.popleft()
         self._queue.append(pending)
 
-    def lose(self) -> bool:
-        """Bytes went missing; return whether pairing was in step until now."""
+    def lose(self, responses_until: int | None = None) -> bool:
+        """Bytes went missing; return whether pairing was in step until now.
+
+        Lost requests leave the waiting ones valid (their answers still come first); lost
+        responses, captured up to ``responses_until``, may have answered any request sent
+        before then, so those requests are forgotten.
+        """
         was = self.in_step
         self.in_step = False
-        self._queue.clear()
+        if responses_until is not None:
+            queue = self._queue
+            while queue and queue[0].ts <= responses_until:
+                queue.popleft()
         return was
 
     def response(self, ts_first: int, fits: Fits) -> tuple[Pending | None, bool]:
@@ -64,7 +74,8 @@ class Pairing:
             head = queue[0]
             if fits(head):
                 return queue.popleft(), False
-            self.lose()
+            self.in_step = False
+            queue.clear()
             return None, True
         for index, pending in enumerate(queue):
             if pending.ts <= ts_first and fits(pending):

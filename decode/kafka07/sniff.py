@@ -87,17 +87,20 @@ def find_response_start(buf: bytes, pos: int, max_frame_size: int) -> Candidate:
 
 
 def _find(pattern: re.Pattern, check: Check, buf: bytes, pos: int, max_frame: int) -> Candidate:
+    """A candidate that needs more bytes does not hide a confirmed one after it: the
+    confirmed boundary wins, so the end of a stream cannot strand whole frames."""
     search = pattern.search
+    waiting = None
     while True:
         match = search(buf, pos)
         if match is None:
-            return Candidate(max(pos, len(buf) - HEAD.size + 1), False)
+            return waiting or Candidate(max(pos, len(buf) - HEAD.size + 1), False)
         start = match.start()
         try:
             if check(buf, start, max_frame, False):
                 return Candidate(start, True)
         except _Need as need:
-            return Candidate(start, False, need.args[0])
+            waiting = waiting or Candidate(start, False, need.args[0])
         pos = start + 1
 
 
@@ -152,7 +155,9 @@ def _request_prefix(buf: bytes, start: int, end: int, request_type: int, final: 
     if topic_end < 0:
         return False
     pos = topic_end
-    if kind != PRODUCE:  # a FETCH or OFFSETS part is short: it must fit
+    if kind != PRODUCE:  # FETCH / OFFSETS parts have a fixed size
+        if kind == request_type:
+            return pos + FETCH_TAIL.size == end
         return pos + FETCH_TAIL.size <= end
     if not _has(buf, pos, PRODUCE_TAIL.size, start, final):
         return True
