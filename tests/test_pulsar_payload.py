@@ -188,10 +188,18 @@ def test_chunks_are_reassembled_and_digested_on_the_last_chunk(codec):
     assert [r.get("chunked_sha256") for r in sink.messages] == [None, None, sha(whole)]
 
 
-def test_a_missing_chunk_leaves_no_digest():
+def test_a_missing_chunk_leaves_no_digest_and_is_reported():
     frames = chunked(b"z" * 3000, 3)
     sink = decode(frames[0], frames[2])
     assert [r.get("chunked_sha256") for r in sink.messages] == [None, None]
+    assert sink.kinds() == ["chunk_missing"]
+    assert sink.anomalies[0]["stream_offset"] == len(frames[0])
+
+
+def test_chunks_seen_without_their_start_are_reported():
+    frames = chunked(b"z" * 3000, 3)
+    sink = decode(frames[1], frames[2])
+    assert sink.kinds() == ["chunk_missing", "chunk_missing"]
 
 
 def test_encrypted_entry_is_flagged_not_decrypted():
@@ -215,7 +223,21 @@ def test_metadata_that_overruns_the_frame_is_an_anomaly():
 
 def test_incomplete_chunked_messages_are_bounded_in_memory():
     assembler = ChunkAssembler(max_bytes=1000)
-    assert assembler.add("old", 0, 2, b"a" * 600) is None
-    assert assembler.add("new", 0, 2, b"b" * 600) is None  # over the bound: "old" goes
-    assert assembler.add("old", 1, 2, b"a") is None
-    assert assembler.add("new", 1, 2, b"b") == b"b" * 601
+    reports = []
+
+    def add(key: str, chunk_id: int, data: bytes) -> bytes | None:
+        return assembler.add(key, chunk_id, 2, data, lambda *report: reports.append(report))
+
+    assert add("old", 0, b"a" * 600) is None
+    assert add("new", 0, b"b" * 600) is None  # over the bound: "old" goes
+    assert [kind for kind, _ in reports] == ["chunk_evicted"]
+    assert add("old", 1, b"a") is None
+    assert add("new", 1, b"b") == b"b" * 601
+    assert [kind for kind, _ in reports] == ["chunk_evicted", "chunk_missing"]
+
+
+def test_the_chunk_memory_bound_is_the_decompression_limit():
+    frames = chunked(bytes(range(256)) * 40, 3)
+    sink = decode(*frames, max_decompressed_size=2000)
+    assert "chunk_evicted" in sink.kinds()
+    assert [r.get("chunked_sha256") for r in sink.messages] == [None, None, None]

@@ -3,12 +3,15 @@
 A producer splits a message too large for one entry into ``num_chunks_from_msg`` entries
 sharing a ``uuid``; each chunk is its own SEND (and MESSAGE). The chunks of one message
 travel in order on one connection, so only the next expected chunk is accepted: a
-missing one makes the message unrecoverable and it is dropped.
+missing one makes the message unrecoverable and it is dropped. Every message given up
+(a chunk missing, or evicted to respect the memory bound) is reported, never silent.
 """
 
 from __future__ import annotations
 
-from collections.abc import Hashable
+from collections.abc import Callable, Hashable
+
+Report = Callable[[str, str], None]  # anomaly kind, detail
 
 
 class _Pending:
@@ -28,18 +31,23 @@ class ChunkAssembler:
         self._held = 0
         self._pending: dict[Hashable, _Pending] = {}
 
-    def add(self, key: Hashable, chunk_id: int, num_chunks: int, data: bytes) -> bytes | None:
+    def add(
+        self, key: Hashable, chunk_id: int, num_chunks: int, data: bytes, report: Report
+    ) -> bytes | None:
         """Take one chunk; return the whole message when this chunk completes it."""
         pending = self._pending.get(key)
         if chunk_id == 0:
             if pending is not None:
                 self._forget(key, pending)
+                report("chunk_missing", f"message restarted after {pending.next_id} chunks")
             pending = _Pending()
             self._pending[key] = pending
         elif pending is None:
+            report("chunk_missing", f"chunk {chunk_id} of {num_chunks} without the earlier ones")
             return None
-        if chunk_id != pending.next_id:
+        elif chunk_id != pending.next_id:
             self._forget(key, pending)
+            report("chunk_missing", f"chunk {chunk_id} of {num_chunks} after {pending.next_id}")
             return None
         pending.parts.append(data)
         pending.size += len(data)
@@ -49,15 +57,21 @@ class ChunkAssembler:
             self._pending.pop(key)
             self._held -= pending.size
             return b"".join(pending.parts)
-        self._evict()
+        self._evict(report)
         return None
 
     def _forget(self, key: Hashable, pending: _Pending) -> None:
         del self._pending[key]
         self._held -= pending.size
 
-    def _evict(self) -> None:
+    def _evict(self, report: Report) -> None:
         """Drop the oldest incomplete messages until the held bytes fit the bound."""
         while self._held > self._max_bytes and self._pending:
             key = next(iter(self._pending))
-            self._forget(key, self._pending[key])
+            pending = self._pending[key]
+            self._forget(key, pending)
+            report(
+                "chunk_evicted",
+                f"incomplete chunked message of {pending.size} bytes dropped: "
+                f"over the {self._max_bytes}-byte bound on pending chunks",
+            )

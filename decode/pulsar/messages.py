@@ -141,8 +141,12 @@ class EntryDecoder:
         row["chunk_id"] = md.chunk_id
         row["num_chunks"] = md.num_chunks_from_msg
         row["total_chunk_size"] = md.total_chunk_msg_size
+
+        def report(kind: str, detail: str) -> None:
+            self._anomaly(kind, frame, f"chunked message {md.uuid}: {detail}")
+
         whole = self._chunks.add(
-            (key, md.uuid), md.chunk_id, md.num_chunks_from_msg, bytes(payload)
+            (key, md.uuid), md.chunk_id, md.num_chunks_from_msg, bytes(payload), report
         )
         if whole is not None:
             try:
