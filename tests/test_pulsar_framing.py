@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import struct
 
+import pytest
 from pwcap.capture.events import ClientBy, Direction
 from pwcap.decode.pulsar import contains_frame, sniff
 from pwcap.decode.pulsar._pb import pulsar_api_pb2 as pb
@@ -60,13 +61,26 @@ def test_large_frame_over_many_segments():
     assert sink.messages[0]["payload_size"] == 200_000
 
 
-def test_oversize_frame_then_resync_on_the_next_frame():
+@pytest.mark.parametrize("record", [1, 7, 1460, 1_000_000])
+def test_a_sound_oversize_frame_is_skipped_whole(record):
     big = big_send()
-    after = flows(2)
+    stream = flows(1)[0] + big + b"".join(flows(2))
     dec, sink, _ = decoder(max_frame_size=100_000)
-    dec.on_data(Direction.C2B, 1, 0, big + b"".join(after))
-    assert sink.kinds()[0] == "oversize_frame"
-    assert "resync" in sink.kinds()
+    for pos in range(0, len(stream), record):
+        dec.on_data(Direction.C2B, pos, pos, stream[pos : pos + record])
+    dec.on_close(len(stream))
+    [anomaly] = sink.anomalies
+    assert (anomaly["kind"], anomaly["stream_offset"]) == ("oversize_frame", len(flows(1)[0]))
+    assert anomaly["size"] == len(big)
+    assert [r["permits"] for r in sink.frames] == [1, 1, 2]
+
+
+def test_oversize_header_over_garbage_then_resync_on_the_next_frame():
+    garbage = struct.pack(">II", 200_000, 20) + b"\xff" * 20
+    dec, sink, _ = decoder(max_frame_size=100_000)
+    dec.on_data(Direction.C2B, 1, 0, garbage + b"".join(flows(2)))
+    assert sink.kinds() == ["oversize_frame", "resync"]
+    assert sink.anomalies[1]["size"] == len(garbage)
     assert [r["permits"] for r in sink.frames] == [1, 2]
 
 

@@ -128,6 +128,12 @@ class FrameStream:
                 break
             total, command_size = unpack(data, pos)
             if total > max_frame or command_size < MIN_COMMAND_SIZE or command_size > total - 4:
+                if _skippable(total, command_size, max_frame):
+                    if n - pos < 8 + command_size:
+                        break  # wait for the command that tells a frame from garbage
+                    if self._confirm(data, pos + 8, command_size):
+                        pos = self._skip_oversize(data, pos, total, offset, ts)
+                        continue
                 self._bad_header(total, command_size, ts, offset + pos)
                 self._skipped += 1
                 pos += 1
@@ -165,11 +171,39 @@ class FrameStream:
                 self._need = 8 + HEADER.unpack_from(rest, 0)[1]
             else:
                 self._need = 0
+        elif len(rest) >= 8:
+            total, command_size = HEADER.unpack_from(rest, 0)
+            if total <= self._max_frame:
+                self._need = 4 + total
+            elif _skippable(total, command_size, self._max_frame):
+                self._need = 8 + command_size  # enough to confirm, then skip the frame
+            else:
+                self._need = 0
         elif len(rest) >= 4:
             (total,) = SIZE.unpack_from(rest, 0)
             self._need = 4 + total if total <= self._max_frame else 0
         else:
             self._need = 0
+
+    def _skip_oversize(self, data: bytes, pos: int, total: int, offset: int, ts: int) -> int:
+        """Report a sound frame over the size limit and skip it whole; return where it ends.
+
+        Brokers raise their frame limit, so a frame over ours whose command decodes is
+        real: stepping over it keeps the stream in sync, where hunting through its
+        payload could not.
+        """
+        self._report(
+            "oversize_frame",
+            ts,
+            offset + pos,
+            total + 4,
+            f"frame of totalSize {total} over the {self._max_frame}-byte limit skipped",
+        )
+        end = pos + 4 + total
+        if end > len(data):
+            self._discard = end - len(data)
+            return len(data)
+        return end
 
     def _bad_header(self, total: int, command_size: int, ts: int, offset: int) -> None:
         if total > self._max_frame:
@@ -312,6 +346,11 @@ def find_frame_start(buf: bytes, pos: int, max_frame_size: int, confirm: Command
             if confirm(buf, start + 8, command_size):
                 return Candidate(start, True)
         pos = start + 1
+
+
+def _skippable(total: int, command_size: int, max_frame_size: int) -> bool:
+    """An over-limit header whose command is small enough to check before skipping."""
+    return MIN_COMMAND_SIZE <= command_size <= min(total - 4, max_frame_size)
 
 
 def _ts_at(chunk_ts: list[tuple[int, int]] | None, pos: int) -> int:
