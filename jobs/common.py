@@ -1,5 +1,5 @@
-"""What every analytics job shares: its command line, its Spark session, reading the
-decoded dataset and writing result tables atomically.
+"""What every analytics job shares: its Spark session, reading the decoded dataset,
+common column expressions and writing result tables atomically.
 
 Kept free of any question-specific logic so ``latency``, ``permits`` and ``redelivery``
 read as the answer to one question each, and ``pwcap analyze`` can run them all in one
@@ -12,42 +12,18 @@ import argparse
 import glob
 import logging
 import os
-import re
 import uuid
 from collections.abc import Callable, Mapping
 
 import pyarrow as pa
 from pwcap.decode.schema import arrow_schema
+from pwcap.jobs.args import add_arguments
 from pyspark import SparkConf
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 Tables = dict[str, DataFrame]
-
-_UNITS = {"ms": "milliseconds", "s": "seconds", "m": "minutes", "h": "hours", "d": "days"}
-
-
-def add_arguments(parser: argparse.ArgumentParser) -> None:
-    """The arguments every job takes (and ``pwcap analyze`` too)."""
-    parser.add_argument(
-        "datasets", nargs="+", metavar="DATASET", help="decoded dataset folder(s) or glob(s)"
-    )
-    parser.add_argument("-o", "--output", required=True, help="folder for the result tables")
-    parser.add_argument(
-        "--window", default="1m", help="time bucket of the summaries: 30s, 1m, 1h... (default 1m)"
-    )
-    parser.add_argument("--verbose", action="store_true", help="keep Spark's INFO logging")
-
-
-def spark_interval(text: str) -> str:
-    """``1m`` -> ``1 minutes`` (Spark's interval syntax); Spark's own syntax passes through."""
-    match = re.fullmatch(r"\s*(\d+)\s*(ms|s|m|h|d)\s*", text)
-    if match:
-        return f"{match[1]} {_UNITS[match[2]]}"
-    if re.fullmatch(r"\s*\d+\s+[a-z]+\s*", text):
-        return text.strip()
-    raise argparse.ArgumentTypeError(f"not a time window: {text!r} (try 30s, 1m, 1h)")
 
 
 def session(app_name: str, verbose: bool = False) -> SparkSession:
@@ -56,6 +32,9 @@ def session(app_name: str, verbose: bool = False) -> SparkSession:
     conf = SparkConf()  # carries spark-submit's --master and --conf settings
     if not conf.contains("spark.master"):
         conf.setMaster("local[*]").set("spark.ui.showConsoleProgress", "false")
+        # Spark's 200 shuffle partitions are made for clusters: on a laptop, per-task
+        # overhead would dominate a capture-sized dataset.
+        conf.setIfMissing("spark.sql.shuffle.partitions", str(4 * (os.cpu_count() or 1)))
     spark = (
         SparkSession.builder.appName(app_name)
         .config(conf=conf)
@@ -77,12 +56,18 @@ def run_job(
     parser = argparse.ArgumentParser(prog=f"{name}.py", description=build.__doc__)
     add_arguments(parser)
     args = parser.parse_args(argv)
-    window = spark_interval(args.window)
+    missing = missing_datasets(args.datasets)
+    if missing:
+        parser.exit(2, f"{name}: not a decoded dataset (no frames/): {', '.join(missing)}\n")
     spark = session(f"pwcap-{name}", args.verbose)
-    written = write_tables(build(spark, args.datasets, window), args.output)
-    for table, path in written.items():
+    for table, path in write_tables(build(spark, args.datasets, args.window), args.output).items():
         print(f"{table}: {path}")
     return 0
+
+
+def missing_datasets(datasets: list[str]) -> list[str]:
+    """Local inputs holding no ``frames`` table: a typo, or not a decoded dataset."""
+    return [d for d in datasets if "://" not in d and not table_paths([d], "frames")]
 
 
 # -- reading -------------------------------------------------------------------------------
@@ -186,10 +171,6 @@ def message_ids(frames: DataFrame) -> DataFrame:
 
 
 _ID_COLUMNS = ("ledger_id", "entry_id", "partition", "batch_index", "message_ids")
-
-
-def empty_like(spark: SparkSession, schema: T.StructType) -> DataFrame:
-    return spark.createDataFrame([], schema)
 
 
 # -- writing -------------------------------------------------------------------------------

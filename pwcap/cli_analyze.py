@@ -1,0 +1,107 @@
+"""``pwcap analyze DATASET... -o OUT``: the latency, permit and redelivery jobs in one local
+Spark session, then a short summary of what stands out and where the tables are."""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+from pwcap.jobs.args import add_arguments as _add_job_arguments
+
+TOP = 5
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    _add_job_arguments(parser)
+
+
+def run(args: argparse.Namespace) -> int:
+    # Imported here: pyspark is only needed by this sub-command, and slow to import.
+    from pwcap.jobs import latency, permits, redelivery
+    from pwcap.jobs.common import missing_datasets, read_table, session, write_tables
+
+    missing = missing_datasets(args.datasets)
+    if missing:
+        print(f"pwcap analyze: not a decoded dataset (no frames/): {', '.join(missing)}")
+        return 2
+    spark = session("pwcap-analyze", args.verbose)
+    frames, messages, connections = (
+        read_table(spark, args.datasets, name).cache()
+        for name in ("frames", "messages", "connections")
+    )
+    tables = {
+        **latency.tables(frames, messages, connections, args.window),
+        **permits.tables(frames),
+        **redelivery.tables(frames, messages, args.window),
+    }
+    written = write_tables(tables, args.output)
+    results = {name: spark.read.parquet(path) for name, path in written.items()}
+    print(summary(results))
+    print(f"\nTables under {args.output}:")
+    for name, path in written.items():
+        print(f"  {name:22} {path}")
+    return 0
+
+
+def summary(results: dict[str, Any]) -> str:
+    """The human part: worst latencies, most-starved consumers, most-redelivered
+    subscriptions, computed from the written tables."""
+    from pyspark.sql import functions as F
+
+    lines = ["Worst latencies (p99 by kind, microseconds):"]
+    by_kind = (
+        results["latency_pairs"]
+        .groupBy("kind")
+        .agg(
+            F.count("latency_us").alias("n"),
+            F.count(F.when(F.col("outcome") == "unanswered", 1)).alias("unanswered"),
+            F.percentile_approx("latency_us", [0.5, 0.99], 100_000).alias("q"),
+            F.max("latency_us").alias("max"),
+        )
+        .orderBy(F.desc_nulls_last(F.col("q")[1]))
+        .limit(TOP)
+    )
+    for row in by_kind.collect():
+        p50, p99 = row.q or (None, None)
+        lines.append(
+            f"  {row.kind:22} n={row.n:<8} p50={_num(p50):>10} p99={_num(p99):>10}"
+            f" max={_num(row.max):>10} unanswered={row.unanswered}"
+        )
+    lines.append("Most-starved consumers:")
+    starved = (
+        results["permit_summary"]
+        .where(F.col("starved_us") > 0)
+        .orderBy(F.desc("starved_us"))
+        .limit(TOP)
+        .collect()
+    )
+    for row in starved:
+        lines.append(
+            f"  conn {row.conn_id} consumer {row.consumer_id} ({row.subscription}):"
+            f" {row.starvation_spans} spans, {row.starved_us / 1e6:.3f} s starved"
+            f" ({row.starved_fraction:.0%} of its life), queue {row.receiver_queue_size}"
+        )
+    if not starved:
+        lines.append("  none")
+    lines.append("Most-redelivered subscriptions:")
+    redelivered = (
+        results["redelivery_summary"]
+        .groupBy("topic", "subscription")
+        .agg(F.sum("redeliveries").alias("redeliveries"), F.sum("deliveries").alias("deliveries"))
+        .where(F.col("redeliveries") > 0)
+        .orderBy(F.desc("redeliveries"))
+        .limit(TOP)
+        .collect()
+    )
+    for row in redelivered:
+        lines.append(
+            f"  {row.topic} / {row.subscription}: {row.redeliveries} redeliveries"
+            f" of {row.deliveries} deliveries"
+        )
+    if not redelivered:
+        lines.append("  none")
+    return "\n".join(lines)
+
+
+def _num(value: float | None) -> str:
+    return "-" if value is None else f"{value:,.0f}"
