@@ -105,6 +105,16 @@ def test_unknown_command_type_keeps_its_number():
     assert sink.kinds() == ["unknown_command"]
 
 
+def test_a_command_without_its_message_is_a_row_and_an_anomaly():
+    body = bytes([0x08, pb.BaseCommand.SEND])  # type SEND, no `send` field
+    bare = struct.pack(">II", 4 + len(body), len(body)) + body
+    dec, sink, _ = decoder()
+    dec.on_data(Direction.C2B, 1, 0, bare + flows(1)[0])
+    assert [r["command"] for r in sink.frames] == ["SEND", "FLOW"]
+    assert sink.frames[0].get("producer_id") is None
+    assert sink.kinds() == ["bad_protobuf"]
+
+
 def test_undecodable_command_then_the_next_frame():
     body = b"\x08\x0b\x5a\xff\xff\xff"  # length of field 11 runs past the end
     broken = struct.pack(">II", 4 + len(body), len(body)) + body

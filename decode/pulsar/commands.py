@@ -216,6 +216,7 @@ class CommandSpec:
     role: str | None
     extract: Extractor  # copies the command's column-worthy fields into a row
     info_fields: tuple[FieldDescriptor, ...]  # fields summarised in `info`
+    needs_body: bool  # the command message has required fields, so it must be present
 
 
 def _compile_extractor(name: str, lines: list[str], names: dict[str, Any]) -> Extractor:
@@ -307,6 +308,7 @@ def _build(type_number: int, name: str) -> CommandSpec:
         role=role,
         extract=_compile_extractor(name, lines, names),
         info_fields=tuple(info),
+        needs_body=any(fd.is_required for fd in descriptor.fields),
     )
 
 

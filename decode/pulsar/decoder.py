@@ -18,6 +18,9 @@ from pwcap.decode.pulsar.sniff import looks_like_command
 from pwcap.decode.pulsar.state import ConnectionState
 
 _LABELS = ("c2b", "b2c")
+# A command holding only its `type` (tag byte + one-byte varint: every type is < 128)
+# cannot carry the command message its type names.
+BARE_COMMAND_SIZE = 2
 MAX_SUSPECTS = 10_000  # unmatched responses awaiting proof, kept per connection
 _parse_command = BaseCommand.FromString
 _SPECS = c.SPECS
@@ -125,6 +128,9 @@ class PulsarDecoder:
             if spec is None or (type_number == 2 and not command.HasField("type")):
                 self._unknown(side, buf, start, end, offset, ts_first, ts)
                 return
+            if size == BARE_COMMAND_SIZE and spec.needs_body:
+                self._bodiless(side, spec, end - start, offset, ts_first, ts)
+                return
             if not self._roles_settled and spec.sender != c.EITHER:
                 self._settle_roles(side, spec.sender)
             label = side.label
@@ -175,8 +181,30 @@ class PulsarDecoder:
         self, side: _Side, buf: bytes, start: int, end: int, offset: int, ts_first: int, ts: int
     ) -> None:
         type_number = _raw_type(buf, start + 8)
+        row = self._bare_row(side, None, type_number, end - start, offset, ts_first, ts)
+        self._frame_anomaly("unknown_command", row, f"command type {type_number} is not known")
+        self._sink.frame(row)
+
+    def _bodiless(
+        self, side: _Side, spec: c.CommandSpec, size: int, offset: int, ts_first: int, ts: int
+    ) -> None:
+        """A known type without its command message: a row, but no made-up field values."""
+        row = self._bare_row(side, spec.name, spec.type, size, offset, ts_first, ts)
+        self._frame_anomaly("bad_protobuf", row, f"{spec.name} without its `{spec.field}` field")
+        self._sink.frame(row)
+
+    def _bare_row(
+        self,
+        side: _Side,
+        name: str | None,
+        type_number: int | None,
+        size: int,
+        offset: int,
+        ts_first: int,
+        ts: int,
+    ) -> Row:
         side.frames += 1
-        row = {
+        return {
             "ts": ts,
             "capture": self._capture,
             "conn_id": self._conn_id,
@@ -184,12 +212,10 @@ class PulsarDecoder:
             "protocol": "pulsar",
             "ts_first": ts_first,
             "stream_offset": offset,
-            "command": None,
+            "command": name,
             "command_type": type_number,
-            "frame_size": end - start,
+            "frame_size": size,
         }
-        self._frame_anomaly("unknown_command", row, f"command type {type_number} is not known")
-        self._sink.frame(row)
 
     def _settle_roles(self, side: _Side, sender: str) -> None:
         """Swap client and server once if the first telling command came the wrong way."""
