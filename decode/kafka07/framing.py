@@ -106,7 +106,7 @@ class FrameStream:
             self._chunks.append(data)
             self._chunk_ts.append((len(data), ts))
             self._have += len(data)
-            if self._have < self._need:
+            if self._have < self._need and not self._hunting:
                 return
             data = b"".join(self._chunks)
             offset = self._start_offset

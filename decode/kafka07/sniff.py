@@ -117,9 +117,11 @@ def check_request(buf: bytes, pos: int, max_frame: int, final: bool) -> bool:
     end = pos + 4 + length
     if end <= len(buf) and 4 + length <= WINDOW:
         return _whole_request(buf, pos, end)
+    if not _request_prefix(buf, pos, end, request_type, final):
+        return False
     if not final and 4 + length <= WINDOW:
-        raise _Need(4 + length)
-    return _request_prefix(buf, pos, end, request_type, final)
+        raise _Need(4 + length)  # the prefix fits: wait to check the whole request
+    return True
 
 
 def _whole_request(buf: bytes, start: int, end: int) -> bool:
@@ -203,9 +205,11 @@ def check_response(buf: bytes, pos: int, max_frame: int, final: bool) -> bool:
         if parts and all(_first_message_ok(buf, s, e, True) for _, s, e in parts):
             return True
         return _first_message_ok(buf, body, end, True)
+    if not _first_message_ok(buf, body, end, final, pos):
+        return False
     if not final and 4 + length <= WINDOW:
-        raise _Need(4 + length)
-    return _first_message_ok(buf, body, end, final, pos)
+        raise _Need(4 + length)  # the first message fits: wait to check the whole body
+    return True
 
 
 def _first_message_ok(buf: bytes, pos: int, end: int, final: bool, start: int = -1) -> bool:

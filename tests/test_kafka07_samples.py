@@ -1,0 +1,296 @@
+"""The Kafka 0.7 decoder on real captures (franz-kafka and samsa against the test broker),
+checked against the broker's journal of every request and response and the truth file.
+
+A minimal in-test reader turns each capture into stream events (gaps where segments are
+missing, no SYN for a capture that starts mid-connection); pwcap's own reassembly is
+tested elsewhere.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import Counter, defaultdict
+from pathlib import Path
+
+import dpkt
+import pyarrow as pa
+import pytest
+from pwcap.capture.events import ClientBy, Connection, Direction
+from pwcap.decode.api import DecodeOptions
+from pwcap.decode.kafka07 import Kafka07Decoder
+from pwcap.decode.schema import arrow_schema
+
+from tests.kafka07_frames import RecordingSink
+
+SAMPLES = Path(__file__).resolve().parent.parent / "sample_pcaps"
+RECORDED = sorted(
+    p.name.removesuffix(".broker.jsonl") for p in SAMPLES.glob("kafka07_*.broker.jsonl")
+)
+DERIVED = sorted(
+    p.name.removesuffix(".truth.json")
+    for p in SAMPLES.glob("kafka07_derived_*.truth.json")
+    if not (SAMPLES / p.name.replace(".truth.json", ".broker.jsonl")).exists()
+)
+
+
+class Decoded:
+    """Rows of one capture, and each connection's frames by direction, in stream order."""
+
+    def __init__(self, sink: RecordingSink, conns: dict[int, Connection]) -> None:
+        self.sink = sink
+        self.conns = conns
+        self.frames: dict[tuple[int, str], list[dict]] = defaultdict(list)
+        for row in sink.frames:
+            self.frames[(row["conn_id"], row["direction"])].append(row)
+
+
+def decode_capture(path: Path, broker_port: int) -> Decoded:
+    """Feed each TCP connection of a loopback capture to its own decoder, in capture order."""
+    sink = RecordingSink()
+    conns: dict[frozenset, tuple[Connection, Kafka07Decoder]] = {}
+    expected: dict[tuple, int] = {}  # next sequence number per sender
+    offsets: dict[tuple, int] = defaultdict(int)
+    with path.open("rb") as handle:
+        for ts, buf in dpkt.pcap.Reader(handle):
+            ip = dpkt.ethernet.Ethernet(buf).data
+            if not isinstance(ip, dpkt.ip.IP) or not isinstance(ip.data, dpkt.tcp.TCP):
+                continue
+            tcp = ip.data
+            src = (dpkt.utils.inet_to_str(ip.src), tcp.sport)
+            dst = (dpkt.utils.inet_to_str(ip.dst), tcp.dport)
+            key = frozenset((src, dst))
+            micros = round(ts * 1_000_000)
+            if tcp.flags & dpkt.tcp.TH_SYN:
+                if not tcp.flags & dpkt.tcp.TH_ACK:
+                    conns[key] = _open(len(conns) + 1, src, dst, micros, ClientBy.SYN, sink, path)
+                expected[src] = tcp.seq + 1
+                continue
+            if not tcp.data:
+                continue
+            if key not in conns:  # the capture starts mid-connection: the port decides
+                client, server = (src, dst) if dst[1] == broker_port else (dst, src)
+                conns[key] = _open(
+                    len(conns) + 1, client, server, micros, ClientBy.PORT, sink, path
+                )
+            conn, decoder = conns[key]
+            direction = (
+                Direction.C2B if src == (conn.client_ip, conn.client_port) else Direction.B2C
+            )
+            data = tcp.data
+            seq = tcp.seq
+            if src in expected:
+                ahead = (seq - expected[src]) % 2**32
+                if ahead >= 2**31:  # a retransmission: keep only the bytes not seen yet
+                    data = data[(expected[src] - seq) % 2**32 :]
+                    seq = expected[src]
+                elif ahead:
+                    decoder.on_gap(direction, micros, offsets[src], ahead)
+                    offsets[src] += ahead
+            if data:
+                decoder.on_data(direction, micros, offsets[src], data)
+                offsets[src] += len(data)
+            expected[src] = (seq + len(data)) % 2**32
+    for _, decoder in conns.values():
+        decoder.on_close(0)
+    return Decoded(sink, {conn.conn_id: conn for conn, _ in conns.values()})
+
+
+def _open(
+    conn_id: int,
+    client: tuple,
+    server: tuple,
+    micros: int,
+    client_by: ClientBy,
+    sink: RecordingSink,
+    path: Path,
+) -> tuple[Connection, Kafka07Decoder]:
+    conn = Connection(conn_id, *client, *server, micros, client_by)
+    return conn, Kafka07Decoder(conn, sink, DecodeOptions(capture=path.name))
+
+
+def load(name: str) -> tuple[dict, Decoded]:
+    truth = json.loads((SAMPLES / f"{name}.truth.json").read_text())
+    return truth, decode_capture(SAMPLES / f"{name}.pcap", truth["capture"]["port"])
+
+
+def request_type(row: dict) -> str:
+    """The request type a frame is about (what the truth files count responses by)."""
+    return row["command"].removesuffix("_RESPONSE")
+
+
+def count_frames(rows: list[dict]) -> dict[str, dict[str, int]]:
+    counted: dict[str, Counter] = defaultdict(Counter)
+    for row in rows:
+        counted[row["direction"]][request_type(row)] += 1
+    return {direction: dict(c) for direction, c in counted.items()}
+
+
+# -- recorded captures ---------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module", params=RECORDED)
+def recorded(request):
+    truth, decoded = load(request.param)
+    journal = [json.loads(line) for line in (SAMPLES / f"{request.param}.broker.jsonl").open()]
+    return truth, decoded, journal
+
+
+def test_frames_by_direction_and_type_equal_the_truth_without_anomalies(recorded):
+    truth, decoded, _ = recorded
+    assert count_frames(decoded.sink.frames) == truth["frames"]
+    assert decoded.sink.anomalies == []
+
+
+def test_every_frame_matches_its_journal_line(recorded):
+    _, decoded, journal = recorded
+    lines = defaultdict(list)
+    for line in journal:
+        if line["dir"] in ("c2b", "b2c"):
+            lines[(line["conn"], line["dir"])].append(line)
+    assert set(lines) <= set(decoded.frames)
+    for key, rows in decoded.frames.items():
+        assert len(rows) == len(lines[key]), key
+        for row, line in zip(rows, lines[key], strict=True):
+            assert request_type(row) == line["type"]
+            assert row["frame_size"] == line["size"]
+            parts = line["parts"]
+            if len(parts) == 1:
+                assert (row["topic"], row["partition"]) == (
+                    parts[0]["topic"],
+                    parts[0]["partition"],
+                )
+                if "max_size" in parts[0]:
+                    assert (row["offset"], row["max_size"]) == (
+                        parts[0]["offset"],
+                        parts[0]["max_size"],
+                    )
+            if "time" in parts[0] and line["dir"] == "c2b":
+                assert f"max_offsets={parts[0]['max_offsets']}" in row["info"]
+            if line["dir"] == "b2c":
+                assert row["answers"] == line["type"]  # paired in order
+                assert row["error_code"] == ERROR_NAMES[line["error"]]
+                if "offsets" in parts[0]:
+                    assert f"offsets={parts[0]['offsets']}" in row["info"]
+            if any("messages" in part for part in parts):
+                assert row["num_messages"] == sum(len(p["messages"]) for p in parts)
+                if line["dir"] == "b2c":
+                    assert row["truncated_tail"] == sum(p["truncated_tail"] for p in parts)
+
+
+ERROR_NAMES = {-1: "Unknown", 0: "NoError", 1: "OffsetOutOfRange", 3: "WrongPartition"}
+
+
+def test_responses_point_at_the_request_they_answer(recorded):
+    _, decoded, _ = recorded
+    for (conn, direction), rows in decoded.frames.items():
+        if direction != "b2c":
+            continue
+        requests = [r for r in decoded.frames[(conn, "c2b")] if r["command"] in ANSWERED]
+        assert [(r["answers"], r["request_ts"]) for r in rows] == [
+            (r["command"], r["ts"]) for r in requests[: len(rows)]
+        ]
+
+
+ANSWERED = {"FETCH", "MULTIFETCH", "OFFSETS"}
+
+
+def message_fields(row: dict) -> tuple:
+    return (
+        row["conn_id"],
+        row["topic"],
+        row["partition"],
+        row["magic"],
+        row["compression"],
+        row["checksum_ok"],
+        row["payload_size"],
+        row["payload_sha256"],
+        row["batch_index"],
+    )
+
+
+def truth_fields(message: dict) -> tuple:
+    return (
+        message["conn"],
+        message["topic"],
+        message["partition"],
+        message["magic"],
+        message["compression"],
+        message["crc_ok"],
+        message["payload_size"],
+        message["sha256"],
+        message["inner_index"],
+    )
+
+
+def test_produced_messages_equal_the_truth(recorded):
+    truth, decoded, _ = recorded
+    ours = [message_fields(m) for m in decoded.sink.messages if m["direction"] == "c2b"]
+    assert ours == [truth_fields(m) for m in truth["produced"]]
+    assert all(m["offset"] is None for m in decoded.sink.messages if m["direction"] == "c2b")
+
+
+def test_fetched_messages_equal_the_truth_with_their_log_offsets(recorded):
+    truth, decoded, _ = recorded
+    fetched = [m for m in decoded.sink.messages if m["direction"] == "b2c"]
+    assert [(*message_fields(m), m["offset"]) for m in fetched] == [
+        (*truth_fields(m), m["offset"]) for m in truth["fetched"]
+    ]
+
+
+def test_rows_fit_the_dataset_schema(recorded):
+    _, decoded, _ = recorded
+    sink = decoded.sink
+    for table, rows in (("frames", sink.frames), ("messages", sink.messages)):
+        assert len(pa.Table.from_pylist(rows, schema=arrow_schema(table))) == len(rows)
+
+
+def test_connection_fields_count_the_frames(recorded):
+    truth, decoded, _ = recorded
+    assert len(decoded.conns) == len(truth["connections"])
+    for expected in truth["connections"]:
+        frames = decoded.frames
+        assert len(frames[(expected["conn"], "c2b")]) == expected["requests"]
+        assert len(frames[(expected["conn"], "b2c")]) == expected["responses"]
+
+
+# -- derived captures (segments lost, capture started mid-connection) ----------------------
+
+
+@pytest.mark.parametrize("name", DERIVED)
+def test_derived_captures_decode_every_undamaged_frame(name):
+    truth, decoded = load(name)
+    damaged = Counter((d["dir"], d["type"]) for d in truth["manifest"]["damaged_frames"])
+    expected = {
+        direction: {t: n - damaged[(direction, t)] for t, n in types.items()}
+        for direction, types in truth["frames"].items()
+    }
+    assert count_frames(decoded.sink.frames) == {
+        d: {t: n for t, n in types.items() if n} for d, types in expected.items()
+    }
+    kinds = {a["kind"] for a in decoded.sink.anomalies}
+    assert kinds <= {"resync", "truncated_frame", "pairing_lost"}
+
+
+@pytest.mark.parametrize("name", DERIVED)
+def test_derived_captures_pair_responses_only_with_their_own_request(name):
+    """A paired response's messages are exactly those the broker sent for that request."""
+    truth, decoded = load(name)
+    sent = defaultdict(list)  # (conn, request_seq) -> the messages the broker answered
+    for m in truth["fetched"]:
+        sent[(m["conn"], m["request_seq"])].append((m["sha256"], m["offset"]))
+    requests = defaultdict(list)  # what a FETCH asked for -> its request_seq on the connection
+    for part in truth["fetch_parts"]:
+        key = (part["conn"], part["topic"], part["partition"], part["offset"], part["max_size"])
+        requests[key].append(part["request_seq"])
+    ours = defaultdict(list)
+    for m in decoded.sink.messages:
+        if m["direction"] == "b2c":
+            ours[m["stream_offset"]].append((m["payload_sha256"], m["offset"]))
+    responses = [r for r in decoded.sink.frames if r["direction"] == "b2c"]
+    paired = [r for r in responses if r.get("answers")]
+    for row in paired:
+        key = (row["conn_id"], row["topic"], row["partition"], row["offset"], row["max_size"])
+        assert ours[row["stream_offset"]] in [sent[(key[0], seq)] for seq in requests[key]]
+    assert paired and responses[-1] in paired  # pairing resumed after the loss
+    unpaired = [r for r in responses if not r.get("answers")]
+    assert all(m[1] is None for r in unpaired for m in ours[r["stream_offset"]])
