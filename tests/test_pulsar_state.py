@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pwcap.capture.events import ClientBy, Direction
 from pwcap.decode.pulsar._pb import pulsar_api_pb2 as pb
+from pwcap.decode.pulsar.holdback import MAX_HELD
 
 from tests.pulsar_frames import command, decoder, entry_bytes, frame
 
@@ -280,3 +281,32 @@ def test_reversed_roles_are_fixed_once_from_content():
     pong = talk(B2C, command("PONG"))
     assert (flow["direction"], pong["direction"]) == ("c2b", "b2c")
     assert (talk.conn.client_port, talk.conn.server_port) == (6650, 40000)
+
+
+def test_rows_before_the_roles_are_proven_leave_with_the_proven_directions():
+    dec, sink, conn = decoder(ClientBy.FIRST_SEEN)
+    # Reassembly guessed wrong: the broker's bytes are labelled C2B.
+    broker = frame(command("PING")) + frame(command("SEND_RECEIPT", producer_id=1, sequence_id=0))
+    client = frame(command("PONG"))
+    dec.on_data(C2B, 1000, 0, broker[: len(frame(command("PING")))])
+    dec.on_data(B2C, 2000, 0, client)
+    assert sink.frames == []  # nothing proves the roles yet: held
+    dec.on_data(C2B, 3000, len(frame(command("PING"))), broker[len(frame(command("PING"))) :])
+    assert [(r["command"], r["direction"]) for r in sink.frames] == [
+        ("PING", "b2c"),
+        ("PONG", "c2b"),
+        ("SEND_RECEIPT", "b2c"),
+    ]
+    assert (conn.client_port, conn.server_port) == (6650, 40000)
+
+
+def test_held_rows_go_out_as_guessed_when_nothing_proves_the_roles():
+    dec, sink, conn = decoder(ClientBy.FIRST_SEEN)
+    pings = frame(command("PING")) * (MAX_HELD + 1)
+    dec.on_data(C2B, 1000, 0, pings)
+    assert len(sink.frames) == MAX_HELD + 1
+    assert {r["direction"] for r in sink.frames} == {"c2b"}
+    dec.on_data(B2C, 2000, 0, frame(command("PONG")))
+    dec.on_close(3000)
+    assert [r["direction"] for r in sink.frames[-1:]] == ["b2c"]
+    assert (conn.client_port, conn.server_port) == (40000, 6650)

@@ -12,6 +12,7 @@ from pwcap.decode.api import DecodeOptions, Row, RowSink
 from pwcap.decode.pulsar import commands as c
 from pwcap.decode.pulsar._pb.pulsar_api_pb2 import AuthMethod, BaseCommand
 from pwcap.decode.pulsar.framing import FrameStream
+from pwcap.decode.pulsar.holdback import HeldRows
 from pwcap.decode.pulsar.info import summarize
 from pwcap.decode.pulsar.messages import EntryDecoder
 from pwcap.decode.pulsar.sniff import looks_like_command
@@ -46,20 +47,24 @@ class PulsarDecoder:
     possible only when reassembly did not see the SYN): the decoder then calls
     ``conn.swap_roles()`` once and swaps its two stream states with it, so that the
     capture layer, which labels later bytes relative to the new roles, and the decoder
-    agree again.
+    agree again. Until that first telling command, rows wait in :class:`HeldRows` and
+    leave with their directions corrected, so no row contradicts the final roles.
     """
 
     protocol = "pulsar"
 
     def __init__(self, conn: Connection, sink: RowSink, options: DecodeOptions) -> None:
         self._conn = conn
-        self._sink = sink
+        in_sync = conn.client_by == ClientBy.SYN
+        self._out = sink
+        # Rows wait until the content confirms which end is the client (see the class doc).
+        self._held = None if in_sync else HeldRows()
+        self._sink: RowSink = sink if self._held is None else self._held
         self._capture = options.capture
         self._conn_id = conn.conn_id
-        in_sync = conn.client_by == ClientBy.SYN
         self._roles_settled = in_sync
         self._state = ConnectionState(complete=in_sync)
-        self._entries = EntryDecoder(sink, options, self._frame_anomaly)
+        self._entries = EntryDecoder(self._sink, options, self._frame_anomaly)
         self._fields: Row = {}
         self._suspects: list[tuple[int, int, Row]] = []  # (request direction, ts, anomaly)
         self.anomalies = 0
@@ -92,6 +97,8 @@ class PulsarDecoder:
         for side in self._sides:
             side.stream.on_close(ts)
         self._judge_suspects(None, ts)
+        if not self._roles_settled:
+            self._release_rows(swapped=False)
 
     def connection_fields(self) -> Row:
         fields = dict(self._fields)
@@ -131,8 +138,11 @@ class PulsarDecoder:
             if size == BARE_COMMAND_SIZE and spec.needs_body:
                 self._bodiless(side, spec, end - start, offset, ts_first, ts)
                 return
-            if not self._roles_settled and spec.sender != c.EITHER:
-                self._settle_roles(side, spec.sender)
+            if not self._roles_settled:
+                if spec.sender != c.EITHER:
+                    self._settle_roles(side, spec.sender)
+                elif self._held is not None and self._held.full():
+                    self._release_rows(swapped=False)
             label = side.label
             side.frames += 1
             name = spec.name
@@ -219,13 +229,23 @@ class PulsarDecoder:
 
     def _settle_roles(self, side: _Side, sender: str) -> None:
         """Swap client and server once if the first telling command came the wrong way."""
-        self._roles_settled = True
         if (sender == c.CLIENT) == (side.label == 0):
+            self._release_rows(swapped=False)
             return
         self._conn.swap_roles()
         first, second = self._sides
         first.label, second.label = 1, 0
         self._sides = [second, first]
+        self._state.swap_directions()
+        self._release_rows(swapped=True)
+
+    def _release_rows(self, swapped: bool) -> None:
+        """Roles settled (or given up on): the held rows go out, later rows go straight."""
+        self._roles_settled = True
+        self._sink = self._entries.sink = self._out
+        if self._held is not None:
+            self._held.release(self._out, swapped)
+            self._held = None
 
     # -- state effects of particular commands --------------------------------------------
 

@@ -38,7 +38,7 @@ class EntryDecoder:
     """Decodes the entries of one connection's payload frames."""
 
     def __init__(self, sink: RowSink, options: DecodeOptions, anomaly: AnomalyFn) -> None:
-        self._sink = sink
+        self.sink = sink
         self._payloads = options.payloads
         self._limit = options.max_decompressed_size
         self._anomaly = anomaly
@@ -112,7 +112,7 @@ class EntryDecoder:
                 payload = decompress(md.compression, payload, md.uncompressed_size, self._limit)
             except DecompressionError as exc:
                 self._anomaly("decompression_failed", frame, str(exc))
-                self._sink.message(base)
+                self.sink.message(base)
                 return
         if not md.HasField("num_messages_in_batch"):
             self._emit(base, payload)
@@ -162,7 +162,7 @@ class EntryDecoder:
         row["payload_sha256"] = _sha256(payload).hexdigest()
         if self._payloads:
             row["payload"] = bytes(payload)
-        self._sink.message(row)
+        self.sink.message(row)
 
 
 def _rare_metadata(md: MessageMetadata, row: Row) -> None:

@@ -85,6 +85,16 @@ class ConnectionState:
         for consumer in self.consumers.values():
             consumer.permits = None
 
+    def swap_directions(self) -> None:
+        """The roles were reversed: re-key what was recorded under the wrong directions.
+
+        Before the roles are settled only commands either side may send were seen; the
+        CLOSE_PRODUCER / CLOSE_CONSUMER among them that were taken for client requests
+        came from the broker, which expects no answer to them.
+        """
+        self._requests.clear()
+        self._in_order = {(role, 1 - d): queue for (role, d), queue in self._in_order.items()}
+
     # -- names ---------------------------------------------------------------------------
 
     def add_producer(self, row: dict[str, Any]) -> None:
