@@ -1,0 +1,144 @@
+"""Which protocol a connection speaks: its port first, then its first bytes.
+
+As in Wireshark's dissector tables, every protocol pwcap knows is registered once, in
+:data:`PROTOCOLS`, with its well-known ports, a content test and the decoder to create.
+A connection on a registered port (or a port the user named with ``--pulsar-port`` /
+``--kafka07-port``) is decided at once. Any other connection is held back while its first
+bytes are buffered (at most :data:`SNIFF_LIMIT` per direction) and offered to each content
+test in turn; the buffered events are then replayed into the chosen decoder, so nothing
+seen before the decision is lost. TLS is recognised only to be reported: its bytes are
+encrypted and never decoded.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
+
+from pwcap.capture.events import ClientBy, Connection, Direction
+from pwcap.decode import kafka07, pulsar
+from pwcap.decode.api import DecoderFactory
+
+SNIFF_LIMIT = 256 * 1024  # bytes of one direction examined before giving up on content
+
+# (data from the start of a stream or after a gap, sent by the client?, max frame size)
+Sniff = Callable[[bytes, bool, int], bool]
+
+
+def _tls(data: bytes, from_client: bool, max_frame_size: int) -> bool:
+    """A TLS handshake record: content type 22, version 3.x, a record length TLS allows."""
+    return (
+        len(data) >= 5
+        and data[0] == 0x16
+        and data[1] == 0x03
+        and data[2] <= 0x04
+        and 0 < int.from_bytes(data[3:5], "big") <= 16384 + 2048
+    )
+
+
+def _pulsar(data: bytes, from_client: bool, max_frame_size: int) -> bool:
+    """Both directions share one framing; a capture may start mid-frame."""
+    return pulsar.sniff(data, max_frame_size) or pulsar.contains_frame(data, max_frame_size)
+
+
+def _kafka07(data: bytes, from_client: bool, max_frame_size: int) -> bool:
+    """Requests flow client to broker, responses back; a capture may start mid-frame."""
+    if from_client:
+        found = kafka07.looks_like_request(data, max_frame_size)
+        return found or kafka07.find_request_start(data, 0, max_frame_size).confirmed
+    found = kafka07.looks_like_response(data, max_frame_size)
+    return found or kafka07.find_response_start(data, 0, max_frame_size).confirmed
+
+
+@dataclass(frozen=True, slots=True)
+class Protocol:
+    """One registered protocol; ``factory`` None means recognised but never decoded."""
+
+    name: str
+    ports: frozenset[int]
+    factory: DecoderFactory | None
+    sniff: Sniff
+    directional: bool  # the content test tells client bytes from broker bytes
+
+
+# Content tests run in this order: the most specific first.
+PROTOCOLS: tuple[Protocol, ...] = (
+    Protocol("tls", frozenset({6651}), None, _tls, False),
+    Protocol("pulsar", frozenset({6650}), pulsar.PulsarDecoder, _pulsar, False),
+    Protocol("kafka07", frozenset({9092}), kafka07.Kafka07Decoder, _kafka07, True),
+)
+BY_NAME = {protocol.name: protocol for protocol in PROTOCOLS}
+UNKNOWN = "unknown"
+
+
+@dataclass(frozen=True, slots=True)
+class Decision:
+    """What content detection concluded; ``reversed`` when the capture's roles were wrong."""
+
+    protocol: Protocol | None  # None: unknown
+    reversed: bool = False
+
+
+class Registry:
+    """The port table of one run: the registered ports plus the user's hints."""
+
+    def __init__(self, hints: Mapping[str, Iterable[int]] | None = None) -> None:
+        ports: dict[int, Protocol] = {}
+        for protocol in PROTOCOLS:
+            ports.update(dict.fromkeys(protocol.ports, protocol))
+        for name, hinted in (hints or {}).items():  # a hint overrides a registered port
+            ports.update(dict.fromkeys(hinted, BY_NAME[name]))
+        self.ports = ports
+
+    @property
+    def server_ports(self) -> frozenset[int]:
+        """Ports that mark the server side when reassembly saw no handshake."""
+        return frozenset(self.ports)
+
+    def by_port(self, conn: Connection) -> Protocol | None:
+        protocol = self.ports.get(conn.server_port)
+        if protocol is None and conn.client_by != ClientBy.SYN:
+            protocol = self.ports.get(conn.client_port)
+        return protocol
+
+
+class Sniffer:
+    """Buffers one undecided connection's first events until its content decides."""
+
+    def __init__(self, conn: Connection, max_frame_size: int, limit: int = SNIFF_LIMIT) -> None:
+        self._conn = conn
+        self._max_frame = max_frame_size
+        self._limit = limit
+        self.events: list[tuple] = []  # ("data"|"gap", direction, ts, offset, data|size)
+        self._since_gap: list[list[bytes]] = [[], []]  # contiguous bytes per direction
+        self._sizes = [0, 0]
+
+    def on_data(self, direction: Direction, ts: int, offset: int, data: bytes) -> Decision | None:
+        """Buffer the bytes; a decision once one test accepts them or the limit is passed."""
+        self.events.append(("data", direction, ts, offset, data))
+        pieces = self._since_gap[direction]
+        pieces.append(data)
+        self._sizes[direction] += len(data)
+        buffered = b"".join(pieces) if len(pieces) > 1 else data
+        if len(pieces) > 1:
+            self._since_gap[direction] = [buffered]
+        decision = self._test(buffered, direction)
+        if decision is None and self._sizes[direction] >= self._limit:
+            return Decision(None)
+        return decision
+
+    def on_gap(self, direction: Direction, ts: int, offset: int, size: int) -> None:
+        self.events.append(("gap", direction, ts, offset, size))
+        self._since_gap[direction] = []
+
+    def _test(self, data: bytes, direction: Direction) -> Decision | None:
+        from_client = direction == Direction.C2B
+        for protocol in PROTOCOLS:
+            if protocol.sniff(data, from_client, self._max_frame):
+                return Decision(protocol)
+        if self._conn.client_by == ClientBy.SYN:
+            return None
+        for protocol in PROTOCOLS:  # without the handshake, the roles may be the wrong way
+            if protocol.directional and protocol.sniff(data, not from_client, self._max_frame):
+                return Decision(protocol, reversed=True)
+        return None
