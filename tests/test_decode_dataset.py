@@ -1,0 +1,138 @@
+"""The dataset writer: row groups streamed out, the schema's columns, atomic replacement."""
+
+from __future__ import annotations
+
+import pyarrow.parquet as pq
+import pytest
+from pwcap.decode.dataset import DatasetError, DatasetWriter
+from pwcap.decode.schema import TABLES, arrow_schema
+
+T0 = 1_700_000_000_000_000
+
+
+def frame_row(i: int) -> dict:
+    return {
+        "ts": T0 + i,
+        "capture": "a.pcap",
+        "conn_id": 1,
+        "direction": "c2b",
+        "protocol": "pulsar",
+        "command": "SEND" if i % 3 else "FLOW",
+        "sequence_id": i,
+    }
+
+
+def _row_groups(path):
+    metadata = pq.ParquetFile(path).metadata
+    return [metadata.row_group(i) for i in range(metadata.num_row_groups)]
+
+
+def read(out, table):
+    return pq.read_table(out / table)
+
+
+def test_rows_are_written_in_row_groups_in_the_order_given(tmp_path):
+    out = tmp_path / "ds"
+    with DatasetWriter(out, batch_rows=10, row_group_rows=20, file_rows=40) as writer:
+        for i in range(137):
+            writer.frame(frame_row(i))
+            writer.flush_full()
+            assert len(writer.tables["frames"].rows) <= 10  # dicts held stay bounded
+    files = sorted((out / "frames").iterdir())
+    assert [f.name for f in files] == [f"part-{i:05d}.parquet" for i in range(4)]
+    groups = [[g.num_rows for g in _row_groups(f)] for f in files]
+    assert groups == [[20, 20], [20, 20], [20, 20], [17]]
+    assert read(out, "frames").column("sequence_id").to_pylist() == list(range(137))
+
+
+def test_every_table_has_exactly_the_schema_columns_even_when_empty(tmp_path):
+    out = tmp_path / "ds"
+    with DatasetWriter(out) as writer:
+        writer.frame(frame_row(0))
+    for table in TABLES:
+        assert pq.read_schema(next((out / table).iterdir())) == arrow_schema(table)
+    assert read(out, "messages").num_rows == 0
+
+
+def test_a_column_missing_from_a_row_is_null(tmp_path):
+    out = tmp_path / "ds"
+    with DatasetWriter(out) as writer:
+        writer.frame(frame_row(0))
+    row = read(out, "frames").to_pylist()[0]
+    assert row["sequence_id"] == 0
+    assert row["producer_name"] is None and row["message_ids"] is None
+
+
+def test_message_properties_are_a_map(tmp_path):
+    out = tmp_path / "ds"
+    with DatasetWriter(out) as writer:
+        writer.message({"ts": T0, "conn_id": 1, "properties": {"k": "v", "a": "b"}})
+    assert dict(read(out, "messages").column("properties").to_pylist()[0]) == {
+        "k": "v",
+        "a": "b",
+    }
+
+
+def test_the_summary_counts_frames_by_command_and_anomalies_by_kind(tmp_path):
+    with DatasetWriter(tmp_path / "ds", batch_rows=4) as writer:
+        for i in range(30):
+            writer.frame(frame_row(i))
+            writer.flush_full()
+        writer.anomaly({"kind": "gap"})
+    assert writer.tables["frames"].counted == {"FLOW": 10, "SEND": 20}
+    assert writer.tables["anomalies"].counted == {"gap": 1}
+    assert writer.row_counts() == {"frames": 30, "messages": 0, "connections": 0, "anomalies": 1}
+
+
+def test_an_interrupted_run_leaves_nothing_behind(tmp_path):
+    out = tmp_path / "ds"
+    with pytest.raises(KeyboardInterrupt), DatasetWriter(out, batch_rows=2) as writer:
+        for i in range(10):
+            writer.frame(frame_row(i))
+            writer.flush_full()
+        raise KeyboardInterrupt
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_an_existing_output_is_kept_without_overwrite(tmp_path):
+    out = tmp_path / "ds"
+    with DatasetWriter(out) as writer:
+        writer.frame(frame_row(0))
+    with pytest.raises(DatasetError, match="already exists"):
+        DatasetWriter(out)
+    assert read(out, "frames").num_rows == 1
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["ds"]
+
+
+def test_overwrite_replaces_an_earlier_dataset(tmp_path):
+    out = tmp_path / "ds"
+    with DatasetWriter(out) as writer:
+        writer.frame(frame_row(0))
+    with DatasetWriter(out, overwrite=True) as writer:
+        writer.frame(frame_row(1))
+        writer.frame(frame_row(2))
+    assert read(out, "frames").column("sequence_id").to_pylist() == [1, 2]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["ds"]
+
+
+def test_overwrite_never_replaces_something_that_is_not_a_dataset(tmp_path):
+    out = tmp_path / "notes"
+    out.mkdir()
+    (out / "thesis.tex").write_text("precious")
+    with pytest.raises(DatasetError, match="does not look like a pwcap dataset"):
+        DatasetWriter(out, overwrite=True)
+    assert (out / "thesis.tex").read_text() == "precious"
+    plain_file = tmp_path / "file"
+    plain_file.write_text("x")
+    with pytest.raises(DatasetError, match="not a dataset directory"):
+        DatasetWriter(plain_file, overwrite=True)
+
+
+def test_a_failed_overwrite_keeps_the_earlier_dataset(tmp_path):
+    out = tmp_path / "ds"
+    with DatasetWriter(out) as writer:
+        writer.frame(frame_row(0))
+    with pytest.raises(RuntimeError), DatasetWriter(out, overwrite=True) as writer:
+        writer.frame(frame_row(5))
+        raise RuntimeError("decoding failed")
+    assert read(out, "frames").column("sequence_id").to_pylist() == [0]
