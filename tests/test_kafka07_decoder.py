@@ -450,6 +450,7 @@ def test_sniff_accepts_responses():
     assert looks_like_response(offsets_response([1, 2]))
     assert looks_like_response(multifetch_response((0, log_of([b"a"])), (3, b"")))
     assert not looks_like_response(response(9))
+    assert not looks_like_response(response(1, log_of([b"a"])))  # 0.7 errors have no body
 
 
 # -- robustness ----------------------------------------------------------------------------
@@ -538,3 +539,17 @@ def test_fuzz_random_bytes_never_raise():
         client = bytes(rng.randrange(256) for _ in range(rng.randrange(0, 400)))
         broker = bytes(rng.randrange(256) for _ in range(rng.randrange(0, 400)))
         feed_randomly(client, broker, rng, rng.choice(list(ClientBy)))
+
+
+def test_roles_guessed_wrong_are_swapped_by_the_first_telling_record():
+    c = Conversation(ClientBy.FIRST_SEEN)
+    conn = c.decoder._conn
+    c.client(response(0, log_of([b"late"])))  # the first segment seen was the broker's
+    c.offsets.reverse()  # reassembly labels later bytes by the swapped roles
+    c.client(request(FETCH, fetch_body("t", 0, 0, 100)))
+    c.broker(response(0, log_of([b"answer"])))
+    sink = c.close()
+    assert (conn.client_port, conn.server_port) == (9092, 40000)
+    assert sink.commands() == ["FETCH_RESPONSE", "FETCH", "FETCH_RESPONSE"]
+    assert [f["direction"] for f in sink.frames] == ["b2c", "c2b", "b2c"]
+    assert sink.messages[-1]["payload_sha256"] == sha(b"answer")

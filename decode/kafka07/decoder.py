@@ -33,7 +33,12 @@ from pwcap.decode.kafka07.framing import FrameStream
 from pwcap.decode.kafka07.messages import MessageSet, read_message_set
 from pwcap.decode.kafka07.pairing import Pairing, Pending
 from pwcap.decode.kafka07.responses import fits, guess_kind
-from pwcap.decode.kafka07.sniff import find_request_start, find_response_start
+from pwcap.decode.kafka07.sniff import (
+    find_request_start,
+    find_response_start,
+    looks_like_request,
+    looks_like_response,
+)
 from pwcap.decode.kafka07.wire import (
     ANSWERED,
     EARLIEST_TIME,
@@ -55,6 +60,7 @@ from pwcap.decode.kafka07.wire import (
 )
 
 _LABELS = ("c2b", "b2c")
+_sha256 = hashlib.sha256
 MAX_SUSPECTS = 10_000  # unmatched responses awaiting proof, kept per connection
 MAX_INFO_PARTS = 8  # parts of a MULTI* frame listed in `info`
 _TIMES = {LATEST_TIME: "latest", EARLIEST_TIME: "earliest"}
@@ -63,9 +69,11 @@ _TIMES = {LATEST_TIME: "latest", EARLIEST_TIME: "earliest"}
 class Kafka07Decoder:
     """Sans-IO decoder of one TCP connection carrying the Kafka 0.7 wire protocol.
 
-    Directions are trusted as the capture labels them: 0.7 has no handshake that would
-    prove the roles, and reassembly labels the side on port 9092 (or the one sending
-    the SYN-ACK) the broker.
+    Directions are trusted when reassembly saw the handshake or a well-known port. When it
+    only guessed (the sender of the first segment), the first record that starts with a
+    consistent request or response settles the roles: if it came the wrong way the decoder
+    calls ``conn.swap_roles()`` once (reassembly labels later bytes by the new roles) and
+    restarts its frame streams, which had been fed bytes under the wrong labels.
     """
 
     protocol = "kafka07"
@@ -73,27 +81,33 @@ class Kafka07Decoder:
     def __init__(self, conn: Connection, sink: RowSink, options: DecodeOptions) -> None:
         self._sink = sink
         self._capture = options.capture
+        self._conn = conn
         self._conn_id = conn.conn_id
         self._payloads = options.payloads
         self._limit = options.max_decompressed_size
+        self._max_frame = options.max_frame_size
         in_sync = conn.client_by == ClientBy.SYN
+        self._roles_settled = conn.client_by != ClientBy.FIRST_SEEN
         self._pairing = Pairing(in_sync)
         self._suspects: list[tuple[int, Row]] = []  # (response ts, unmatched_response anomaly)
         self._frames = [0, 0]
         self.anomalies = 0
-        self._streams = (
+        self._streams = self._new_streams(in_sync)
+
+    def _new_streams(self, in_sync: bool) -> tuple[FrameStream, FrameStream]:
+        return (
             FrameStream(
                 self._request,
                 partial(self._stream_anomaly, 0),
                 find_request_start,
-                options.max_frame_size,
+                self._max_frame,
                 in_sync,
             ),
             FrameStream(
                 self._response,
                 partial(self._stream_anomaly, 1),
                 find_response_start,
-                options.max_frame_size,
+                self._max_frame,
                 in_sync,
             ),
         )
@@ -101,6 +115,8 @@ class Kafka07Decoder:
     # -- ConnectionDecoder ---------------------------------------------------------------
 
     def on_data(self, direction: Direction, ts: int, offset: int, data: bytes) -> None:
+        if not self._roles_settled:
+            direction = self._settle_roles(direction, data)
         if self._suspects and direction == Direction.C2B:
             self._judge_suspects(ts)
         self._streams[direction].feed(ts, offset, data)
@@ -123,6 +139,20 @@ class Kafka07Decoder:
             "anomalies": self.anomalies,
         }
 
+    def _settle_roles(self, direction: Direction, data: bytes) -> Direction:
+        """The direction ``data`` really travels, once a record proves who sends what."""
+        if looks_like_request(data, self._max_frame):
+            sender = Direction.C2B
+        elif looks_like_response(data, self._max_frame):
+            sender = Direction.B2C
+        else:
+            return direction
+        self._roles_settled = True
+        if sender != direction:
+            self._conn.swap_roles()
+            self._streams = self._new_streams(False)
+        return sender
+
     # -- requests ------------------------------------------------------------------------
 
     def _request(
@@ -136,6 +166,7 @@ class Kafka07Decoder:
             kind = "unknown_command" if "request type" in str(exc) else "protocol_violation"
             self._frame_anomaly(kind, row, str(exc))
             return False
+        self._roles_settled = True
         name = REQUEST_NAMES[request_type]
         row["command"] = name
         row["command_type"] = request_type
@@ -175,6 +206,7 @@ class Kafka07Decoder:
             self._frame_anomaly("protocol_violation", row, f"error code {error} is not 0.7's")
             return False
         body = start + HEAD.size
+        self._roles_settled = True
         self._frames[1] += 1
         row["error_code"] = error_name(error)
         row["payload_size"] = end - body
@@ -250,8 +282,10 @@ class Kafka07Decoder:
     def _messages(self, row: Row, sets: list[tuple[Part | None, MessageSet]]) -> None:
         """Emit the messages of a frame's sets and fill its message summary columns."""
         count = 0
-        verdicts = []
+        all_ok = True
         codecs = set()
+        emit = self._sink.message
+        payloads = self._payloads
         for part, message_set in sets:
             for kind, detail in message_set.problems:
                 self._frame_anomaly(kind, row, detail)
@@ -267,26 +301,28 @@ class Kafka07Decoder:
                 "partition": part.partition if part is not None else None,
             }
             for message in message_set.messages:
-                out = dict(base)
-                out["offset"] = message.offset
-                out["magic"] = message.magic
-                out["compression"] = message.compression
-                out["checksum_ok"] = message.checksum_ok
-                out["batch_index"] = message.batch_index
-                out["batch_size"] = message.batch_size
                 payload = message.payload
+                out = {
+                    **base,
+                    "offset": message.offset,
+                    "magic": message.magic,
+                    "compression": message.compression,
+                    "checksum_ok": message.checksum_ok,
+                    "batch_index": message.batch_index,
+                    "batch_size": message.batch_size,
+                }
                 if payload is not None:
                     out["payload_size"] = len(payload)
-                    out["payload_sha256"] = hashlib.sha256(payload).hexdigest()
-                    if self._payloads:
+                    out["payload_sha256"] = _sha256(payload).hexdigest()
+                    if payloads:
                         out["payload"] = bytes(payload)
-                self._sink.message(out)
-                verdicts.append(message.checksum_ok)
+                emit(out)
+                all_ok = all_ok and message.checksum_ok
                 codecs.add(message.compression)
             count += len(message_set.messages)
         row["num_messages"] = count
-        if verdicts:
-            row["checksum_ok"] = all(verdicts)
+        if count:
+            row["checksum_ok"] = all_ok
         if len(codecs) == 1:
             row["compression"] = codecs.pop()
 

@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import struct
 import zlib
-from collections.abc import Iterator
 from dataclasses import dataclass, field
 
 from pwcap.decode.kafka07.compression import (
@@ -57,13 +56,6 @@ class MessageSet:
     tail: int = 0  # bytes of a partial message ending the set
     problems: list[tuple[str, str]] = field(default_factory=list)  # (anomaly kind, detail)
 
-    @property
-    def checksum_ok(self) -> bool | None:
-        """Every message verified; None for a set with no message."""
-        if not self.messages:
-            return None
-        return all(m.checksum_ok for m in self.messages)
-
 
 def read_message_set(
     buf: bytes | memoryview, start: int, end: int, base_offset: int | None, limit: int
@@ -73,20 +65,24 @@ def read_message_set(
     ``limit`` bounds the bytes decompression may produce for the whole set.
     """
     result = MessageSet()
-    for pos, codec, members in _walk(memoryview(buf), start, end, result, _Budget(limit), 0):
-        result.outer += 1
+    budget = _Budget(limit)
+    messages = result.messages
+    outer = _split(memoryview(buf), start, end, result)
+    result.outer = len(outer)
+    for pos, magic, codec, ok, payload in outer:
         offset = None if base_offset is None else base_offset + pos - start
+        if codec == NONE:
+            messages.append(Message(offset, magic, "NONE", ok, payload, None, 1))
+            continue
+        members = _expand(magic, codec, ok, payload, result, budget, 0)
         compression = codec_name(codec)
         count = len(members)
-        for index, (magic, ok, payload) in enumerate(members):
-            batch_index = None if codec == NONE else index
-            result.messages.append(
-                Message(offset, magic, compression, ok, payload, batch_index, count)
-            )
+        for index, (m_magic, m_ok, m_payload) in enumerate(members):
+            messages.append(Message(offset, m_magic, compression, m_ok, m_payload, index, count))
     return result
 
 
-Header = tuple[int, int, bool, int]  # magic, codec, crc ok, payload start
+Outer = tuple[int, int, int, bool, memoryview]  # position, magic, codec, crc ok, payload
 Member = tuple[int, bool, memoryview | bytes | None]  # magic, checksum ok, payload
 
 
@@ -99,62 +95,61 @@ class _Budget:
         self.left = left
 
 
-def _walk(
-    view: memoryview, start: int, end: int, result: MessageSet, budget: _Budget, depth: int
-) -> Iterator[tuple[int, int, list[Member]]]:
-    """``(position, codec, application messages)`` for each intact message of the set."""
+def _split(view: memoryview, start: int, end: int, result: MessageSet) -> list[Outer]:
+    """The intact messages of ``view[start:end]`` in order; damaged ones (their length is
+    still known) are stepped over, and they and a partial last message go to ``result``."""
+    out: list[Outer] = []
+    append = out.append
+    unpack = _LENGTH.unpack_from
+    crc_at_unpack = _CRC.unpack_from
+    crc32 = zlib.crc32
+    problems = result.problems
     pos = start
     while pos < end:
-        size, header = _message_at(view, pos, end, result)
+        if end - pos < 4:
+            result.tail = end - pos
+            break
+        (size,) = unpack(view, pos)
+        stop = pos + 4 + size
         if size < 0:
-            return
-        if header is not None:
-            yield pos, header[1], _expand(view, pos + 4 + size, header, result, budget, depth)
-        pos += 4 + size
-
-
-def _message_at(
-    view: memoryview, pos: int, end: int, result: MessageSet
-) -> tuple[int, Header | None]:
-    """Size of the message at ``pos`` (-1: the set ends here) and its header (None: damaged,
-    step over it)."""
-    if end - pos < 4:
-        result.tail = end - pos
-        return -1, None
-    (size,) = _LENGTH.unpack_from(view, pos)
-    if size < 0:
-        result.problems.append(("bad_message", f"negative message length {size}"))
-        return -1, None
-    if pos + 4 + size > end:
-        result.tail = end - pos
-        return -1, None
-    if size < MIN_HEADER:
-        result.problems.append(("bad_message", f"message length {size} is below the header"))
-        return size, None
-    magic = view[pos + 4]
-    if magic == 0:
-        codec, crc_at = NONE, pos + 5
-    elif magic == 1 and size > MIN_HEADER:
-        codec, crc_at = view[pos + 5] & 0x03, pos + 6
-    else:
-        result.problems.append(("bad_magic", f"message magic {magic} is not 0 or 1"))
-        return size, None
-    payload_at = crc_at + 4
-    (crc,) = _CRC.unpack_from(view, crc_at)
-    ok = zlib.crc32(view[payload_at : pos + 4 + size]) == crc
-    if not ok:
-        result.problems.append(("bad_checksum", f"CRC32 mismatch in a message of {size} bytes"))
-    return size, (magic, codec, ok, payload_at)
+            problems.append(("bad_message", f"negative message length {size}"))
+            break
+        if stop > end:
+            result.tail = end - pos
+            break
+        if size < MIN_HEADER:
+            problems.append(("bad_message", f"message length {size} is below the header"))
+            pos = stop
+            continue
+        magic = view[pos + 4]
+        if magic == 0:
+            codec, crc_at = NONE, pos + 5
+        elif magic == 1 and size > MIN_HEADER:
+            codec, crc_at = view[pos + 5] & 0x03, pos + 6
+        else:
+            problems.append(("bad_magic", f"message magic {magic} is not 0 or 1"))
+            pos = stop
+            continue
+        payload = view[crc_at + 4 : stop]
+        ok = crc32(payload) == crc_at_unpack(view, crc_at)[0]
+        if not ok:
+            problems.append(("bad_checksum", f"CRC32 mismatch in a message of {size} bytes"))
+        append((pos, magic, codec, ok, payload))
+        pos = stop
+    return out
 
 
 def _expand(
-    view: memoryview, end: int, header: Header, result: MessageSet, budget: _Budget, depth: int
+    magic: int,
+    codec: int,
+    ok: bool,
+    payload: memoryview,
+    result: MessageSet,
+    budget: _Budget,
+    depth: int,
 ) -> list[Member]:
-    """The application messages of the message ending at ``end``: itself, or its set."""
-    magic, codec, ok, payload_at = header
-    payload = view[payload_at:end]
-    if codec == NONE:
-        return [(magic, ok, payload)]
+    """The application messages inside a compressed message, or the message itself with no
+    payload when it cannot be expanded."""
     if depth >= MAX_DEPTH:
         result.problems.append(("decompression_failed", f"compression nested over {MAX_DEPTH}"))
         return [(magic, ok, None)]
@@ -165,13 +160,15 @@ def _expand(
         return [(magic, ok, None)]
     budget.left -= len(inner)
     nested = MessageSet()
-    members = [
-        (m_magic, m_ok and ok, m_payload)
-        for _, _, inner_members in _walk(
-            memoryview(inner), 0, len(inner), nested, budget, depth + 1
-        )
-        for m_magic, m_ok, m_payload in inner_members
-    ]
+    members: list[Member] = []
+    for _, i_magic, i_codec, i_ok, i_payload in _split(memoryview(inner), 0, len(inner), nested):
+        if i_codec == NONE:
+            members.append((i_magic, i_ok and ok, i_payload))
+            continue
+        for m_magic, m_ok, m_payload in _expand(
+            i_magic, i_codec, i_ok, i_payload, nested, budget, depth + 1
+        ):
+            members.append((m_magic, m_ok and ok, m_payload))
     if nested.tail:
         nested.problems.append(
             ("bad_message", f"compressed message set ends in {nested.tail} bytes of a partial one")

@@ -4,9 +4,10 @@ A 0.7 frame has no magic number, so a boundary is only believed when its fields 
 together: a request's length, type, count, topic lengths and sizes must tile the frame
 exactly, topics must be printable ASCII, and a produced message set must open with a
 message whose magic, codec and (when it is all there) CRC32 are right. A response's error
-code must be one 0.7 defines and its body must be an offsets array, MULTIFETCH parts or a
-message set whose first message checks out. Only the first :data:`WINDOW` bytes of a
-candidate are ever examined, so a hunt never waits on a whole large frame.
+code must be one 0.7 defines (with an empty body, as 0.7 sends errors) and its body must be
+an offsets array, MULTIFETCH parts or a message set whose first message checks out. Only
+the first :data:`WINDOW` bytes of a candidate are ever examined, so a hunt never waits on
+a whole large frame.
 """
 
 from __future__ import annotations
@@ -195,6 +196,8 @@ def check_response(buf: bytes, pos: int, max_frame: int, final: bool) -> bool:
     _have(buf, pos, HEAD.size, pos, final)
     length, error = HEAD.unpack_from(buf, pos)
     if not MIN_LENGTH <= length <= max_frame or not MIN_ERROR <= error <= MAX_ERROR:
+        return False
+    if error and length != MIN_LENGTH:  # 0.7 answers an error with an empty body
         return False
     end = pos + 4 + length
     body = pos + HEAD.size
