@@ -1,0 +1,405 @@
+"""One decode run: capture files in, rows out (a Parquet dataset, or any RowSink).
+
+:class:`Pipeline` is the :class:`pwcap.capture.events.StreamSink` that sits between
+reassembly and the protocol decoders: it picks each connection's decoder through the
+:mod:`pwcap.decode.registry`, reports every gap in a stream as an ``anomalies`` row
+(the decoders only resynchronise after one), and writes the ``connections`` row when a
+connection ends. :func:`decode_captures` drives it over many captures into a
+:class:`pwcap.decode.dataset.DatasetWriter` and returns a :class:`Summary`.
+"""
+
+from __future__ import annotations
+
+import glob
+import os
+import time
+from collections import Counter
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from pwcap.capture import CaptureError, read_streams
+from pwcap.capture.events import ClientBy, Connection, Direction
+from pwcap.decode.api import ConnectionDecoder, DecodeOptions, Row, RowSink
+from pwcap.decode.dataset import DatasetWriter
+from pwcap.decode.registry import UNKNOWN, Decision, Protocol, Registry, Sniffer
+
+CAPTURE_SUFFIXES = (".pcap", ".pcapng", ".cap", ".pcap.gz", ".pcapng.gz")
+_LABELS = ("c2b", "b2c")
+CHECK_EVERY = 64  # capture records between two calls of a pipeline's ``after_data``
+_CLIENT_BY = {ClientBy.SYN: "syn", ClientBy.PORT: "port", ClientBy.FIRST_SEEN: "first_seen"}
+
+
+class InputError(Exception):
+    """Unusable input: a missing file, nothing matched, or a file that is not a capture."""
+
+
+@dataclass(frozen=True, slots=True)
+class Settings:
+    """What the command line decides for a whole run."""
+
+    payloads: bool = False
+    max_frame_size: int = 5 * 1024 * 1024
+    hints: Mapping[str, Iterable[int]] = field(default_factory=dict)  # protocol -> ports
+
+
+class _Tracked:
+    """A connection's pipeline state: undecided (sniffer), decoded (decoder) or neither."""
+
+    __slots__ = ("anomalies", "client", "conn", "decoder", "protocol", "sniffer")
+
+    def __init__(self, conn: Connection) -> None:
+        self.conn = conn
+        self.client = (conn.client_ip, conn.client_port)  # to notice a later role swap
+        self.protocol = UNKNOWN
+        self.decoder: ConnectionDecoder | None = None
+        self.sniffer: Sniffer | None = None
+        self.anomalies = 0  # rows the pipeline itself wrote (gaps)
+
+
+class Pipeline:
+    """The StreamSink of one capture: detection, decoding and the `connections` rows."""
+
+    def __init__(
+        self,
+        rows: RowSink,
+        connection: Callable[[Row], None],
+        registry: Registry,
+        options: DecodeOptions,
+        after_data: Callable[[], None] = lambda: None,
+    ) -> None:
+        self._rows = rows
+        self._connection = connection
+        self._registry = registry
+        self._options = options
+        self._after_data = after_data  # called every CHECK_EVERY records: flush, progress
+        self._countdown = CHECK_EVERY
+        self._tracked: dict[int, _Tracked] = {}
+        # conn_id -> the callable that takes this connection's bytes (the hot path)
+        self._feed: dict[int, Callable[[Direction, int, int, bytes], None]] = {}
+        self.events = 0  # stream events received: none means the file gave nothing
+        self.last_ts = 0
+        self.connections: Counter[str] = Counter()
+        self._closed_bytes = 0
+
+    # -- StreamSink ----------------------------------------------------------------------
+
+    def on_open(self, conn: Connection) -> None:
+        self.events += 1
+        tracked = _Tracked(conn)
+        self._tracked[conn.conn_id] = tracked
+        protocol = self._registry.by_port(conn)
+        if protocol is not None:
+            self._start(tracked, protocol)
+        else:
+            tracked.sniffer = Sniffer(conn, self._options.max_frame_size)
+            self._feed[conn.conn_id] = self._sniff_data(tracked)
+
+    def on_data(
+        self, conn: Connection, direction: Direction, ts: int, offset: int, data: bytes
+    ) -> None:
+        self._feed[conn.conn_id](direction, ts, offset, data)
+        self._countdown -= 1
+        if not self._countdown:
+            self._countdown = CHECK_EVERY
+            self._after_data()
+
+    def on_gap(
+        self, conn: Connection, direction: Direction, ts: int, offset: int, size: int
+    ) -> None:
+        self.events += 1
+        tracked = self._tracked[conn.conn_id]
+        tracked.anomalies += 1
+        self._rows.anomaly(
+            {
+                "ts": ts,
+                "capture": self._options.capture,
+                "conn_id": conn.conn_id,
+                "direction": _LABELS[direction],
+                "protocol": tracked.protocol,
+                "kind": "gap",
+                "stream_offset": offset,
+                "size": size,
+                "detail": f"{size} bytes missing from the capture",
+            }
+        )
+        if tracked.decoder is not None:
+            tracked.decoder.on_gap(direction, ts, offset, size)
+        elif tracked.sniffer is not None:
+            tracked.sniffer.on_gap(direction, ts, offset, size)
+
+    def on_close(self, conn: Connection, ts: int, reason: str) -> None:
+        self.events += 1
+        tracked = self._tracked.pop(conn.conn_id)
+        del self._feed[conn.conn_id]
+        if tracked.sniffer is not None:  # never decided: not a protocol we know
+            tracked.sniffer = None
+            tracked.protocol = UNKNOWN
+        fields: Row = {}
+        if tracked.decoder is not None:
+            tracked.decoder.on_close(ts)
+            fields = tracked.decoder.connection_fields()
+        self.last_ts = max(self.last_ts, ts)
+        self._closed_bytes += sum(conn.bytes)
+        self._connection(self._connection_row(tracked, fields, ts, reason))
+        self.connections[tracked.protocol] += 1
+
+    # -- after the capture -----------------------------------------------------------------
+
+    def close_all(self, reason: str) -> None:
+        """End the connections reassembly left open (a capture that stopped abruptly)."""
+        for tracked in list(self._tracked.values()):
+            conn = tracked.conn
+            self.on_close(conn, conn.last_ts or self.last_ts or conn.first_ts, reason)
+
+    def open_connections(self) -> int:
+        return len(self._tracked)
+
+    def stream_bytes(self) -> int:
+        """Stream bytes delivered so far (a capture's progress, short of its headers)."""
+        return self._closed_bytes + sum(sum(t.conn.bytes) for t in self._tracked.values())
+
+    # -- detection ---------------------------------------------------------------------------
+
+    def _sniff_data(self, tracked: _Tracked) -> Callable[[Direction, int, int, bytes], None]:
+        def feed(direction: Direction, ts: int, offset: int, data: bytes) -> None:
+            assert tracked.sniffer is not None
+            decision = tracked.sniffer.on_data(direction, ts, offset, data)
+            if decision is not None:
+                self._decide(tracked, decision)
+
+        return feed
+
+    def _decide(self, tracked: _Tracked, decision: Decision) -> None:
+        sniffer = tracked.sniffer
+        assert sniffer is not None
+        tracked.sniffer = None
+        if decision.protocol is None:
+            tracked.protocol = UNKNOWN
+            self._feed[tracked.conn.conn_id] = _ignore
+            return
+        if decision.reversed:
+            tracked.conn.swap_roles()
+        self._start(tracked, decision.protocol)
+        decoder = tracked.decoder
+        if decoder is None:
+            return
+        for kind, direction, ts, offset, value in sniffer.events:
+            if decision.reversed:
+                direction = Direction(1 - direction)
+            if kind == "data":
+                decoder.on_data(direction, ts, offset, value)
+            else:
+                decoder.on_gap(direction, ts, offset, value)
+
+    def _start(self, tracked: _Tracked, protocol: Protocol) -> None:
+        tracked.protocol = protocol.name
+        conn_id = tracked.conn.conn_id
+        if protocol.factory is None:  # recognised, not decodable (TLS)
+            self._feed[conn_id] = _ignore
+            return
+        decoder = protocol.factory(tracked.conn, self._rows, self._options)
+        tracked.decoder = decoder
+        self._feed[conn_id] = decoder.on_data
+
+    # -- rows ----------------------------------------------------------------------------------
+
+    def _connection_row(self, tracked: _Tracked, fields: Row, ts: int, reason: str) -> Row:
+        conn = tracked.conn
+        swapped = (conn.client_ip, conn.client_port) != tracked.client
+        row: Row = {
+            "conn_id": conn.conn_id,
+            "capture": self._options.capture,
+            "protocol": tracked.protocol,
+            "client_ip": conn.client_ip,
+            "client_port": conn.client_port,
+            "server_ip": conn.server_ip,
+            "server_port": conn.server_port,
+            "client_by": "content" if swapped else _CLIENT_BY[conn.client_by],
+            "first_ts": conn.first_ts,
+            "last_ts": max(conn.last_ts, ts) if conn.last_ts else ts,
+            "bytes_c2b": conn.bytes[Direction.C2B],
+            "bytes_b2c": conn.bytes[Direction.B2C],
+            "frames_c2b": 0,
+            "frames_b2c": 0,
+            "gaps": conn.gaps,
+            "gap_bytes": sum(conn.gap_bytes),
+            "close_reason": reason,
+        }
+        row.update(fields)
+        row["anomalies"] = fields.get("anomalies", 0) + tracked.anomalies
+        return row
+
+
+def _ignore(direction: Direction, ts: int, offset: int, data: bytes) -> None:
+    """Bytes of a connection that is not decoded (TLS, unknown protocol)."""
+
+
+# -- a whole run ----------------------------------------------------------------------------
+
+
+@dataclass
+class CaptureResult:
+    path: Path
+    size: int
+    seconds: float
+    cut_off: str | None = None  # the reader's message when the capture ends mid-record
+
+
+@dataclass
+class Summary:
+    """What one run decoded, for the closing report."""
+
+    out: Path
+    captures: list[CaptureResult]
+    rows: dict[str, int]
+    connections: Counter[str]  # by protocol
+    commands: Counter[str | None]  # frames by command (None: unknown type)
+    anomalies: Counter[str]  # by kind
+    seconds: float
+
+    @property
+    def input_bytes(self) -> int:
+        return sum(capture.size for capture in self.captures)
+
+    @property
+    def cut_off(self) -> list[CaptureResult]:
+        return [capture for capture in self.captures if capture.cut_off]
+
+
+def expand_inputs(patterns: Iterable[str]) -> list[Path]:
+    """Files as given, folders as the captures inside them, globs as what they match."""
+    found: list[Path] = []
+    for pattern in patterns:
+        path = Path(pattern)
+        if glob.has_magic(pattern):
+            matches = sorted(Path(p) for p in glob.glob(pattern, recursive=True))
+            files = [p for p in matches if p.is_file()]
+            if not files:
+                raise InputError(f"{pattern}: no file matches")
+            found.extend(files)
+        elif path.is_dir():
+            files = sorted(p for p in path.rglob("*") if p.is_file() and _is_capture_name(p))
+            if not files:
+                raise InputError(f"{pattern}: no capture files (.pcap, .pcapng) in this folder")
+            found.extend(files)
+        elif path.is_file():
+            found.append(path)
+        elif path.exists():
+            raise InputError(f"{pattern}: not a regular file")
+        else:
+            raise InputError(f"{pattern}: no such file")
+    if not found:
+        raise InputError("no input captures given")
+    unique = list(dict.fromkeys(p.resolve() for p in found))
+    return [Path(os.path.relpath(p)) if not Path(p).is_absolute() else p for p in unique]
+
+
+def _is_capture_name(path: Path) -> bool:
+    return path.name.lower().endswith(CAPTURE_SUFFIXES)
+
+
+class Progress:
+    """Where a run reports its progress; the default reports nothing."""
+
+    def start(self, total_bytes: int) -> None: ...
+
+    def capture(self, path: Path, done_bytes: int, position: Callable[[], int]) -> None:
+        """A new capture begins; ``position()`` tells roughly how far into it the run is."""
+
+    def tick(self) -> None: ...
+
+    def finish(self) -> None: ...
+
+
+def decode_captures(
+    inputs: Iterable[str | Path],
+    out: str | Path,
+    settings: Settings | None = None,
+    overwrite: bool = False,
+    progress: Progress | None = None,
+) -> Summary:
+    """Decode every capture into the dataset ``out``; raise :class:`InputError` early.
+
+    A file that is not a capture stops the run before anything is written. A capture cut
+    off mid-record keeps everything before the cut and is listed in ``Summary.cut_off``.
+    """
+    settings = settings or Settings()
+    progress = progress or Progress()
+    paths = expand_inputs(str(p) for p in inputs)
+    sizes = [p.stat().st_size for p in paths]
+    registry = Registry(settings.hints)
+    started = time.perf_counter()
+    results: list[CaptureResult] = []
+    connections: Counter[str] = Counter()
+    progress.start(sum(sizes))
+    with DatasetWriter(Path(out), overwrite=overwrite) as writer:
+        done = 0
+        for path, size in zip(paths, sizes, strict=True):
+            result, counted = _decode_one(path, size, done, writer, registry, settings, progress)
+            results.append(result)
+            connections.update(counted)
+            done += size
+        progress.finish()
+        rows = writer.row_counts()
+        tables = writer.tables
+    return Summary(
+        out=Path(out),
+        captures=results,
+        rows=rows,
+        connections=connections,
+        commands=tables["frames"].counted,
+        anomalies=tables["anomalies"].counted,
+        seconds=time.perf_counter() - started,
+    )
+
+
+def _decode_one(
+    path: Path,
+    size: int,
+    done: int,
+    writer: DatasetWriter,
+    registry: Registry,
+    settings: Settings,
+    progress: Progress,
+) -> tuple[CaptureResult, Counter[str]]:
+    options = DecodeOptions(
+        capture=path.name, max_frame_size=settings.max_frame_size, payloads=settings.payloads
+    )
+    flush = writer.flush_full
+    tick = progress.tick
+
+    def after_data() -> None:
+        flush()
+        tick()
+
+    pipeline = Pipeline(writer, writer.connection, registry, options, after_data)
+    progress.capture(path, done, pipeline.stream_bytes)
+    started = time.perf_counter()
+    cut_off = None
+    try:
+        read_streams(str(path), pipeline, server_ports=registry.server_ports)
+    except CaptureError as error:
+        if pipeline.events == 0 and pipeline.open_connections() == 0 and not _is_cut(error):
+            raise InputError(f"{path}: {error}") from None
+        cut_off = str(error)
+    pipeline.close_all("end_of_capture")
+    if cut_off is not None:
+        writer.anomaly(
+            {
+                "ts": pipeline.last_ts or None,
+                "capture": path.name,
+                "kind": "truncated_capture",
+                "detail": cut_off,
+            }
+        )
+    writer.flush_full()
+    return (
+        CaptureResult(path, size, time.perf_counter() - started, cut_off),
+        pipeline.connections,
+    )
+
+
+def _is_cut(error: CaptureError) -> bool:
+    """Whether the reader says the file is a capture that ends early (not a non-capture)."""
+    return bool(getattr(error, "truncated", False))

@@ -1,0 +1,151 @@
+"""``pwcap decode``: captures in, the Parquet dataset out, a short summary at the end."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections import Counter
+from typing import TYPE_CHECKING, TextIO
+
+if TYPE_CHECKING:  # imported lazily at run time: `pwcap --help` stays fast
+    from pwcap.decode.run import Summary
+
+EPILOG = """\
+exit status: 0 when every capture was decoded; 1 when an input is unusable (missing, not
+a capture, nothing matched) or OUT cannot be written -- then nothing is written; 3 when
+a capture ends in the middle of a record (cut off, e.g. copied while tcpdump was still
+writing): everything before the cut is in the dataset, with a `truncated_capture` row in
+`anomalies`, and the dataset is written.
+"""
+EXIT_UNUSABLE = 1
+EXIT_CUT_OFF = 3
+TOP_COMMANDS = 8
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.epilog = EPILOG
+    parser.formatter_class = argparse.RawDescriptionHelpFormatter
+    parser.add_argument("inputs", nargs="+", metavar="IN", help="capture files, folders, globs")
+    parser.add_argument("-o", "--output", required=True, metavar="OUT", help="dataset directory")
+    parser.add_argument(
+        "--overwrite", action="store_true", help="replace OUT if it is an earlier pwcap dataset"
+    )
+    parser.add_argument("--payloads", action="store_true", help="also write message payload bytes")
+    parser.add_argument(
+        "--max-frame-size",
+        type=_size,
+        default=5 * 1024 * 1024,
+        metavar="N",
+        help="largest believable frame in bytes, e.g. 5M (brokers may raise theirs)",
+    )
+    parser.add_argument(
+        "--pulsar-port",
+        type=_port,
+        action="append",
+        default=[],
+        metavar="P",
+        help="decode connections to this port as Pulsar (repeatable)",
+    )
+    parser.add_argument(
+        "--kafka07-port",
+        type=_port,
+        action="append",
+        default=[],
+        metavar="P",
+        help="decode connections to this port as Kafka 0.7 (repeatable)",
+    )
+    parser.add_argument("-q", "--quiet", action="store_true", help="no progress bar and no summary")
+
+
+def run(args: argparse.Namespace) -> int:
+    from pwcap.decode.dataset import DatasetError
+    from pwcap.decode.run import InputError, Settings, decode_captures
+    from pwcap.progress import ProgressBar, wanted
+
+    settings = Settings(
+        payloads=args.payloads,
+        max_frame_size=args.max_frame_size,
+        hints={"pulsar": args.pulsar_port, "kafka07": args.kafka07_port},
+    )
+    progress = ProgressBar() if wanted(args.quiet) else None
+    try:
+        summary = decode_captures(
+            args.inputs, args.output, settings, overwrite=args.overwrite, progress=progress
+        )
+    except (InputError, DatasetError) as error:
+        _error(str(error))
+        return EXIT_UNUSABLE
+    except OSError as error:
+        _error(f"{error.filename or ''}: {error.strerror or error}".lstrip(": "))
+        return EXIT_UNUSABLE
+    except KeyboardInterrupt:
+        _error(f"interrupted; {args.output} was not written")
+        return 130
+    if not args.quiet:
+        print_summary(summary, sys.stdout)
+    for capture in summary.cut_off:
+        print(
+            f"pwcap decode: warning: {capture.path}: {capture.cut_off}"
+            " (decoded up to the cut; dataset written)",
+            file=sys.stderr,
+        )
+    return EXIT_CUT_OFF if summary.cut_off else 0
+
+
+def print_summary(summary: Summary, out: TextIO) -> None:
+    """A few lines a person reads after the run: what was found, how fast."""
+    seconds = max(summary.seconds, 1e-9)
+    frames = summary.rows["frames"]
+    megabytes = summary.input_bytes / 1e6
+    count = len(summary.captures)
+    print(
+        f"decoded {count} capture{'s' if count != 1 else ''} ({megabytes:,.1f} MB) in"
+        f" {summary.seconds:.2f} s: {megabytes / seconds:,.1f} MB/s,"
+        f" {frames / seconds:,.0f} frames/s",
+        file=out,
+    )
+    print(f"connections  {_tally(summary.connections)}", file=out)
+    print(f"frames       {_tally(summary.commands, TOP_COMMANDS)}", file=out)
+    print(f"messages     {summary.rows['messages']:,}", file=out)
+    print(f"anomalies    {_tally(summary.anomalies)}", file=out)
+    print(f"written to   {summary.out}", file=out)
+
+
+def _tally(counts: Counter, top: int | None = None) -> str:
+    total = sum(counts.values())
+    if not total:
+        return "0"
+    ranked = counts.most_common()
+    shown = ranked[:top] if top else ranked
+    parts = [f"{name or 'unknown type'} {n:,}" for name, n in shown]
+    if len(ranked) > len(shown):
+        parts.append(f"{len(ranked) - len(shown)} more")
+    return f"{total:,} ({', '.join(parts)})"
+
+
+def _error(message: str) -> None:
+    print(f"pwcap decode: error: {message}", file=sys.stderr)
+
+
+def _size(text: str) -> int:
+    """A byte count, optionally with a K, M or G suffix (powers of 1024)."""
+    units = {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30}
+    scale = units.get(text[-1:].upper(), 1)
+    digits = text[:-1] if scale != 1 else text
+    try:
+        value = int(digits) * scale
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a size: {text!r}") from None
+    if value <= 0:
+        raise argparse.ArgumentTypeError(f"must be positive: {text!r}")
+    return value
+
+
+def _port(text: str) -> int:
+    try:
+        port = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a port: {text!r}") from None
+    if not 0 < port < 65536:
+        raise argparse.ArgumentTypeError(f"not a port: {text!r}")
+    return port
