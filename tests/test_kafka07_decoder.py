@@ -322,10 +322,43 @@ def test_a_lost_response_tail_keeps_framing_and_pairing_recovers():
     c.client(request(FETCH, fetch_body("t", 0, 500, 1000)))
     c.broker(response(0, log_of([b"c"])))
     sink = c.close()
-    assert sink.kinds() == ["pairing_lost", "truncated_frame"]
+    assert sink.kinds() == ["truncated_frame"]  # one whole response lost: pairing holds
     last = sink.frames[-1]
     assert (last["answers"], last["offset"]) == ("FETCH", 500)
     assert sink.messages[-1]["payload_sha256"] == sha(b"c")
+
+
+def test_a_request_lost_after_its_type_was_seen_keeps_its_place():
+    lost_fetch = request(FETCH, fetch_body("t", 0, 100, 1000))
+    lost_produce = request(PRODUCE, produce_body("t", 0, log_of([b"p"])))
+    c = Conversation()
+    c.client(lost_fetch[:8])
+    c.gap(Direction.C2B, len(lost_fetch) - 8)
+    c.client(lost_produce[:6])
+    c.gap(Direction.C2B, len(lost_produce) - 6)
+    c.client(request(FETCH, fetch_body("t", 0, 900, 1000)))
+    c.broker(response(0, log_of([b"for the lost one"])))
+    c.broker(response(0, log_of([b"for 900"])))
+    sink = c.close()
+    assert sink.kinds() == ["truncated_frame", "truncated_frame"]
+    lost, found = [f for f in sink.frames if f["direction"] == "b2c"]
+    assert lost["answers"] == "FETCH" and lost.get("topic") is None
+    assert (found["answers"], found["offset"]) == ("FETCH", 900)
+    assert sink.messages[-1]["offset"] == 900
+
+
+def test_a_lost_request_already_answered_is_not_waited_for():
+    lost = request(FETCH, fetch_body("t", 0, 100, 1000))
+    c = Conversation()
+    c.client(lost[:8])
+    c.broker(response(0, log_of([b"for the lost one"])))  # came before reassembly saw the hole
+    c.gap(Direction.C2B, len(lost) - 8)
+    c.client(request(FETCH, fetch_body("t", 0, 900, 1000)))
+    c.broker(response(0, log_of([b"for 900"])))
+    sink = c.close()
+    assert sink.kinds() == ["truncated_frame"]
+    assert [f.get("answers") for f in sink.frames if f["direction"] == "b2c"] == [None, "FETCH"]
+    assert sink.messages[-1]["offset"] == 900
 
 
 def test_garbage_in_the_request_stream_is_skipped_as_one_resync():

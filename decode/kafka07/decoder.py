@@ -122,10 +122,20 @@ class Kafka07Decoder:
         self._streams[direction].feed(ts, offset, data)
 
     def on_gap(self, direction: Direction, ts: int, offset: int, size: int) -> None:
+        loss = self._streams[direction].on_gap(ts, offset, size)
+        answered = None
         if direction == Direction.C2B:
+            answered = self._suspects[0] if self._suspects else None
             self._suspects = []  # their requests may have been in the missing bytes
+        if loss.frames == 0:
+            return
+        if loss.frames == 1 and self._pairing.in_step:
+            if direction == Direction.B2C:
+                self._pairing.skip_response()
+                return
+            if self._lost_request(loss.head, ts, answered is not None):
+                return
         self._lose_pairing(direction, ts, offset, f"{size} bytes at offset {offset} missing")
-        self._streams[direction].on_gap(ts, offset, size)
 
     def on_close(self, ts: int) -> None:
         for stream in self._streams:
@@ -138,6 +148,19 @@ class Kafka07Decoder:
             "frames_b2c": self._frames[1],
             "anomalies": self.anomalies,
         }
+
+    def _lost_request(self, head: bytes, ts: int, answered: bool) -> bool:
+        """Keep pairing in step past one lost request whose type was seen: a PRODUCE expects
+        nothing, others hold their place in the queue, unless a response that came with no
+        request (``answered``) already was theirs."""
+        if len(head) < HEAD.size:
+            return False
+        request_type = HEAD.unpack_from(head)[1]
+        if not 0 <= request_type < len(REQUEST_NAMES):
+            return False
+        if request_type in ANSWERED and not answered:
+            self._pairing.request(Pending(request_type, REQUEST_NAMES[request_type], ts, []))
+        return True
 
     def _settle_roles(self, direction: Direction, data: bytes) -> Direction:
         """The direction ``data`` really travels, once a record proves who sends what."""
@@ -217,7 +240,7 @@ class Kafka07Decoder:
             request_type = pending.type
             row["answers"] = pending.name
             row["request_ts"] = pending.ts
-            parts: list[Part | None] = list(pending.parts)
+            parts: list[Part | None] = list(pending.parts) or [None]  # [] when lost
         else:
             request_type = guess_kind(buf, body, end, error)
             parts = [None]
@@ -375,7 +398,7 @@ class Kafka07Decoder:
         self, label: int, kind: str, ts: int, offset: int, size: int, detail: str
     ) -> None:
         self._emit_anomaly(label, ts, offset, size, None, kind, detail)
-        if kind in ("resync", "bad_frame_header", "oversize_frame", "truncated_frame"):
+        if kind in ("resync", "bad_frame_header", "oversize_frame"):  # gaps: see on_gap
             self._lose_pairing(label, ts, offset, f"{kind} in {_LABELS[label]}")
 
     def _frame_row(

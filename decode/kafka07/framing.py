@@ -30,6 +30,19 @@ class Candidate(NamedTuple):
     need: int = 0
 
 
+class Loss(NamedTuple):
+    """What a gap cost: ``frames`` lost (0 or 1; None when unknown: the stream hunts again)
+    and, for one lost frame, its first bytes that were seen (up to :data:`HEAD_BYTES`)."""
+
+    frames: int | None
+    head: bytes = b""
+
+
+HEAD_BYTES = 6  # length and request type, or length and error code
+NOTHING_MORE = Loss(0)  # the rest of a frame already known lost
+UNKNOWN = Loss(None)
+
+
 class BoundaryFinder(Protocol):
     def __call__(self, buf: bytes, pos: int, max_frame_size: int) -> Candidate: ...
 
@@ -205,25 +218,25 @@ class FrameStream:
         self._skipped = 0
         self._hunt_from = -1
 
-    def on_gap(self, ts: int, offset: int, size: int) -> None:
-        """``size`` bytes at ``offset`` are missing from the stream."""
+    def on_gap(self, ts: int, offset: int, size: int) -> Loss:
+        """``size`` bytes at ``offset`` are missing from the stream: what that cost."""
         if self._discard:
             if size < self._discard:
                 self._discard -= size
-                return
+                return NOTHING_MORE
             lost_after = size - self._discard
             self._discard = 0
             if lost_after:
                 self._start_hunt(offset + size)
-            return
-        if not self._chunks:
-            self._start_hunt(offset + size)
-            return
-        if self._hunting:
+                return UNKNOWN
+            return NOTHING_MORE
+        if not self._chunks or self._hunting:
             self._skipped += self._have
             self._drop_pending()
-            return
+            self._start_hunt(offset + size)
+            return UNKNOWN
         missing = self._need - self._have if self._need else 0
+        head = self._chunks[0][:HEAD_BYTES]
         self._report(
             "truncated_frame",
             ts,
@@ -232,10 +245,11 @@ class FrameStream:
             f"frame lost: {size} bytes of the stream at offset {offset} were not captured",
         )
         self._drop_pending()
-        if missing and size < missing:
+        if missing and size <= missing:
             self._discard = missing - size  # the frame's end is known: stay in step
-        elif size > missing:
-            self._start_hunt(offset + size)
+            return Loss(1, head)
+        self._start_hunt(offset + size)
+        return UNKNOWN
 
     def on_close(self, ts: int) -> None:
         """End of stream: what is still pending can never complete."""

@@ -22,7 +22,7 @@ MAX_PENDING = 10_000  # unanswered requests kept per connection
 
 
 class Pending:
-    """A request that expects a response."""
+    """A request that expects a response (``parts`` empty: lost, only its type was seen)."""
 
     __slots__ = ("name", "parts", "ts", "type")
 
@@ -63,6 +63,11 @@ class Pairing:
             while queue and queue[0].ts <= responses_until:
                 queue.popleft()
         return was
+
+    def skip_response(self) -> None:
+        """One response was lost whole: it answered the oldest waiting request."""
+        if self._queue:
+            self._queue.popleft()
 
     def response(self, ts_first: int, fits: Fits) -> tuple[Pending | None, bool]:
         """The request a response starting at ``ts_first`` answers, if known, and whether

@@ -17,15 +17,18 @@ from pwcap.decode.kafka07.wire import FETCH, MULTIFETCH, OFFSETS, read_offsets, 
 def fits(pending: Pending, buf: bytes, body: int, end: int, error: int) -> bool:
     """Can ``buf[body:end]`` with ``error`` be the answer to ``pending``?"""
     size = end - body
+    known = bool(pending.parts)  # a lost request is judged by its type alone
     if pending.type == FETCH:
-        return size == 0 if error else size <= max(pending.parts[0].limit, 0)
+        return size == 0 if error else not known or size <= max(pending.parts[0].limit, 0)
     if error:
         return False
     if pending.type == OFFSETS:
         offsets = read_offsets(buf, body, end)
-        return offsets is not None and len(offsets) <= max(pending.parts[0].limit, 0)
+        return offsets is not None and (not known or len(offsets) <= pending.parts[0].limit)
     parts = split_parts(buf, body, end)
-    if parts is None or len(parts) != len(pending.parts):
+    if parts is None or not known:
+        return parts is not None
+    if len(parts) != len(pending.parts):
         return False
     return all(
         (e - s == 0 if part_error else e - s <= max(fetch.limit, 0))
