@@ -1,0 +1,172 @@
+"""The pipeline between reassembly and the decoders, fed stream events directly.
+
+Real captures go through it in tests/test_decode_samples.py; here each behaviour is
+pinned with a conversation built frame by frame.
+"""
+
+from __future__ import annotations
+
+import pytest
+from pwcap.capture.events import ClientBy, Connection, Direction
+from pwcap.decode.api import DecodeOptions
+from pwcap.decode.registry import Registry
+from pwcap.decode.run import Pipeline
+
+from tests import kafka07_frames as kafka
+from tests.pulsar_frames import RecordingSink, command, frame
+
+CONNECT = frame(command("CONNECT", client_version="Pulsar-Java-v3.1", protocol_version=21))
+CONNECTED = frame(command("CONNECTED", server_version="Pulsar-Broker-v3.1", protocol_version=21))
+PING = frame(command("PING"))
+PONG = frame(command("PONG"))
+T0 = 1_700_000_000_000_000
+
+
+class Harness:
+    """A pipeline with its rows kept, and helpers that play the capture layer's part."""
+
+    def __init__(self, hints: dict | None = None) -> None:
+        self.rows = RecordingSink()
+        self.connections: list[dict] = []
+        self.pipeline = Pipeline(
+            self.rows,
+            self.connections.append,
+            Registry(hints),
+            DecodeOptions(capture="test.pcap"),
+        )
+        self.offsets: dict[tuple[int, int], int] = {}
+
+    def open(self, server_port: int, client_by: ClientBy = ClientBy.SYN, conn_id: int = 1):
+        conn = Connection(conn_id, "10.0.0.1", 40000, "10.0.0.2", server_port, T0, client_by)
+        self.pipeline.on_open(conn)
+        return conn
+
+    def send(self, conn: Connection, direction: Direction, data: bytes, ts: int = T0) -> None:
+        key = (conn.conn_id, direction)
+        offset = self.offsets.get(key, 0)
+        conn.bytes[direction] += len(data)
+        conn.last_ts = ts
+        self.pipeline.on_data(conn, direction, ts, offset, data)
+        self.offsets[key] = offset + len(data)
+
+    def lose(self, conn: Connection, direction: Direction, size: int, ts: int = T0) -> None:
+        key = (conn.conn_id, direction)
+        offset = self.offsets.get(key, 0)
+        conn.gaps += 1
+        conn.gap_bytes[direction] += size
+        self.pipeline.on_gap(conn, direction, ts, offset, size)
+        self.offsets[key] = offset + size
+
+    def close(self, conn: Connection, reason: str = "fin") -> dict:
+        self.pipeline.on_close(conn, conn.last_ts, reason)
+        return self.connections[-1]
+
+    def commands(self) -> list[tuple[str, str]]:
+        return [(r["direction"], r["command"]) for r in self.rows.frames]
+
+
+def test_pulsar_on_its_port_is_decoded_and_its_connection_row_written():
+    h = Harness()
+    conn = h.open(6650)
+    h.send(conn, Direction.C2B, CONNECT)
+    h.send(conn, Direction.B2C, CONNECTED, T0 + 5)
+    row = h.close(conn)
+    assert h.commands() == [("c2b", "CONNECT"), ("b2c", "CONNECTED")]
+    assert row["protocol"] == "pulsar"
+    assert row["client_version"] == "Pulsar-Java-v3.1"
+    assert row["server_version"] == "Pulsar-Broker-v3.1"
+    assert (row["frames_c2b"], row["frames_b2c"]) == (1, 1)
+    assert (row["bytes_c2b"], row["bytes_b2c"]) == (len(CONNECT), len(CONNECTED))
+    assert (row["first_ts"], row["last_ts"]) == (T0, T0 + 5)
+    assert row["client_by"] == "syn" and row["close_reason"] == "fin"
+    assert row["anomalies"] == 0 and row["gaps"] == 0
+
+
+def test_pulsar_on_another_port_is_found_by_content_and_nothing_before_is_lost():
+    h = Harness()
+    conn = h.open(16650)
+    h.send(conn, Direction.C2B, CONNECT[:7])  # not enough to decide
+    h.send(conn, Direction.C2B, CONNECT[7:])
+    h.send(conn, Direction.B2C, CONNECTED)
+    assert h.commands() == [("c2b", "CONNECT"), ("b2c", "CONNECTED")]
+    assert h.close(conn)["protocol"] == "pulsar"
+
+
+def test_a_port_hint_decides_without_looking_at_the_content():
+    h = Harness({"pulsar": [16650]})
+    conn = h.open(16650)
+    h.send(conn, Direction.C2B, PING[:3])
+    assert h.pipeline.open_connections() == 1
+    h.send(conn, Direction.C2B, PING[3:])
+    assert h.commands() == [("c2b", "PING")]
+
+
+def test_every_gap_is_an_anomaly_row_and_counted_on_the_connection():
+    h = Harness()
+    conn = h.open(6650)
+    h.send(conn, Direction.C2B, CONNECT)
+    h.lose(conn, Direction.C2B, len(PING))
+    h.send(conn, Direction.C2B, PING)
+    gaps = [a for a in h.rows.anomalies if a["kind"] == "gap"]
+    assert len(gaps) == 1
+    gap = gaps[0]
+    assert (gap["direction"], gap["stream_offset"], gap["size"]) == ("c2b", len(CONNECT), len(PING))
+    assert gap["protocol"] == "pulsar" and gap["conn_id"] == conn.conn_id
+    row = h.close(conn)
+    assert row["gaps"] == 1 and row["gap_bytes"] == len(PING)
+    assert row["anomalies"] == len(h.rows.anomalies)
+    assert ("c2b", "PING") in h.commands()  # decoding went on after the gap
+
+
+def test_tls_is_reported_and_never_decoded():
+    h = Harness()
+    conn = h.open(6651)
+    h.send(conn, Direction.C2B, CONNECT)  # even bytes that would decode stay untouched
+    row = h.close(conn)
+    assert h.rows.frames == []
+    assert row["protocol"] == "tls" and row["bytes_c2b"] == len(CONNECT)
+
+
+def test_a_connection_nobody_recognises_is_unknown():
+    h = Harness()
+    conn = h.open(8080)
+    h.send(conn, Direction.C2B, b"GET / HTTP/1.1\r\nHost: example\r\n\r\n")
+    row = h.close(conn)
+    assert row["protocol"] == "unknown"
+    assert (row["frames_c2b"], row["frames_b2c"]) == (0, 0)
+    assert h.rows.frames == []
+
+
+def test_kafka_found_by_content_with_the_roles_reversed_swaps_them():
+    h = Harness()
+    conn = h.open(40001, ClientBy.FIRST_SEEN)  # reassembly guessed: the broker spoke first
+    fetch = kafka.request(kafka.FETCH, kafka.fetch_body("events", 0, 0, 300_000))
+    h.send(conn, Direction.B2C, fetch)
+    # Reassembly labels later bytes by the swapped roles: the answer is broker to client.
+    h.pipeline.on_data(conn, Direction.B2C, T0 + 1, 0, kafka.response(0))
+    row = h.close(conn)
+    assert row["protocol"] == "kafka07"
+    assert row["client_by"] == "content"
+    assert (row["client_port"], row["server_port"]) == (40001, 40000)
+    assert [c for _, c in h.commands()] == ["FETCH", "FETCH_RESPONSE"]
+    assert h.commands()[0][0] == "c2b"
+
+
+def test_connections_left_open_are_closed_at_the_end_of_the_capture():
+    h = Harness()
+    conn = h.open(6650)
+    h.send(conn, Direction.C2B, PING)
+    h.pipeline.close_all("end_of_capture")
+    assert [r["close_reason"] for r in h.connections] == ["end_of_capture"]
+    assert h.pipeline.open_connections() == 0
+
+
+@pytest.mark.parametrize("port", [6650, 16650])
+def test_stream_bytes_tell_the_progress(port):
+    h = Harness()
+    conn = h.open(port)
+    h.send(conn, Direction.C2B, PING)
+    h.send(conn, Direction.B2C, PONG)
+    assert h.pipeline.stream_bytes() == len(PING) + len(PONG)
+    h.close(conn)
+    assert h.pipeline.stream_bytes() == len(PING) + len(PONG)
