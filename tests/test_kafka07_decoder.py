@@ -9,7 +9,12 @@ import struct
 import pyarrow as pa
 import pytest
 from pwcap.capture.events import ClientBy, Direction
-from pwcap.decode.kafka07 import looks_like_request, looks_like_response
+from pwcap.decode.kafka07 import (
+    find_request_start,
+    find_response_start,
+    looks_like_request,
+    looks_like_response,
+)
 from pwcap.decode.schema import arrow_schema
 
 from tests.kafka07_frames import (
@@ -478,9 +483,21 @@ def test_sniff_rejects_inconsistent_requests_pulsar_and_noise():
     assert sum(looks_like_request(d) for d in noise) == 0
 
 
+def test_no_frame_boundary_is_confirmed_in_noise():
+    """Uniform noise, and sparse noise full of zero bytes like binary protocols send."""
+    rng = random.Random(17)
+    for _ in range(40):
+        uniform = rng.randbytes(16384)
+        sparse = bytes(b if rng.random() < 0.3 else 0 for b in rng.randbytes(16384))
+        for data in (uniform, sparse):
+            assert not find_request_start(data, 0, 5 << 20).confirmed
+            assert not find_response_start(data, 0, 5 << 20).confirmed
+
+
 def test_sniff_accepts_responses():
     assert looks_like_response(response(0, log_of([b"a", b"b"])))
-    assert looks_like_response(offsets_response([1, 2]))
+    assert looks_like_response(offsets_response([4096, 0]))  # newest first, as 0.7 answers
+    assert not looks_like_response(offsets_response([0, 4096]))
     assert looks_like_response(multifetch_response((0, log_of([b"a"])), (3, b"")))
     assert not looks_like_response(response(9))
     assert not looks_like_response(response(1, log_of([b"a"])))  # 0.7 errors have no body

@@ -17,7 +17,13 @@ import pyarrow as pa
 import pytest
 from pwcap.capture.events import ClientBy, Connection, Direction
 from pwcap.decode.api import DecodeOptions
-from pwcap.decode.kafka07 import Kafka07Decoder
+from pwcap.decode.kafka07 import (
+    Kafka07Decoder,
+    find_request_start,
+    find_response_start,
+    looks_like_request,
+    looks_like_response,
+)
 from pwcap.decode.schema import arrow_schema
 
 from tests.kafka07_frames import RecordingSink
@@ -294,3 +300,35 @@ def test_derived_captures_pair_responses_only_with_their_own_request(name):
     assert paired and responses[-1] in paired  # pairing resumed after the loss
     unpaired = [r for r in responses if not r.get("answers")]
     assert all(m[1] is None for r in unpaired for m in ours[r["stream_offset"]])
+
+
+# -- content detection must not claim other traffic ----------------------------------------
+
+
+def tcp_streams(path: Path) -> dict[tuple, bytes]:
+    """Every direction's TCP payload bytes of an Ethernet capture, concatenated."""
+    streams: dict[tuple, bytearray] = defaultdict(bytearray)
+    with path.open("rb") as handle:
+        reader = dpkt.pcap.Reader(handle)
+        if reader.datalink() != dpkt.pcap.DLT_EN10MB:
+            return {}
+        for _, buf in reader:
+            ip = dpkt.ethernet.Ethernet(buf).data
+            if isinstance(ip, dpkt.ip.IP | dpkt.ip6.IP6) and isinstance(ip.data, dpkt.tcp.TCP):
+                tcp = ip.data
+                streams[(ip.src, tcp.sport, ip.dst, tcp.dport)] += tcp.data
+    return {key: bytes(data) for key, data in streams.items()}
+
+
+def test_real_pulsar_traffic_is_never_taken_for_kafka07():
+    """Registry-sized windows of every recorded Pulsar stream, from its start and inside it."""
+    windows = 0
+    for path in sorted(SAMPLES.glob("pulsar_*.pcap")):
+        for data in tcp_streams(path).values():
+            for start in range(0, len(data), 64 * 1024):
+                window = data[start : start + 256 * 1024]
+                windows += 1
+                assert not looks_like_request(window) and not looks_like_response(window)
+                assert not find_request_start(window, 0, 5 << 20).confirmed
+                assert not find_response_start(window, 0, 5 << 20).confirmed
+    assert windows > 20

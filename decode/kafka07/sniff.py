@@ -16,6 +16,7 @@ import re
 import struct
 import zlib
 from collections.abc import Callable
+from itertools import pairwise
 
 from pwcap.decode.kafka07.framing import MIN_LENGTH, Candidate
 from pwcap.decode.kafka07.wire import (
@@ -42,9 +43,14 @@ DEFAULT_MAX_FRAME = 5 * 1024 * 1024
 MAX_PARTS = 10_000  # parts of a MULTI* request believable in one frame
 MAX_PARTITION = 1 << 16
 
-# Frames below 16 MiB: length's top byte zero; requests have type 0-4, responses error -1-4.
-_REQUEST_START = re.compile(rb"\x00...\x00[\x00-\x04]", re.DOTALL)
-_RESPONSE_START = re.compile(rb"\x00...(?:\x00[\x00-\x04]|\xff\xff)", re.DOTALL)
+# Frame starts the checks can accept, found at C speed: a length from 2 to 16 MiB; a request
+# type 0-4 and a topic length (< 256) or count (<= MAX_PARTS) behind it; a response error of
+# 0, or of -1-4 with an empty body.
+_REQUEST_START = re.compile(rb"\x00(?!\x00\x00[\x00\x01])...\x00[\x00-\x04][\x00-\x27]", re.DOTALL)
+_RESPONSE_START = re.compile(
+    rb"\x00(?!\x00\x00[\x00\x01])...\x00\x00|\x00\x00\x00\x02(?:\x00[\x01-\x04]|\xff\xff)",
+    re.DOTALL,
+)
 _MESSAGE_HEAD = struct.Struct(">ib")  # length, magic
 _CRC = struct.Struct(">I")
 
@@ -79,23 +85,26 @@ def _check(check: Check, data: bytes, max_frame_size: int) -> bool:
 
 def find_request_start(buf: bytes, pos: int, max_frame_size: int) -> Candidate:
     """The next confirmed request boundary in ``buf`` at or after ``pos``."""
-    return _find(_REQUEST_START, check_request, buf, pos, max_frame_size)
+    return _find(_REQUEST_START, 7, check_request, buf, pos, max_frame_size)
 
 
 def find_response_start(buf: bytes, pos: int, max_frame_size: int) -> Candidate:
     """The next confirmed response boundary in ``buf`` at or after ``pos``."""
-    return _find(_RESPONSE_START, check_response, buf, pos, max_frame_size)
+    return _find(_RESPONSE_START, HEAD.size, check_response, buf, pos, max_frame_size)
 
 
-def _find(pattern: re.Pattern, check: Check, buf: bytes, pos: int, max_frame: int) -> Candidate:
+def _find(
+    pattern: re.Pattern, width: int, check: Check, buf: bytes, pos: int, max_frame: int
+) -> Candidate:
     """A candidate that needs more bytes does not hide a confirmed one after it: the
-    confirmed boundary wins, so the end of a stream cannot strand whole frames."""
+    confirmed boundary wins, so the end of a stream cannot strand whole frames. ``width``:
+    bytes ``pattern`` spans, kept at the end of ``buf`` in case a candidate starts there."""
     search = pattern.search
     waiting = None
     while True:
         match = search(buf, pos)
         if match is None:
-            return waiting or Candidate(max(pos, len(buf) - HEAD.size + 1), False)
+            return waiting or Candidate(max(pos, len(buf) - width + 1), False)
         start = match.start()
         try:
             if check(buf, start, max_frame, False):
@@ -139,9 +148,11 @@ def _whole_request(buf: bytes, start: int, end: int) -> bool:
             return False
         if part.kind == OFFSETS and (part.value < -2 or part.limit < 0):
             return False
-        if part.kind == PRODUCE and not _first_message_ok(buf, part.start, part.end, True):
+        if part.kind == PRODUCE and _first_message(buf, part.start, part.end, True) == NO:
             return False
-    return True
+    # Produced messages prove a PRODUCE: a first one whose CRC32 covers a payload.
+    first = parts[0]
+    return first.kind != PRODUCE or _first_message(buf, first.start, first.end, True) == STRONG
 
 
 def _request_prefix(buf: bytes, start: int, end: int, request_type: int, final: bool) -> bool:
@@ -170,7 +181,7 @@ def _request_prefix(buf: bytes, start: int, end: int, request_type: int, final: 
         return False
     if request_type == PRODUCE and pos + size != end:
         return False
-    return _first_message_ok(buf, pos, pos + size, final, start)
+    return _first_message(buf, pos, pos + size, final, start) != NO
 
 
 def _topic(buf: bytes, pos: int, end: int, start: int, final: bool) -> int:
@@ -191,60 +202,104 @@ def _printable(topic: bytes) -> bool:
 # -- responses -----------------------------------------------------------------------------
 
 
-def check_response(buf: bytes, pos: int, max_frame: int, final: bool) -> bool:
-    """Is there a consistent response at ``pos``? (:class:`_Need` as for requests.)"""
+def check_response(
+    buf: bytes, pos: int, max_frame: int, final: bool, run: int = 0, strong_needed: bool = False
+) -> bool:
+    """Is there a consistent response at ``pos``? (:class:`_Need` as for requests.)
+
+    A body that proves little by itself (empty, an empty offsets array) is believed as the
+    first of :data:`WEAK_RUN` such responses in a row, before one that proves itself, or
+    (``final``) when the bytes end right after it. One whose first message is cut (a FETCH
+    smaller than that message) needs a later response that proves itself. A response too
+    long to examine whole is believed on a first message whose CRC32 checks out.
+    """
     _have(buf, pos, HEAD.size, pos, final)
     length, error = HEAD.unpack_from(buf, pos)
-    if not MIN_LENGTH <= length <= max_frame or not MIN_ERROR <= error <= MAX_ERROR:
-        return False
-    if error and length != MIN_LENGTH:  # 0.7 answers an error with an empty body
+    if not _plausible_response_head(length, error, max_frame):
         return False
     end = pos + 4 + length
     body = pos + HEAD.size
     if end <= len(buf) and 4 + length <= WINDOW:
-        if body == end or read_offsets(buf, body, end) is not None:
+        strength = _body_strength(buf, body, end)
+        if strength in (NO, STRONG):
+            return strength == STRONG
+        if final and end == len(buf):
             return True
-        parts = split_parts(buf, body, end)
-        if parts and all(_first_message_ok(buf, s, e, True) for _, s, e in parts):
-            return True
-        return _first_message_ok(buf, body, end, True)
-    if not _first_message_ok(buf, body, end, final, pos):
+        strong_needed = strong_needed or strength == CUT
+        if run + 1 >= WEAK_RUN:
+            return not strong_needed
+        try:
+            return check_response(buf, end, max_frame, final, run + 1, strong_needed)
+        except _Need as need:
+            if final:
+                return False
+            raise _Need(end - pos + need.args[0]) from None
+    first = _first_message(buf, body, end, final, pos)
+    if first != STRONG and first != NO and not final and 4 + length <= WINDOW:
+        raise _Need(4 + length)
+    return first == STRONG
+
+
+WEAK_RUN = 3  # responses that prove little alone, believed together
+
+
+def _plausible_response_head(length: int, error: int, max_frame: int) -> bool:
+    if not MIN_LENGTH <= length <= max_frame or not MIN_ERROR <= error <= MAX_ERROR:
         return False
-    if not final and 4 + length <= WINDOW:
-        raise _Need(4 + length)  # the first message fits: wait to check the whole body
-    return True
+    return not error or length == MIN_LENGTH  # 0.7 answers an error with an empty body
 
 
-def _first_message_ok(buf: bytes, pos: int, end: int, final: bool, start: int = -1) -> bool:
-    """Does the message set ``buf[pos:end]`` open with a sound message (or is it empty)?
+def _body_strength(buf: bytes, body: int, end: int) -> int:
+    """How well a whole response body proves itself: an offsets array, MULTIFETCH parts or
+    one message set."""
+    offsets = read_offsets(buf, body, end)
+    if offsets:
+        # Log.getOffsetsBefore answers newest first
+        descending = all(a >= b for a, b in pairwise(offsets))
+        return STRONG if descending and offsets[-1] >= 0 else NO
+    if offsets is not None:
+        return WEAK
+    parts = split_parts(buf, body, end)
+    if parts:
+        strengths = [_first_message(buf, s, e, True) for _, s, e in parts]
+        if NO not in strengths:
+            return STRONG if STRONG in strengths else min(strengths)
+    return _first_message(buf, body, end, True)
 
-    A message cut by ``end`` (a FETCH cut at MAX_SIZE) is judged by its header.
-    """
-    if pos >= end:
-        return True
+
+NO, CUT, WEAK, STRONG = 0, 1, 2, 3  # how much a response body or message set start proves
+
+
+def _first_message(buf: bytes, pos: int, end: int, final: bool, start: int = -1) -> int:
+    """How well the message set ``buf[pos:end]`` opens: STRONG when its first message is
+    complete and its CRC32 right, WEAK when empty or too short to tell, CUT when its first
+    message has a sound header but runs past ``end`` (a FETCH cut at MAX_SIZE), NO
+    otherwise."""
     if end - pos < _MESSAGE_HEAD.size:
-        return True  # a partial tail only
+        return WEAK  # empty, or a partial tail only
     if not _has(buf, pos, _MESSAGE_HEAD.size, start, final):
-        return True
+        return WEAK
     size, magic = _MESSAGE_HEAD.unpack_from(buf, pos)
     header = 5 if magic == 0 else 6
     if magic not in (0, 1) or size < header:
-        return False
+        return NO
     if magic == 1:
         if not _has(buf, pos, 6, start, final):
-            return True
+            return WEAK
         if buf[pos + 5] & 0x03 == 0x03:
-            return False
+            return NO
     message_end = pos + 4 + size
     if message_end > end:
-        return True
-    if message_end - start > WINDOW and start >= 0:
-        return True
+        return CUT
+    if start >= 0 and message_end - start > WINDOW:
+        return WEAK
     if not _has(buf, pos, 4 + size, start, final):
-        return True
+        return WEAK
     crc_at = pos + 4 + header - 4
     (crc,) = _CRC.unpack_from(buf, crc_at)
-    return zlib.crc32(buf[crc_at + 4 : message_end]) == crc
+    if zlib.crc32(buf[crc_at + 4 : message_end]) != crc:
+        return NO
+    return STRONG if size > header else WEAK  # an empty payload's CRC is 0: proves little
 
 
 # -- helpers -------------------------------------------------------------------------------
