@@ -14,7 +14,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from google.protobuf.descriptor import Descriptor, FieldDescriptor
-from pwcap.decode.pulsar._pb.pulsar_api_pb2 import AuthData, BaseCommand, MessageIdData
+from pwcap.decode.pulsar._pb.pulsar_api_pb2 import BaseCommand, MessageIdData
+from pwcap.decode.pulsar.info import is_secret, summarize
 
 I63 = (1 << 63) - 1
 U64 = 1 << 64
@@ -193,16 +194,8 @@ _ENUM_COLUMNS = {
 }
 # Message-id fields whose ledger / entry / partition / batch index become columns.
 _MESSAGE_ID_FIELDS = ("message_id", "last_message_id", "message_ids")
-# Never copied anywhere, not even into `info`: credentials and proxied credentials.
-SECRET_FIELDS = frozenset({"auth_data", "original_auth_data"})
-
-
-def is_secret(fd: FieldDescriptor) -> bool:
-    """Credential fields: by name, or any AuthData (AUTH_CHALLENGE / AUTH_RESPONSE)."""
-    return fd.name in SECRET_FIELDS or fd.message_type is AuthData.DESCRIPTOR
-
-
-Extractor = Callable[[Any, dict[str, Any]], None]
+# (BaseCommand, row) -> the command's own message, after copying its fields into the row.
+Extractor = Callable[[Any, dict[str, Any]], Any]
 
 
 @dataclass(frozen=True, slots=True)
@@ -214,19 +207,18 @@ class CommandSpec:
     field: str  # the BaseCommand field holding this command
     sender: str
     role: str | None
-    extract: Extractor  # copies the command's column-worthy fields into a row
-    info_fields: tuple[FieldDescriptor, ...]  # fields summarised in `info`
+    extract: Extractor  # copies the command's column-worthy fields (and `info`) into a row
     needs_body: bool  # the command message has required fields, so it must be present
 
 
-def _compile_extractor(name: str, lines: list[str], names: dict[str, Any]) -> Extractor:
+def _compile_extractor(name: str, field: str, lines: list[str], names: dict[str, Any]) -> Extractor:
     """Turn the copy statements of one command into a function.
 
     Straight-line code per command instead of a loop over a field table: this runs once
     per frame, and the loop's overhead was most of its cost.
     """
-    body = "\n".join(_indent(lines)) or "    pass"
-    source = f"def extract_{name}(sub, row):\n{body}\n"
+    body = "\n".join(_indent([f"sub = command.{field}", *lines, "return sub"]))
+    source = f"def extract_{name}(command, row):\n{body}\n"
     namespace = {"I63": I63, "U64": U64, **names}
     exec(compile(source, f"<pulsar extractor {name}>", "exec"), namespace)
     return namespace[f"extract_{name}"]
@@ -300,14 +292,25 @@ def _build(type_number: int, name: str) -> CommandSpec:
                 lines += [f"if sub.HasField({fd.name!r}):", *_indent(copy)]
         elif not is_secret(fd):
             info.append(fd)
+    if info:
+        # Summarise only when one of the fields is there: most frames have none of them.
+        present = " or ".join(
+            f"sub.{fd.name}" if fd.is_repeated else f"sub.HasField({fd.name!r})" for fd in info
+        )
+        lines += [
+            f"if {present}:",
+            "    text = summarize(sub, INFO)",
+            "    if text is not None:",
+            "        row['info'] = text",
+        ]
+        names.update(summarize=summarize, INFO=tuple(info))
     return CommandSpec(
         type=type_number,
         name=name,
         field=field.name,
         sender=sender,
         role=role,
-        extract=_compile_extractor(name, lines, names),
-        info_fields=tuple(info),
+        extract=_compile_extractor(name, field.name, lines, names),
         needs_body=any(fd.is_required for fd in descriptor.fields),
     )
 

@@ -13,7 +13,6 @@ from pwcap.decode.pulsar import commands as c
 from pwcap.decode.pulsar._pb.pulsar_api_pb2 import AuthMethod, BaseCommand
 from pwcap.decode.pulsar.framing import FrameStream
 from pwcap.decode.pulsar.holdback import HeldRows
-from pwcap.decode.pulsar.info import summarize
 from pwcap.decode.pulsar.messages import EntryDecoder
 from pwcap.decode.pulsar.sniff import looks_like_command
 from pwcap.decode.pulsar.state import ConnectionState
@@ -158,12 +157,7 @@ class PulsarDecoder:
                 "command_type": type_number,
                 "frame_size": end - start,
             }
-            sub = getattr(command, spec.field)
-            spec.extract(sub, row)
-            if spec.info_fields:
-                info = summarize(sub, spec.info_fields)
-                if info is not None:
-                    row["info"] = info
+            sub = spec.extract(command, row)
             state = self._state
             role = spec.role
             if role is not None:

@@ -1,6 +1,6 @@
 """The `info` column: a short human summary of the fields no other column holds.
 
-Credentials are never summarised (see :func:`commands.is_secret`); bytes show as their
+Credentials are never summarised (see :func:`is_secret`); bytes show as their
 length; nested messages are summarised the same way, one level at a time.
 """
 
@@ -9,13 +9,20 @@ from __future__ import annotations
 from typing import Any
 
 from google.protobuf.descriptor import FieldDescriptor
-from pwcap.decode.pulsar.commands import is_secret
+from pwcap.decode.pulsar._pb.pulsar_api_pb2 import AuthData
 
 MAX_INFO = 200
 _MESSAGE = FieldDescriptor.TYPE_MESSAGE
 _ENUM = FieldDescriptor.TYPE_ENUM
 _BYTES = FieldDescriptor.TYPE_BYTES
 _FLOAT_TYPES = (FieldDescriptor.TYPE_DOUBLE, FieldDescriptor.TYPE_FLOAT)
+# Never copied anywhere, not even into `info`: credentials and proxied credentials.
+SECRET_FIELDS = frozenset({"auth_data", "original_auth_data"})
+
+
+def is_secret(fd: FieldDescriptor) -> bool:
+    """Credential fields: by name, or any AuthData (AUTH_CHALLENGE / AUTH_RESPONSE)."""
+    return fd.name in SECRET_FIELDS or fd.message_type is AuthData.DESCRIPTOR
 
 
 def summarize(sub: Any, fields: tuple[FieldDescriptor, ...]) -> str | None:
