@@ -9,6 +9,7 @@ import struct
 import pyarrow as pa
 import pytest
 from pwcap.capture.events import ClientBy, Direction
+from pwcap.decode.kafka07 import decoder as decoder_module
 from pwcap.decode.kafka07 import (
     find_request_start,
     find_response_start,
@@ -603,3 +604,16 @@ def test_roles_guessed_wrong_are_swapped_by_the_first_telling_record():
     assert sink.commands() == ["FETCH_RESPONSE", "FETCH", "FETCH_RESPONSE"]
     assert [f["direction"] for f in sink.frames] == ["b2c", "c2b", "b2c"]
     assert sink.messages[-1]["payload_sha256"] == sha(b"answer")
+
+
+def test_a_frame_that_breaks_the_decoder_is_an_anomaly_and_decoding_goes_on(monkeypatch):
+    def broken(*args):
+        raise ValueError("unforeseen")
+
+    monkeypatch.setattr(decoder_module, "read_message_set", broken)
+    c = Conversation()
+    c.client(request(PRODUCE, produce_body("t", 0, log_of([b"x"]))))
+    c.client(request(FETCH, fetch_body("t", 0, 0, 10)))
+    sink = c.close()
+    assert sink.kinds() == ["decode_error"]
+    assert sink.commands() == ["FETCH"]

@@ -29,7 +29,7 @@ from functools import partial
 
 from pwcap.capture.events import ClientBy, Connection, Direction
 from pwcap.decode.api import DecodeOptions, Row, RowSink
-from pwcap.decode.kafka07.framing import FrameStream
+from pwcap.decode.kafka07.framing import FrameHandler, FrameStream
 from pwcap.decode.kafka07.messages import MessageSet, read_message_set
 from pwcap.decode.kafka07.pairing import Pairing, Pending
 from pwcap.decode.kafka07.responses import fits, guess_kind
@@ -97,14 +97,14 @@ class Kafka07Decoder:
     def _new_streams(self, in_sync: bool) -> tuple[FrameStream, FrameStream]:
         return (
             FrameStream(
-                self._request,
+                partial(self._safely, 0, self._request),
                 partial(self._stream_anomaly, 0),
                 find_request_start,
                 self._max_frame,
                 in_sync,
             ),
             FrameStream(
-                self._response,
+                partial(self._safely, 1, self._response),
                 partial(self._stream_anomaly, 1),
                 find_response_start,
                 self._max_frame,
@@ -123,9 +123,9 @@ class Kafka07Decoder:
 
     def on_gap(self, direction: Direction, ts: int, offset: int, size: int) -> None:
         loss = self._streams[direction].on_gap(ts, offset, size)
-        answered = None
+        answered = False  # a response came with no request: the lost one's, maybe
         if direction == Direction.C2B:
-            answered = self._suspects[0] if self._suspects else None
+            answered = bool(self._suspects)
             self._suspects = []  # their requests may have been in the missing bytes
         if loss.frames == 0:
             return
@@ -133,7 +133,7 @@ class Kafka07Decoder:
             if direction == Direction.B2C:
                 self._pairing.skip_response()
                 return
-            if self._lost_request(loss.head, ts, answered is not None):
+            if self._lost_request(loss.head, ts, answered):
                 return
         self._lose_pairing(direction, ts, offset, f"{size} bytes at offset {offset} missing")
 
@@ -175,6 +175,24 @@ class Kafka07Decoder:
             self._conn.swap_roles()
             self._streams = self._new_streams(False)
         return sender
+
+    def _safely(
+        self,
+        label: int,
+        handler: FrameHandler,
+        buf: bytes,
+        start: int,
+        end: int,
+        offset: int,
+        ts_first: int,
+        ts: int,
+    ) -> bool:
+        """Run a frame handler; captured bytes may break any assumption: report, go on."""
+        try:
+            return handler(buf, start, end, offset, ts_first, ts)
+        except Exception as exc:
+            self._emit_anomaly(label, ts, offset, end - start, None, "decode_error", repr(exc))
+            return True
 
     # -- requests ------------------------------------------------------------------------
 
