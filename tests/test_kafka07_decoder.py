@@ -218,6 +218,18 @@ def test_nested_compression_is_expanded_recursively():
     assert {m["compression"] for m in sink.messages} == {"GZIP"}
 
 
+def test_nesting_deeper_than_any_client_writes_is_refused():
+    nested = message(b"core")
+    for _ in range(4):
+        nested = compressed(nested, GZIP)
+    c = Conversation()
+    c.client(request(PRODUCE, produce_body("t", 0, nested)))
+    sink = c.close()
+    assert sink.kinds() == ["decompression_failed"]
+    (row,) = sink.messages
+    assert row.get("payload_sha256") is None and row["compression"] == "GZIP"
+
+
 def test_decompression_is_bounded():
     bomb = compressed(message(b"\0" * 200_000), GZIP)
     c = Conversation(max_decompressed_size=10_000)
