@@ -241,6 +241,15 @@ def test_decompression_is_bounded():
     assert after["payload_sha256"] == sha(b"after")
 
 
+def test_the_decompression_bound_holds_for_a_whole_frame():
+    wrapper = compressed(message(b"\0" * 6000), GZIP)
+    c = Conversation(max_decompressed_size=10_000)
+    c.client(request(MULTIPRODUCE, *(produce_body("t", p, wrapper) for p in range(3))))
+    sink = c.close()
+    assert [m.get("payload_size") for m in sink.messages] == [6000, None, None]
+    assert sink.kinds() == ["decompression_failed"] * 2
+
+
 def test_corrupt_compressed_payload_is_an_anomaly_and_the_set_goes_on():
     damaged = message(b"\x1f\x8b not gzip at all", 1, GZIP)
     c = Conversation()

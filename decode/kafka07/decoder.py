@@ -30,7 +30,7 @@ from functools import partial
 from pwcap.capture.events import ClientBy, Connection, Direction
 from pwcap.decode.api import DecodeOptions, Row, RowSink
 from pwcap.decode.kafka07.framing import FrameHandler, FrameStream
-from pwcap.decode.kafka07.messages import MessageSet, read_message_set
+from pwcap.decode.kafka07.messages import Budget, MessageSet, read_message_set
 from pwcap.decode.kafka07.pairing import Pairing, Pending
 from pwcap.decode.kafka07.responses import fits, guess_kind
 from pwcap.decode.kafka07.sniff import (
@@ -222,8 +222,9 @@ class Kafka07Decoder:
 
     def _produced(self, row: Row, buf: bytes, parts: list[Part]) -> None:
         sets = []
+        budget = Budget(self._limit)
         for part in parts:
-            found = read_message_set(buf, part.start, part.end, None, self._limit)
+            found = read_message_set(buf, part.start, part.end, None, budget)
             sets.append((part, found))
             if found.tail:
                 self._frame_anomaly(
@@ -280,7 +281,8 @@ class Kafka07Decoder:
         elif request_type == MULTIFETCH:
             self._multifetch(row, buf, body, end, parts)
         else:
-            found = read_message_set(buf, body, end, _fetch_offset(parts[0]), self._limit)
+            budget = Budget(self._limit)
+            found = read_message_set(buf, body, end, _fetch_offset(parts[0]), budget)
             row["truncated_tail"] = found.tail
             self._messages(row, [(parts[0], found)])
         self._sink.frame(row)
@@ -306,13 +308,12 @@ class Kafka07Decoder:
             fetches = [None] * len(found)
         sets = []
         errors = []
+        budget = Budget(self._limit)
         for index, ((error, start, stop), fetch) in enumerate(zip(found, fetches, strict=True)):
             if error:
                 where = f"{fetch.topic}:{fetch.partition}" if fetch is not None else "?"
                 errors.append(f"part {index} {where} {error_name(error)}")
-            sets.append(
-                (fetch, read_message_set(buf, start, stop, _fetch_offset(fetch), self._limit))
-            )
+            sets.append((fetch, read_message_set(buf, start, stop, _fetch_offset(fetch), budget)))
         row["truncated_tail"] = sum(message_set.tail for _, message_set in sets)
         if errors:
             _add_info(row, "; ".join(errors))

@@ -4,7 +4,7 @@ As ``kafka.message.ByteBufferMessageSet`` does, with two differences a passive d
 needs: a damaged message is reported and stepped over (its length is still known) instead
 of ending the walk, and the CRC32 (of the payload only) is checked and reported, never
 trusted. A compressed message's payload is itself a message set; it is expanded
-recursively, to a bounded depth and within one byte budget per outermost message.
+recursively, to a bounded depth and within one byte budget per frame.
 
 A set that ends inside a message is normal for a FETCH answer (the broker sends the raw
 log cut at MAX_SIZE): the walk returns those bytes as ``tail``, they are not a message.
@@ -58,14 +58,11 @@ class MessageSet:
 
 
 def read_message_set(
-    buf: bytes | memoryview, start: int, end: int, base_offset: int | None, limit: int
+    buf: bytes | memoryview, start: int, end: int, base_offset: int | None, budget: Budget
 ) -> MessageSet:
-    """Walk ``buf[start:end]``, a set stored at log offset ``base_offset`` (None: unknown).
-
-    ``limit`` bounds the bytes decompression may produce for the whole set.
-    """
+    """Walk ``buf[start:end]``, a set stored at log offset ``base_offset`` (None: unknown);
+    decompression draws on ``budget``."""
     result = MessageSet()
-    budget = _Budget(limit)
     messages = result.messages
     outer = _split(memoryview(buf), start, end, result)
     result.outer = len(outer)
@@ -86,8 +83,9 @@ Outer = tuple[int, int, int, bool, memoryview]  # position, magic, codec, crc ok
 Member = tuple[int, bool, memoryview | bytes | None]  # magic, checksum ok, payload
 
 
-class _Budget:
-    """Bytes decompression may still produce for one set, shared by every nesting level."""
+class Budget:
+    """Bytes decompression may still produce: one per frame, shared by its sets and every
+    nesting level, so a frame's expanded messages never hold more than the limit."""
 
     __slots__ = ("left",)
 
@@ -145,7 +143,7 @@ def _expand(
     ok: bool,
     payload: memoryview,
     result: MessageSet,
-    budget: _Budget,
+    budget: Budget,
     depth: int,
 ) -> list[Member]:
     """The application messages inside a compressed message, or the message itself with no
