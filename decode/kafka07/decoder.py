@@ -6,8 +6,10 @@ Rows, one per frame on the wire:
 - requests: ``command`` is the type name (``PRODUCE``, ``FETCH``, ``MULTIFETCH``,
   ``MULTIPRODUCE``, ``OFFSETS``) and ``command_type`` its number. A single request fills
   ``topic`` and ``partition``, a FETCH ``offset`` and ``max_size``; a MULTI* request fills
-  them only where all its parts agree and lists every part in ``info``. OFFSETS puts its
-  time and maximum count in ``info``.
+  topic and partition only where all its parts agree (offset and max size only with one
+  part) and lists its parts in ``info``. OFFSETS puts its time and maximum count in
+  ``info``. PRODUCE and MULTIPRODUCE add ``payload_size`` (message set bytes),
+  ``num_messages``, ``checksum_ok`` and ``compression`` (when all messages share one).
 - responses: ``command`` is the answered type plus ``_RESPONSE`` (``FETCH_RESPONSE``,
   ``MULTIFETCH_RESPONSE``, ``OFFSETS_RESPONSE``), ``command_type`` null (responses carry no
   type), ``error_code`` the 0.7 error name, ``answers`` / ``request_ts`` the request
@@ -48,6 +50,7 @@ from pwcap.decode.kafka07.wire import (
     MAX_ERROR,
     MIN_ERROR,
     MULTIFETCH,
+    MULTIPRODUCE,
     OFFSETS,
     PRODUCE,
     REQUEST_NAMES,
@@ -212,7 +215,7 @@ class Kafka07Decoder:
         row["command"] = name
         row["command_type"] = request_type
         self._frames[0] += 1
-        _describe_parts(row, parts)
+        _describe_parts(row, parts, request_type)
         if parts and parts[0].kind == PRODUCE:
             self._produced(row, buf, parts)
         if request_type in ANSWERED:
@@ -275,7 +278,7 @@ class Kafka07Decoder:
             elif self._pairing.in_step:
                 self._suspect_unmatched(row)
         else:
-            _describe_parts(row, pending.parts)
+            _describe_parts(row, pending.parts, pending.type)
         if request_type == OFFSETS:
             self._offsets(row, buf, body, end)
         elif request_type == MULTIFETCH:
@@ -490,7 +493,7 @@ def _fetch_offset(part: Part | None) -> int | None:
     return part.value if part is not None else None
 
 
-def _describe_parts(row: Row, parts: list[Part]) -> None:
+def _describe_parts(row: Row, parts: list[Part], request_type: int) -> None:
     """Topic, partition, offset and max size where the parts agree; MULTI* parts in info."""
     if not parts:
         return
@@ -504,7 +507,7 @@ def _describe_parts(row: Row, parts: list[Part]) -> None:
         row["max_size"] = first.limit
     if first.kind == OFFSETS:
         _add_info(row, f"time={_TIMES.get(first.value, first.value)} max_offsets={first.limit}")
-    if len(parts) > 1 or row.get("command", "").startswith("MULTI"):
+    if request_type in (MULTIFETCH, MULTIPRODUCE):
         listed = [_part_text(p) for p in parts[:MAX_INFO_PARTS]]
         if len(parts) > MAX_INFO_PARTS:
             listed.append(f"+{len(parts) - MAX_INFO_PARTS} more")

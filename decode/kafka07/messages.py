@@ -52,7 +52,6 @@ class MessageSet:
     """What one message set holds."""
 
     messages: list[Message] = field(default_factory=list)
-    outer: int = 0  # complete outermost messages
     tail: int = 0  # bytes of a partial message ending the set
     problems: list[tuple[str, str]] = field(default_factory=list)  # (anomaly kind, detail)
 
@@ -64,9 +63,7 @@ def read_message_set(
     decompression draws on ``budget``."""
     result = MessageSet()
     messages = result.messages
-    outer = _split(memoryview(buf), start, end, result)
-    result.outer = len(outer)
-    for pos, magic, codec, ok, payload in outer:
+    for pos, magic, codec, ok, payload in _split(memoryview(buf), start, end, result):
         offset = None if base_offset is None else base_offset + pos - start
         if codec == NONE:
             messages.append(Message(offset, magic, "NONE", ok, payload, None, 1))

@@ -33,7 +33,6 @@ LATEST_TIME, EARLIEST_TIME = -1, -2  # OFFSETS special times
 MAX_TOPIC_LENGTH = 255
 I16 = struct.Struct(">h")
 I32 = struct.Struct(">i")
-I64 = struct.Struct(">q")
 HEAD = struct.Struct(">ih")  # request [length][type] and response [length][error]
 FETCH_TAIL = struct.Struct(">iqi")  # partition, offset (or OFFSETS time), max size (or count)
 PRODUCE_TAIL = struct.Struct(">ii")  # partition, message set size
