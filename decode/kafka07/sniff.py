@@ -43,14 +43,22 @@ DEFAULT_MAX_FRAME = 5 * 1024 * 1024
 MAX_PARTS = 10_000  # parts of a MULTI* request believable in one frame
 MAX_PARTITION = 1 << 16
 
-# Frame starts the checks can accept, found at C speed: a length from 2 to 16 MiB; a request
-# type 0-4 and a topic length (< 256) or count (<= MAX_PARTS) behind it; a response error of
-# 0, or of -1-4 with an empty body.
-_REQUEST_START = re.compile(rb"\x00(?!\x00\x00[\x00\x01])...\x00[\x00-\x04][\x00-\x27]", re.DOTALL)
-_RESPONSE_START = re.compile(
-    rb"\x00(?!\x00\x00[\x00\x01])...\x00\x00|\x00\x00\x00\x02(?:\x00[\x01-\x04]|\xff\xff)",
+# Frame starts the checks can accept, found at C speed (lengths below 16 MiB). A request:
+# length >= 13, type 0-4, then a topic length (< 256) and a printable first character,
+# after a part count (<= MAX_PARTS) for MULTI*. A response: an empty body with error -1-4,
+# or a body of 4 bytes or more with error 0 opening with an int32 below 16 MiB.
+_REQUEST_START = re.compile(
+    rb"\x00(?!\x00\x00[\x00-\x0c])..."
+    rb"(?:\x00[\x00\x01\x04]|\x00[\x02\x03](?:\x00[\x01-\xff]|[\x01-\x27].))"
+    rb"\x00[\x01-\xff][\x21-\x7e]",
     re.DOTALL,
 )
+_REQUEST_WIDTH = 11
+_RESPONSE_START = re.compile(
+    rb"\x00\x00\x00\x02(?:\x00[\x00-\x04]|\xff\xff)|\x00(?!\x00\x00[\x00-\x05])...\x00\x00\x00",
+    re.DOTALL,
+)
+_RESPONSE_WIDTH = 7
 _MESSAGE_HEAD = struct.Struct(">ib")  # length, magic
 _CRC = struct.Struct(">I")
 
@@ -85,12 +93,12 @@ def _check(check: Check, data: bytes, max_frame_size: int) -> bool:
 
 def find_request_start(buf: bytes, pos: int, max_frame_size: int) -> Candidate:
     """The next confirmed request boundary in ``buf`` at or after ``pos``."""
-    return _find(_REQUEST_START, 7, check_request, buf, pos, max_frame_size)
+    return _find(_REQUEST_START, _REQUEST_WIDTH, check_request, buf, pos, max_frame_size)
 
 
 def find_response_start(buf: bytes, pos: int, max_frame_size: int) -> Candidate:
     """The next confirmed response boundary in ``buf`` at or after ``pos``."""
-    return _find(_RESPONSE_START, HEAD.size, check_response, buf, pos, max_frame_size)
+    return _find(_RESPONSE_START, _RESPONSE_WIDTH, check_response, buf, pos, max_frame_size)
 
 
 def _find(
