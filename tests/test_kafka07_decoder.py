@@ -477,7 +477,8 @@ REQUESTS = {
 @pytest.mark.parametrize("name", REQUESTS)
 def test_sniff_accepts_each_request_type(name):
     assert looks_like_request(REQUESTS[name])
-    assert not looks_like_response(REQUESTS[name]) or name == "fetch"
+    assert not looks_like_response(REQUESTS[name])
+    assert find_request_start(b"\x07" * 50 + REQUESTS[name], 0, 5 << 20) == (50, True, 0)
 
 
 def test_sniff_accepts_the_first_segment_of_a_large_produce():
