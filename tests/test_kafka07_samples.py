@@ -195,6 +195,7 @@ def test_responses_point_at_the_request_they_answer(recorded):
         assert [(r["answers"], r["request_ts"]) for r in rows] == [
             (r["command"], r["ts"]) for r in requests[: len(rows)]
         ]
+        assert all(r["request_ts"] <= r["ts_first"] for r in rows)  # latency is never negative
 
 
 ANSWERED = {"FETCH", "MULTIFETCH", "OFFSETS"}
