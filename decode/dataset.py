@@ -14,10 +14,12 @@ when complete: an interrupted run leaves no dataset, never a half-written one.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import uuid
 from collections import Counter
+from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 from types import TracebackType
 
@@ -28,7 +30,9 @@ from pwcap.decode.api import Row
 from pwcap.decode.schema import TABLES, arrow_schema
 
 BATCH_ROWS = 16_384  # dicts held per table before conversion to Arrow
-ROW_GROUP_ROWS = 262_144  # rows per Parquet row group
+ROW_GROUP_ROWS = 262_144  # rows per Parquet row group, at most
+ROW_GROUP_BYTES = 64 << 20  # Arrow bytes per row group, at most (payloads can be large)
+BATCH_PAYLOAD_BYTES = 32 << 20  # payload bytes held in dicts before a conversion
 FILE_ROWS = 8 * ROW_GROUP_ROWS  # rows per part file before the next one is started
 COMPRESSION = "zstd"
 COUNTED = {"frames": "command", "anomalies": "kind"}  # tallied for the run's summary
@@ -39,17 +43,34 @@ class DatasetError(Exception):
 
 
 class TableWriter:
-    """One table: dict rows in, ``part-NNNNN.parquet`` files of whole row groups out."""
+    """One table: dict rows in, ``part-NNNNN.parquet`` files of whole row groups out.
 
-    def __init__(self, directory: Path, table: str, row_group_rows: int, file_rows: int) -> None:
+    Parquet encoding and compression release the GIL, so row groups are written by one
+    background thread (shared by the tables, in order) while decoding goes on; at most
+    one row group per table waits for it.
+    """
+
+    def __init__(
+        self,
+        directory: Path,
+        table: str,
+        row_group_rows: int,
+        file_rows: int,
+        background: ThreadPoolExecutor,
+    ) -> None:
         self.directory = directory
         self.schema = arrow_schema(table)
         self._struct = pa.struct(list(self.schema))
         self._row_group_rows = row_group_rows
         self._file_rows = file_rows
+        self._background = background
+        self._in_flight: Future[None] | None = None
         self.rows: list[Row] = []
+        self._sized = 0  # rows whose payload bytes are already in self.payload_bytes
+        self.payload_bytes = 0  # bytes of `payload` values among self.rows
         self._batches: list[pa.RecordBatch] = []
         self._pending = 0  # rows in self._batches
+        self._pending_bytes = 0  # Arrow bytes of self._batches
         self._writer: pq.ParquetWriter | None = None
         self._file_count = 0  # rows in the current part file
         self._parts = 0
@@ -63,30 +84,51 @@ class TableWriter:
         """Rows received: written, converted and waiting, or still dicts."""
         return self.written + self._pending + len(self.rows)
 
+    def size_payloads(self) -> int:
+        """Add up the payload bytes of the rows that came since the last call."""
+        rows = self.rows
+        self.payload_bytes += sum(len(row.get("payload") or b"") for row in rows[self._sized :])
+        self._sized = len(rows)
+        return self.payload_bytes
+
     def convert(self) -> None:
         """Turn the buffered dicts into one Arrow batch (a dict's missing key is null)."""
         if not self.rows:
             return
         array = pa.array(self.rows, type=self._struct)
         self.rows.clear()  # in place: the writer's bound ``append`` keeps pointing at it
+        self._sized = self.payload_bytes = 0
         if self._counted_column is not None:
             tally = pc.value_counts(array.field(self._counted_column))
             self.counted.update({item["values"]: item["counts"] for item in tally.to_pylist()})
-        self._batches.append(pa.RecordBatch.from_struct_array(array))
-        self._pending += len(array)
-        if self._pending >= self._row_group_rows:
+        batch = pa.RecordBatch.from_struct_array(array)
+        self._batches.append(batch)
+        self._pending += len(batch)
+        self._pending_bytes += batch.nbytes
+        if self._pending >= self._row_group_rows or self._pending_bytes >= ROW_GROUP_BYTES:
             self._write_row_group()
 
     def _write_row_group(self) -> None:
         table = pa.Table.from_batches(self._batches, schema=self.schema)
         self._batches = []
-        self._pending = 0
+        self._pending = self._pending_bytes = 0
+        self.written += len(table)
+        self._wait()
+        self._in_flight = self._background.submit(self._write, table)
+
+    def _write(self, table: pa.Table) -> None:
+        """In the background thread: one row group, in a new part file when one is full."""
         if self._writer is None or self._file_count >= self._file_rows:
             self._open_part()
         assert self._writer is not None
         self._writer.write_table(table, row_group_size=len(table))
         self._file_count += len(table)
-        self.written += len(table)
+
+    def _wait(self) -> None:
+        """Let the previous row group finish (re-raising its error): memory stays bounded."""
+        if self._in_flight is not None:
+            in_flight, self._in_flight = self._in_flight, None
+            in_flight.result()
 
     def _open_part(self) -> None:
         if self._writer is not None:
@@ -101,6 +143,7 @@ class TableWriter:
         self.convert()
         if self._batches:
             self._write_row_group()
+        self._wait()
         if self._writer is None:
             self._open_part()
         assert self._writer is not None
@@ -108,6 +151,11 @@ class TableWriter:
         self._writer = None
 
     def abort(self) -> None:
+        if self._in_flight is not None:
+            self._in_flight.cancel()
+            with contextlib.suppress(Exception):
+                self._in_flight.result()
+            self._in_flight = None
         if self._writer is not None:
             self._writer.close()
             self._writer = None
@@ -127,21 +175,27 @@ class DatasetWriter:
         batch_rows: int = BATCH_ROWS,
         row_group_rows: int = ROW_GROUP_ROWS,
         file_rows: int = FILE_ROWS,
+        payloads: bool = False,
     ) -> None:
         self.out = Path(out)
         self.overwrite = overwrite
         check_output(self.out, overwrite)
         self.tmp = self.out.with_name(f"{self.out.name}.tmp-{uuid.uuid4().hex[:8]}")
         self.tmp.mkdir(parents=True)
+        self._background = ThreadPoolExecutor(1, thread_name_prefix="pwcap-parquet")
         try:
             self.tables = {
-                name: TableWriter(self.tmp / name, name, row_group_rows, file_rows)
+                name: TableWriter(
+                    self.tmp / name, name, row_group_rows, file_rows, self._background
+                )
                 for name in TABLES
             }
         except BaseException:
+            self._background.shutdown()
             shutil.rmtree(self.tmp, ignore_errors=True)
             raise
         self._batch_rows = batch_rows
+        self._payloads = payloads  # messages carry payload bytes: bound them too
         self._frames = self.tables["frames"]
         self._messages = self.tables["messages"]
         self._anomalies = self.tables["anomalies"]
@@ -156,8 +210,11 @@ class DatasetWriter:
         limit = self._batch_rows
         if len(self._frames.rows) >= limit:
             self._frames.convert()
-        if len(self._messages.rows) >= limit:
-            self._messages.convert()
+        messages = self._messages
+        if len(messages.rows) >= limit or (
+            self._payloads and messages.size_payloads() >= BATCH_PAYLOAD_BYTES
+        ):
+            messages.convert()
         if len(self._anomalies.rows) >= limit:
             self._anomalies.convert()
         if len(self._connections.rows) >= limit:
@@ -171,6 +228,7 @@ class DatasetWriter:
         """Close every table and move the finished dataset to ``out``."""
         for table in self.tables.values():
             table.close()
+        self._background.shutdown()
         check_output(self.out, self.overwrite)
         old = None
         if self.out.exists():
@@ -183,6 +241,7 @@ class DatasetWriter:
     def abort(self) -> None:
         for table in self.tables.values():
             table.abort()
+        self._background.shutdown()
         shutil.rmtree(self.tmp, ignore_errors=True)
 
     def __enter__(self) -> DatasetWriter:

@@ -333,7 +333,7 @@ def decode_captures(
     results: list[CaptureResult] = []
     connections: Counter[str] = Counter()
     progress.start(sum(sizes))
-    with DatasetWriter(Path(out), overwrite=overwrite) as writer:
+    with DatasetWriter(Path(out), overwrite=overwrite, payloads=settings.payloads) as writer:
         done = 0
         for path, size in zip(paths, sizes, strict=True):
             result, counted = _decode_one(path, size, done, writer, registry, settings, progress)

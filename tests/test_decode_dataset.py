@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pyarrow.parquet as pq
 import pytest
+from pwcap.decode import dataset
 from pwcap.decode.dataset import DatasetError, DatasetWriter
 from pwcap.decode.schema import TABLES, arrow_schema
 
@@ -136,3 +137,20 @@ def test_a_failed_overwrite_keeps_the_earlier_dataset(tmp_path):
         writer.frame(frame_row(5))
         raise RuntimeError("decoding failed")
     assert read(out, "frames").column("sequence_id").to_pylist() == [0]
+
+
+def test_payload_bytes_held_in_memory_are_bounded(tmp_path, monkeypatch):
+    monkeypatch.setattr(dataset, "BATCH_PAYLOAD_BYTES", 1 << 20)
+    monkeypatch.setattr(dataset, "ROW_GROUP_BYTES", 2 << 20)
+    payload = b"p" * 300_000
+    out = tmp_path / "ds"
+    with DatasetWriter(out, payloads=True) as writer:
+        for i in range(20):
+            writer.message({"ts": T0 + i, "conn_id": 1, "payload": payload})
+            writer.flush_full()
+            held = writer.tables["messages"].rows
+            assert sum(len(row["payload"]) for row in held) < (1 << 20) + len(payload)
+    (part,) = (out / "messages").iterdir()
+    groups = _row_groups(part)
+    assert len(groups) > 1 and sum(g.num_rows for g in groups) == 20
+    assert all(g.num_rows * len(payload) <= (2 << 20) + (1 << 20) for g in groups)
