@@ -109,6 +109,9 @@ class Pipeline:
     ) -> None:
         self.events += 1
         tracked = self._tracked[conn.conn_id]
+        target = tracked.decoder or tracked.sniffer
+        if target is None:  # TLS or unknown: a loss there is no decoding problem
+            return
         tracked.anomalies += 1
         self._rows.anomaly(
             {
@@ -123,10 +126,7 @@ class Pipeline:
                 "detail": f"{size} bytes missing from the capture",
             }
         )
-        if tracked.decoder is not None:
-            tracked.decoder.on_gap(direction, ts, offset, size)
-        elif tracked.sniffer is not None:
-            tracked.sniffer.on_gap(direction, ts, offset, size)
+        target.on_gap(direction, ts, offset, size)
 
     def on_close(self, conn: Connection, ts: int, reason: str) -> None:
         self.events += 1

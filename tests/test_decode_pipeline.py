@@ -122,9 +122,11 @@ def test_tls_is_reported_and_never_decoded():
     h = Harness()
     conn = h.open(6651)
     h.send(conn, Direction.C2B, CONNECT)  # even bytes that would decode stay untouched
+    h.lose(conn, Direction.C2B, 100)
     row = h.close(conn)
-    assert h.rows.frames == []
+    assert h.rows.frames == [] and h.rows.anomalies == []  # nothing was to be decoded
     assert row["protocol"] == "tls" and row["bytes_c2b"] == len(CONNECT)
+    assert row["gaps"] == 1 and row["anomalies"] == 0
 
 
 def test_a_connection_nobody_recognises_is_unknown():
