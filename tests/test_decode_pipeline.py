@@ -145,7 +145,8 @@ def test_kafka_found_by_content_with_the_roles_reversed_swaps_them():
     fetch = kafka.request(kafka.FETCH, kafka.fetch_body("events", 0, 0, 300_000))
     h.send(conn, Direction.B2C, fetch)
     # Reassembly labels later bytes by the swapped roles: the answer is broker to client.
-    h.pipeline.on_data(conn, Direction.B2C, T0 + 1, 0, kafka.response(0))
+    answer = kafka.response(0, kafka.message(b"hello") + kafka.message(b"world"))
+    h.pipeline.on_data(conn, Direction.B2C, T0 + 1, 0, answer)
     row = h.close(conn)
     assert row["protocol"] == "kafka07"
     assert row["client_by"] == "content"
