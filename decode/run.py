@@ -11,7 +11,6 @@ connection ends. :func:`decode_captures` drives it over many captures into a
 from __future__ import annotations
 
 import glob
-import os
 import time
 from collections import Counter
 from collections.abc import Callable, Iterable, Mapping
@@ -291,8 +290,10 @@ def expand_inputs(patterns: Iterable[str]) -> list[Path]:
             raise InputError(f"{pattern}: no such file")
     if not found:
         raise InputError("no input captures given")
-    unique = list(dict.fromkeys(p.resolve() for p in found))
-    return [Path(os.path.relpath(p)) if not Path(p).is_absolute() else p for p in unique]
+    first_spelling: dict[Path, Path] = {}  # a file named twice is decoded once
+    for path in found:
+        first_spelling.setdefault(path.resolve(), path)
+    return list(first_spelling.values())
 
 
 def _is_capture_name(path: Path) -> bool:
