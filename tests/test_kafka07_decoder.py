@@ -444,13 +444,17 @@ def test_frames_split_over_many_records_decode_the_same():
     assert run(1) == run(97)
 
 
-def test_oversize_frame_is_an_anomaly():
+def test_oversize_frames_are_stepped_over_and_pairing_holds():
     c = Conversation(max_frame_size=1000)
-    c.client(request(PRODUCE, produce_body("t", 0, log_of([b"v" * 2000]))))
-    c.client(request(FETCH, fetch_body("t", 0, 0, 10)))
+    c.client(request(FETCH, fetch_body("t", 0, 0, 5000)))
+    c.client(request(PRODUCE, produce_body("t", 0, log_of([b"v" * 2000]))), pieces=3)
+    c.client(request(FETCH, fetch_body("t", 0, 7000, 100)))
+    c.broker(response(0, log_of([b"w" * 3000])), pieces=4)
+    c.broker(response(0, log_of([b"x"])))
     sink = c.close()
-    assert sink.kinds()[0] == "oversize_frame"
-    assert sink.commands() == ["FETCH"]
+    assert sink.kinds() == ["oversize_frame", "oversize_frame"]
+    assert sink.commands() == ["FETCH", "FETCH", "FETCH_RESPONSE"]
+    assert (sink.frames[-1]["answers"], sink.frames[-1]["offset"]) == ("FETCH", 7000)
 
 
 def test_unknown_request_type_is_reported():

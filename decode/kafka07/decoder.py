@@ -105,6 +105,7 @@ class Kafka07Decoder:
                 find_request_start,
                 self._max_frame,
                 in_sync,
+                partial(self._frame_lost, 0),
             ),
             FrameStream(
                 partial(self._safely, 1, self._response),
@@ -112,6 +113,7 @@ class Kafka07Decoder:
                 find_response_start,
                 self._max_frame,
                 in_sync,
+                partial(self._frame_lost, 1),
             ),
         )
 
@@ -125,20 +127,11 @@ class Kafka07Decoder:
         self._streams[direction].feed(ts, offset, data)
 
     def on_gap(self, direction: Direction, ts: int, offset: int, size: int) -> None:
-        loss = self._streams[direction].on_gap(ts, offset, size)
-        answered = False  # a response came with no request: the lost one's, maybe
+        known = self._streams[direction].on_gap(ts, offset, size)
         if direction == Direction.C2B:
-            answered = bool(self._suspects)
             self._suspects = []  # their requests may have been in the missing bytes
-        if loss.frames == 0:
-            return
-        if loss.frames == 1 and self._pairing.in_step:
-            if direction == Direction.B2C:
-                self._pairing.skip_response()
-                return
-            if self._lost_request(loss.head, ts, answered):
-                return
-        self._lose_pairing(direction, ts, offset, f"{size} bytes at offset {offset} missing")
+        if not known:
+            self._lose_pairing(direction, ts, offset, f"{size} bytes at offset {offset} missing")
 
     def on_close(self, ts: int) -> None:
         for stream in self._streams:
@@ -152,18 +145,21 @@ class Kafka07Decoder:
             "anomalies": self.anomalies,
         }
 
-    def _lost_request(self, head: bytes, ts: int, answered: bool) -> bool:
-        """Keep pairing in step past one lost request whose type was seen: a PRODUCE expects
-        nothing, others hold their place in the queue, unless a response that came with no
-        request (``answered``) already was theirs."""
-        if len(head) < HEAD.size:
-            return False
-        request_type = HEAD.unpack_from(head)[1]
+    def _frame_lost(self, label: int, head: bytes, ts: int) -> None:
+        """One whole frame was not decoded (oversize, or cut by a gap) but its extent is
+        known: pairing stays in step when its place in the order is known too."""
+        if not self._pairing.in_step:
+            return
+        if label == 1:
+            self._pairing.skip_response()  # it answered the oldest waiting request
+            return
+        request_type = HEAD.unpack_from(head)[1] if len(head) >= HEAD.size else -1
         if not 0 <= request_type < len(REQUEST_NAMES):
-            return False
-        if request_type in ANSWERED and not answered:
+            self._lose_pairing(0, ts, None, "a request of unknown type was lost")
+        elif request_type in ANSWERED and not self._suspects:
+            # It holds its place in the queue; a response that came with no request
+            # (a suspect) would have been its answer already.
             self._pairing.request(Pending(request_type, REQUEST_NAMES[request_type], ts, []))
-        return True
 
     def _settle_roles(self, direction: Direction, data: bytes) -> Direction:
         """The direction ``data`` really travels, once a record proves who sends what."""
@@ -420,7 +416,7 @@ class Kafka07Decoder:
         self, label: int, kind: str, ts: int, offset: int, size: int, detail: str
     ) -> None:
         self._emit_anomaly(label, ts, offset, size, None, kind, detail)
-        if kind in ("resync", "bad_frame_header", "oversize_frame"):  # gaps: see on_gap
+        if kind in ("resync", "bad_frame_header"):  # gaps: on_gap; skipped frames: _frame_lost
             self._lose_pairing(label, ts, offset, f"{kind} in {_LABELS[label]}")
 
     def _frame_row(

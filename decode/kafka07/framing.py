@@ -30,17 +30,8 @@ class Candidate(NamedTuple):
     need: int = 0
 
 
-class Loss(NamedTuple):
-    """What a gap cost: ``frames`` lost (0 or 1; None when unknown: the stream hunts again)
-    and, for one lost frame, its first bytes that were seen (up to :data:`HEAD_BYTES`)."""
-
-    frames: int | None
-    head: bytes = b""
-
-
 HEAD_BYTES = 6  # length and request type, or length and error code
-NOTHING_MORE = Loss(0)  # the rest of a frame already known lost
-UNKNOWN = Loss(None)
+MAX_SKIPPED_FRAME = 256 * 1024 * 1024  # oversize frames up to this are stepped over, not hunted
 
 
 class BoundaryFinder(Protocol):
@@ -56,6 +47,7 @@ class FrameHandler(Protocol):
 
 
 AnomalyReporter = Callable[[str, int, int, int, str], None]  # kind, ts, offset, size, detail
+LostFrame = Callable[[bytes, int], None]  # first bytes seen (<= HEAD_BYTES), ts
 
 
 class FrameStream:
@@ -70,6 +62,7 @@ class FrameStream:
         "_have",
         "_hunt_from",
         "_hunting",
+        "_lost",
         "_max_frame",
         "_need",
         "_report",
@@ -85,8 +78,10 @@ class FrameStream:
         find: BoundaryFinder,
         max_frame_size: int,
         in_sync: bool,
+        lost: LostFrame,
     ) -> None:
         self._handle = handle
+        self._lost = lost  # told of each whole frame known lost (oversize, inside a gap)
         self._report = report
         self._find = find
         self._max_frame = max_frame_size
@@ -150,13 +145,21 @@ class FrameStream:
             if n - pos < 4:
                 break
             (length,) = I32.unpack_from(data, pos)
+            end = pos + 4 + length
+            if self._max_frame < length <= MAX_SKIPPED_FRAME:
+                self._step_over(data, pos, length, offset + pos, ts)
+                if end >= n:
+                    self._discard = end - n
+                    pos = n
+                    break
+                pos = end
+                continue
             if not MIN_LENGTH <= length <= self._max_frame:
                 self._bad_length(length, ts, offset + pos)
                 self._skipped += 1
                 self._skip_ts = ts
                 pos += 1
                 continue
-            end = pos + 4 + length
             if end > n:
                 need = 4 + length
                 break
@@ -191,9 +194,20 @@ class FrameStream:
         else:
             self._chunk_ts = [(len(rest), ts)]
 
+    def _step_over(self, data: bytes, pos: int, length: int, offset: int, ts: int) -> None:
+        """A frame longer than the limit: reported, not decoded, its bytes dropped."""
+        self._report(
+            "oversize_frame",
+            ts,
+            offset,
+            length + 4,
+            f"length {length} exceeds the {self._max_frame}-byte limit: frame skipped",
+        )
+        self._lost(data[pos : pos + HEAD_BYTES], ts)
+
     def _bad_length(self, length: int, ts: int, offset: int) -> None:
         if length > self._max_frame:
-            kind, detail = "oversize_frame", f"length {length} exceeds {self._max_frame} bytes"
+            kind, detail = "oversize_frame", f"length {length} is beyond any frame"
         else:
             kind, detail = "bad_frame_header", f"length {length} is too short for a frame"
         self._report(kind, ts, offset, max(length, 0) + 4, detail)
@@ -218,23 +232,25 @@ class FrameStream:
         self._skipped = 0
         self._hunt_from = -1
 
-    def on_gap(self, ts: int, offset: int, size: int) -> Loss:
-        """``size`` bytes at ``offset`` are missing from the stream: what that cost."""
+    def on_gap(self, ts: int, offset: int, size: int) -> bool:
+        """``size`` bytes at ``offset`` are missing from the stream. True when the framing
+        knows what that cost (nothing, or one frame it reports lost); False when it lost
+        track and hunts again."""
         if self._discard:
             if size < self._discard:
                 self._discard -= size
-                return NOTHING_MORE
+                return True
             lost_after = size - self._discard
             self._discard = 0
             if lost_after:
                 self._start_hunt(offset + size)
-                return UNKNOWN
-            return NOTHING_MORE
+                return False
+            return True
         if not self._chunks or self._hunting:
             self._skipped += self._have
             self._drop_pending()
             self._start_hunt(offset + size)
-            return UNKNOWN
+            return False
         missing = self._need - self._have if self._need else 0
         head = self._chunks[0][:HEAD_BYTES]
         self._report(
@@ -247,9 +263,10 @@ class FrameStream:
         self._drop_pending()
         if missing and size <= missing:
             self._discard = missing - size  # the frame's end is known: stay in step
-            return Loss(1, head)
+            self._lost(head, ts)
+            return True
         self._start_hunt(offset + size)
-        return UNKNOWN
+        return False
 
     def on_close(self, ts: int) -> None:
         """End of stream: what is still pending can never complete."""
