@@ -5,7 +5,9 @@ spread over records waits as a list of chunks joined once it is complete. The le
 prefix alone proves little, so after damage (a gap, an impossible length, a frame its
 handler rejects) the stream hunts: it skips to the next position that a direction-specific
 :class:`BoundaryFinder` confirms (a request or response whose fields fit together) and
-reports the bytes skipped as one ``resync`` anomaly.
+reports the bytes skipped as one ``resync`` anomaly. A frame longer than the limit (up to
+:data:`MAX_SKIPPED_FRAME`) is stepped over rather than hunted through: in step, its length
+is trustworthy, and hunting inside megabytes of message data would be slow and risky.
 """
 
 from __future__ import annotations
