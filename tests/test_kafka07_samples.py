@@ -9,7 +9,11 @@ tested elsewhere.
 from __future__ import annotations
 
 import json
+import operator
+import random
 from collections import Counter, defaultdict
+from collections.abc import Callable
+from functools import partial
 from pathlib import Path
 
 import dpkt
@@ -50,14 +54,17 @@ class Decoded:
             self.frames[(row["conn_id"], row["direction"])].append(row)
 
 
-def decode_capture(path: Path, broker_port: int) -> Decoded:
-    """Feed each TCP connection of a loopback capture to its own decoder, in capture order."""
+def decode_capture(path: Path, broker_port: int, keep: Callable[[int], bool] = bool) -> Decoded:
+    """Feed each TCP connection of a loopback capture to its own decoder, in capture order;
+    ``keep(index)`` False drops the packet at that index (segment loss, a later start)."""
     sink = RecordingSink()
     conns: dict[frozenset, tuple[Connection, Kafka07Decoder]] = {}
     expected: dict[tuple, int] = {}  # next sequence number per sender
     offsets: dict[tuple, int] = defaultdict(int)
     with path.open("rb") as handle:
-        for ts, buf in dpkt.pcap.Reader(handle):
+        for index, (ts, buf) in enumerate(dpkt.pcap.Reader(handle)):
+            if not keep(index + 1):
+                continue
             ip = dpkt.ethernet.Ethernet(buf).data
             if not isinstance(ip, dpkt.ip.IP) or not isinstance(ip.data, dpkt.tcp.TCP):
                 continue
@@ -114,9 +121,9 @@ def _open(
     return conn, Kafka07Decoder(conn, sink, DecodeOptions(capture=path.name))
 
 
-def load(name: str) -> tuple[dict, Decoded]:
+def load(name: str, keep: Callable[[int], bool] = bool) -> tuple[dict, Decoded]:
     truth = json.loads((SAMPLES / f"{name}.truth.json").read_text())
-    return truth, decode_capture(SAMPLES / f"{name}.pcap", truth["capture"]["port"])
+    return truth, decode_capture(SAMPLES / f"{name}.pcap", truth["capture"]["port"], keep)
 
 
 def request_type(row: dict) -> str:
@@ -278,10 +285,9 @@ def test_derived_captures_decode_every_undamaged_frame(name):
     assert kinds <= {"resync", "truncated_frame", "pairing_lost"}
 
 
-@pytest.mark.parametrize("name", DERIVED)
-def test_derived_captures_pair_responses_only_with_their_own_request(name):
-    """A paired response's messages are exactly those the broker sent for that request."""
-    truth, decoded = load(name)
+def assert_pairs_only_with_their_own_request(truth: dict, decoded: Decoded) -> None:
+    """A paired response's messages are exactly those the broker sent for that request;
+    every other fetched message decoded is one the broker sent."""
     sent = defaultdict(list)  # (conn, request_seq) -> the messages the broker answered
     for m in truth["fetched"]:
         sent[(m["conn"], m["request_seq"])].append((m["sha256"], m["offset"]))
@@ -289,18 +295,56 @@ def test_derived_captures_pair_responses_only_with_their_own_request(name):
     for part in truth["fetch_parts"]:
         key = (part["conn"], part["topic"], part["partition"], part["offset"], part["max_size"])
         requests[key].append(part["request_seq"])
+    by_client = {c["client"]: c["conn"] for c in truth["connections"]}
+    truth_conn = {
+        conn_id: by_client[f"{conn.client_ip}:{conn.client_port}"]
+        for conn_id, conn in decoded.conns.items()
+    }
     ours = defaultdict(list)
     for m in decoded.sink.messages:
         if m["direction"] == "b2c":
-            ours[m["stream_offset"]].append((m["payload_sha256"], m["offset"]))
+            ours[(m["conn_id"], m["stream_offset"])].append((m["payload_sha256"], m["offset"]))
+    for row in decoded.sink.frames:
+        if row["direction"] == "b2c" and row.get("answers") == "FETCH" and "offset" in row:
+            conn = truth_conn[row["conn_id"]]
+            key = (conn, row["topic"], row["partition"], row["offset"], row["max_size"])
+            found = ours[(row["conn_id"], row["stream_offset"])]
+            assert found in [sent[(conn, seq)] for seq in requests[key]], row
+    every = {(m["sha256"]) for m in truth["fetched"]}
+    assert {m["payload_sha256"] for m in decoded.sink.messages if m["direction"] == "b2c"} <= every
+
+
+@pytest.mark.parametrize("name", DERIVED)
+def test_derived_captures_pair_responses_only_with_their_own_request(name):
+    truth, decoded = load(name)
+    assert_pairs_only_with_their_own_request(truth, decoded)
     responses = [r for r in decoded.sink.frames if r["direction"] == "b2c"]
-    paired = [r for r in responses if r.get("answers")]
-    for row in paired:
-        key = (row["conn_id"], row["topic"], row["partition"], row["offset"], row["max_size"])
-        assert ours[row["stream_offset"]] in [sent[(key[0], seq)] for seq in requests[key]]
-    assert paired and responses[-1] in paired  # pairing resumed after the loss
+    assert responses[-1].get("answers")  # pairing resumed after the loss
     unpaired = [r for r in responses if not r.get("answers")]
-    assert all(m[1] is None for r in unpaired for m in ours[r["stream_offset"]])
+    assert all(
+        m["offset"] is None
+        for m in decoded.sink.messages
+        if m["stream_offset"] in {r["stream_offset"] for r in unpaired} and m["direction"] == "b2c"
+    )
+
+
+@pytest.mark.parametrize("name", RECORDED)
+def test_random_segment_loss_and_late_starts_never_mispair(name):
+    """Our own derived variants of every recording: packets dropped at random, or the
+    capture begun later; whatever decodes must still be true."""
+    rng = random.Random(name)
+    packets = json.loads((SAMPLES / f"{name}.truth.json").read_text())["capture"]["packets"]
+    for _ in range(8):
+        if rng.random() < 0.6:
+            lost = frozenset(rng.sample(range(4, packets + 1), min(4, packets - 3)))
+            truth, decoded = load(name, partial(_not_in, lost))
+        else:
+            truth, decoded = load(name, partial(operator.le, rng.randrange(2, 30)))
+        assert_pairs_only_with_their_own_request(truth, decoded)
+
+
+def _not_in(dropped: frozenset[int], index: int) -> bool:
+    return index not in dropped
 
 
 # -- content detection must not claim other traffic ----------------------------------------
