@@ -156,10 +156,11 @@ class Kafka07Decoder:
         request_type = HEAD.unpack_from(head)[1] if len(head) >= HEAD.size else -1
         if not 0 <= request_type < len(REQUEST_NAMES):
             self._lose_pairing(0, ts, None, "a request of unknown type was lost")
-        elif request_type in ANSWERED and not self._suspects:
-            # It holds its place in the queue; a response that came with no request
-            # (a suspect) would have been its answer already.
-            self._pairing.request(Pending(request_type, REQUEST_NAMES[request_type], ts, []))
+        elif request_type in ANSWERED:
+            if self._suspects:  # a response that came with no request was its answer
+                self._suspects.pop(0)
+            else:  # it holds its place in the queue
+                self._pairing.request(Pending(request_type, REQUEST_NAMES[request_type], ts, []))
 
     def _settle_roles(self, direction: Direction, data: bytes) -> Direction:
         """The direction ``data`` really travels, once a record proves who sends what."""

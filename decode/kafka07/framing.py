@@ -292,6 +292,7 @@ class FrameStream:
                 self._have,
                 f"stream ended {short} short of a complete frame",
             )
+            self._lost(self._chunks[0][:HEAD_BYTES], ts)
         self._drop_pending()
 
     def _drop_pending(self) -> None:
