@@ -643,3 +643,12 @@ def test_a_frame_that_breaks_the_decoder_is_an_anomaly_and_decoding_goes_on(monk
     sink = c.close()
     assert sink.kinds() == ["decode_error"]
     assert sink.commands() == ["FETCH"]
+
+
+def test_a_request_cut_by_the_end_of_the_capture_explains_its_response():
+    fetch = request(FETCH, fetch_body("t", 0, 0, 100))
+    c = Conversation()
+    c.client(fetch[:10])  # the rest of the request was never captured
+    c.broker(response(0, log_of([b"x"])))
+    sink = c.close()
+    assert sink.kinds() == ["truncated_frame"]
