@@ -15,6 +15,7 @@ SUBCOMMANDS = {
     "decode": ("pwcap.cli_decode", "decode captures into a Parquet dataset"),
     "show": ("pwcap.cli_show", "print one line per frame, like a packet list"),
     "analyze": ("pwcap.cli_analyze", "run the latency, permit and redelivery analytics"),
+    "report": ("pwcap.cli_report", "write a self-contained HTML report of a dataset"),
 }
 
 
