@@ -1,0 +1,343 @@
+"""Report sections over the analytics tables: latency, permits, redelivery."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from pwcap.report import markup as m
+from pwcap.report import svg
+from pwcap.report.decoded import MAX_BARS, TOP, missing
+from pwcap.report.tables import Source, count_by, read_columns, sum_by, top_rows
+
+PERCENTILES = {"p50": 0.5, "p90": 0.9, "p99": 0.99, "max": 1.0}
+TIME_BINS = 120  # points per series of a chart over time
+SERIES = 6  # kinds drawn in the latency-over-time chart
+CONSUMERS = 8  # permit timelines drawn
+TIMELINE_POINTS = 400  # points per permit timeline, after downsampling
+SPANS = 300  # starvation spans shaded per consumer (the longest)
+
+
+def _micros_column(column: pa.ChunkedArray) -> pa.ChunkedArray:
+    return pc.cast(column, pa.timestamp("us", tz="UTC")).cast(pa.int64())
+
+
+def latency_by_kind(pairs: pa.Table) -> list[dict[str, Any]]:
+    """Exact percentiles of the answered pairs of each kind, and the unanswered count."""
+    rows = []
+    for kind in pc.unique(pairs["kind"]).to_pylist():
+        of_kind = pairs.filter(pc.equal(pairs["kind"], kind)) if kind is not None else None
+        if of_kind is None:
+            continue
+        latency = of_kind["latency_us"].drop_null()
+        outcome = of_kind["outcome"]
+        row: dict[str, Any] = {
+            "kind": kind,
+            "count": len(latency),
+            "unanswered": pc.sum(pc.equal(outcome, "unanswered")).as_py() or 0,
+            "errors": pc.sum(pc.starts_with(outcome, "error:")).as_py() or 0,
+        }
+        if len(latency):
+            quantiles = pc.quantile(latency, q=list(PERCENTILES.values())).to_pylist()
+            row.update(zip(PERCENTILES, quantiles, strict=True))
+        rows.append(row)
+    return sorted(rows, key=lambda r: -(r.get("p99") or -1))
+
+
+def latency_over_time(pairs: pa.Table, kinds: Sequence[str]) -> list[tuple[str, list[svg.Point]]]:
+    """p99 latency per time bin of the request time, for each of ``kinds``."""
+    answered = pairs.filter(pc.is_valid(pairs["latency_us"]))
+    if answered.num_rows == 0:
+        return []
+    t = _micros_column(answered["request_ts"])
+    t0, t1 = pc.min(t).as_py(), pc.max(t).as_py()
+    width = max(1, (t1 - t0) // TIME_BINS + 1)
+    binned = pa.table(
+        {
+            "kind": answered["kind"],
+            "bin": pc.divide(pc.subtract(t, t0), width),
+            "latency_us": pc.cast(answered["latency_us"], pa.float64()),
+        }
+    )
+    grouped = binned.group_by(["kind", "bin"]).aggregate(
+        [("latency_us", "tdigest", pc.TDigestOptions(q=0.99))]
+    )
+    series = []
+    for kind in kinds:
+        part = grouped.filter(pc.equal(grouped["kind"], kind)).sort_by("bin")
+        points = [
+            (t0 + b * width + width / 2, max(q[0], 1.0))
+            for b, q in zip(
+                part["bin"].to_pylist(), part["latency_us_tdigest"].to_pylist(), strict=True
+            )
+            if q
+        ]
+        series.append((kind, points))
+    return series
+
+
+LATENCY_COLUMNS = [
+    ("kind", "kind"),
+    ("count", "answered"),
+    ("errors", "errors"),
+    ("unanswered", "unanswered"),
+    ("p50", "p50"),
+    ("p90", "p90"),
+    ("p99", "p99"),
+    ("max", "max"),
+]
+PAIR_COLUMNS = [
+    ("kind", "kind"),
+    ("latency_us", "latency"),
+    ("request_ts", "request"),
+    ("capture", "capture"),
+    ("conn_id", "conn"),
+    ("broker", "broker"),
+    ("topic", "topic"),
+    ("subscription", "subscription"),
+    ("producer_id", "producer"),
+    ("consumer_id", "consumer"),
+    ("sequence_id", "seq"),
+    ("outcome", "outcome"),
+]
+DURATIONS = {k: m.micros for k in ("p50", "p90", "p99", "max", "latency_us", "duration_us")}
+
+
+def latency(analytics: Source) -> str:
+    pairs_table = analytics.get("latency_pairs")
+    if not analytics.has("latency_pairs", "kind", "latency_us", "outcome", "request_ts"):
+        return m.section("latency", "Latency", [missing(analytics, "latency_pairs")])
+    pairs = read_columns(pairs_table, ["kind", "latency_us", "outcome", "request_ts"])
+    by_kind = latency_by_kind(pairs)
+    chart_rows = [(r["kind"], r) for r in by_kind[:MAX_BARS] if r["count"]]
+    busiest = [r["kind"] for r in sorted(by_kind, key=lambda r: -r["count"])[:SERIES] if r["count"]]
+    slowest = top_rows(pairs_table, [c for c, _ in PAIR_COLUMNS], "latency_us", TOP)
+    parts = [
+        m.subsection(
+            "Latency percentiles by kind (log scale)",
+            [svg.percentile_bars(chart_rows, list(PERCENTILES), m.micros, "latency by kind")],
+        ),
+        m.table(by_kind, LATENCY_COLUMNS, DURATIONS),
+        m.subsection(
+            f"p99 latency over time ({min(SERIES, len(busiest))} busiest kinds, "
+            f"{TIME_BINS} time bins, log scale)",
+            [svg.time_series(latency_over_time(pairs, busiest), m.micros, "latency over time")],
+        ),
+        m.subsection(f"Slowest {len(slowest)} pairs", [m.table(slowest, PAIR_COLUMNS, DURATIONS)]),
+    ]
+    return m.section("latency", "Latency", parts)
+
+
+def _downsample(points: list[svg.Point], limit: int) -> list[svg.Point]:
+    """At most about ``limit`` points keeping each time bucket's first, lowest, highest and
+    last value, so dips to zero and peaks survive the thinning."""
+    if len(points) <= limit:
+        return points
+    buckets = max(1, limit // 4)
+    t0, t1 = points[0][0], points[-1][0]
+    width = (t1 - t0) / buckets or 1.0
+    kept: list[svg.Point] = []
+    bucket: list[svg.Point] = []
+    current = 0
+    for point in [*points, (float("inf"), 0.0)]:
+        index = min(buckets - 1, int((point[0] - t0) // width)) if point[0] != float("inf") else -1
+        if bucket and index != current:
+            chosen = {bucket[0], min(bucket, key=lambda p: p[1]), max(bucket, key=lambda p: p[1])}
+            kept += sorted(chosen | {bucket[-1]})
+            bucket = []
+        current = index
+        bucket.append(point)
+    return kept
+
+
+def _consumer_filter(conn_id: int, consumer_id: int) -> pc.Expression:
+    return (pc.field("conn_id") == conn_id) & (pc.field("consumer_id") == consumer_id)
+
+
+def _timeline(analytics: Source, consumer: dict[str, Any]) -> str:
+    where = _consumer_filter(consumer["conn_id"], consumer["consumer_id"])
+    events = read_columns(analytics.get("permit_timeline"), ["ts", "balance"], where)
+    events = events.filter(pc.is_valid(events["balance"])).sort_by("ts")
+    t = _micros_column(events["ts"]).to_pylist()
+    points = _downsample(list(zip(t, events["balance"].to_pylist(), strict=True)), TIMELINE_POINTS)
+    spans: list[tuple[float, float]] = []
+    if analytics.has("starvation_intervals", "start_ts", "end_ts", "duration_us"):
+        longest = top_rows(
+            analytics.get("starvation_intervals"),
+            ["start_ts", "end_ts"],
+            "duration_us",
+            SPANS,
+            where,
+        )
+        spans = [(r["start_ts"].timestamp() * 1e6, r["end_ts"].timestamp() * 1e6) for r in longest]
+    title = (
+        f"conn {consumer['conn_id']} consumer {consumer['consumer_id']}"
+        f" — {consumer.get('topic')} / {consumer.get('subscription')}"
+        f" — starved {m.micros(consumer.get('starved_us'))}"
+        f" in {consumer.get('starvation_spans') or 0} span(s)"
+    )
+    if not points:
+        return m.subsection(title, [m.note("Balance unknown (SUBSCRIBE not in the capture).")])
+    span_range = (min(t), max(t)) if t else None
+    return m.subsection(title, [svg.step_chart(points, spans, "permit balance", span_range)])
+
+
+SUMMARY_COLUMNS = [
+    ("conn_id", "conn"),
+    ("consumer_id", "consumer"),
+    ("consumer_name", "name"),
+    ("topic", "topic"),
+    ("subscription", "subscription"),
+    ("receiver_queue_size", "queue"),
+    ("permits_granted", "permits"),
+    ("messages_delivered", "delivered"),
+    ("starvation_spans", "spans"),
+    ("starved_us", "starved"),
+    ("longest_starvation_us", "longest"),
+    ("starved_fraction", "fraction"),
+    ("deliveries_beyond_permits", "beyond permits"),
+]
+INTERVAL_COLUMNS = [
+    ("conn_id", "conn"),
+    ("consumer_id", "consumer"),
+    ("topic", "topic"),
+    ("subscription", "subscription"),
+    ("start_ts", "start"),
+    ("end_ts", "end"),
+    ("duration_us", "duration"),
+    ("ended_by", "ended by"),
+    ("flow_to_delivery_us", "FLOW to delivery"),
+    ("backlog_waiting", "backlog waiting"),
+]
+PERMIT_FORMATS = {
+    **DURATIONS,
+    "starved_us": m.micros,
+    "longest_starvation_us": m.micros,
+    "flow_to_delivery_us": m.micros,
+    "starved_fraction": lambda v: f"{v:.1%}",
+}
+
+
+def permits(analytics: Source) -> str:
+    summary = analytics.get("permit_summary")
+    if summary is None or not analytics.has("permit_summary", "starved_us"):
+        return m.section(
+            "permits", "Permits and starvation", [missing(analytics, "permit_summary")]
+        )
+    consumers = top_rows(summary, [c for c, _ in SUMMARY_COLUMNS], "starved_us", TOP)
+    total = summary.count_rows()
+    parts = [
+        m.subsection(
+            f"Most-starved consumers ({len(consumers)} of {total:,})",
+            [m.table(consumers, SUMMARY_COLUMNS, PERMIT_FORMATS)],
+        )
+    ]
+    if analytics.has("permit_timeline", "conn_id", "consumer_id", "ts", "balance"):
+        parts.append(
+            m.note(
+                f"Permit balance over time of the {min(CONSUMERS, len(consumers))} most-starved"
+                " consumers; starvation spans (balance at or below zero) shaded."
+            )
+        )
+        parts += [_timeline(analytics, c) for c in consumers[:CONSUMERS]]
+    else:
+        parts.append(missing(analytics, "permit_timeline"))
+    intervals = analytics.get("starvation_intervals")
+    if intervals is not None and analytics.has("starvation_intervals", "duration_us"):
+        longest = top_rows(intervals, [c for c, _ in INTERVAL_COLUMNS], "duration_us", TOP)
+        parts.append(
+            m.subsection(
+                f"Longest starvation intervals ({len(longest)} of {intervals.count_rows():,})",
+                [m.table(longest, INTERVAL_COLUMNS, PERMIT_FORMATS)],
+            )
+        )
+    else:
+        parts.append(missing(analytics, "starvation_intervals"))
+    return m.section("permits", "Permits and starvation", parts)
+
+
+REDELIVERY_COLUMNS = [
+    ("since_first_delivery_us", "after first"),
+    ("ts", "time"),
+    ("topic", "topic"),
+    ("subscription", "subscription"),
+    ("ledger_id", "ledger"),
+    ("entry_id", "entry"),
+    ("partition", "partition"),
+    ("batch_index", "batch idx"),
+    ("conn_id", "conn"),
+    ("consumer_id", "consumer"),
+    ("delivery_number", "delivery #"),
+    ("deliveries", "deliveries"),
+    ("redelivery_count", "redelivery count"),
+    ("trigger", "trigger"),
+]
+SUBSCRIPTION_COLUMNS = [
+    ("topic", "topic"),
+    ("subscription", "subscription"),
+    ("deliveries", "deliveries"),
+    ("redeliveries", "redeliveries"),
+    ("rate", "rate"),
+    ("redeliver_with_ids", "REDELIVER with ids"),
+    ("redeliver_all", "REDELIVER all"),
+    ("unacked", "never acked"),
+]
+
+
+def redelivery(analytics: Source) -> str:
+    summary = analytics.get("redelivery_summary")
+    if summary is None:
+        return m.section("redelivery", "Redelivery", [missing(analytics, "redelivery_summary")])
+    values = ["deliveries", "redeliveries", "redeliver_with_ids", "redeliver_all"]
+    sums = sum_by(summary, ["topic", "subscription"], values)
+    unacked = analytics.get("unacked")
+    holes = count_by(unacked, ["topic", "subscription"]) if unacked is not None else {}
+    rows = []
+    for key in set(sums) | set(holes):
+        totals = dict(zip(values, sums.get(key, [0.0] * len(values)), strict=True))
+        row = {name: int(v) for name, v in totals.items()}
+        rate = row["redeliveries"] / row["deliveries"] if row["deliveries"] else None
+        rows.append(
+            {
+                "topic": key[0],
+                "subscription": key[1],
+                **row,
+                "rate": rate,
+                "unacked": holes.get(key, 0),
+            }
+        )
+    rows.sort(key=lambda r: (-r["redeliveries"], -r["unacked"], str(r["topic"])))
+    items = [
+        (f"{r['topic']} / {r['subscription']}", r["redeliveries"])
+        for r in rows[:MAX_BARS]
+        if r["redeliveries"]
+    ]
+    parts = [
+        m.subsection(
+            "Redeliveries per subscription",
+            [
+                svg.bars(items, lambda v: f"{v:,.0f}", "redeliveries per subscription")
+                or m.note("No message was delivered twice to a subscription.")
+            ],
+        ),
+        m.table(rows[:TOP], SUBSCRIPTION_COLUMNS, {"rate": lambda v: f"{v:.1%}"}),
+    ]
+    if unacked is None:
+        parts.append(missing(analytics, "unacked"))
+    redelivered = analytics.get("redeliveries")
+    if redelivered is not None and analytics.has("redeliveries", "since_first_delivery_us"):
+        slow = top_rows(
+            redelivered, [c for c, _ in REDELIVERY_COLUMNS], "since_first_delivery_us", TOP
+        )
+        parts.append(
+            m.subsection(
+                f"Redeliveries longest after the first delivery ({len(slow)} shown)",
+                [m.table(slow, REDELIVERY_COLUMNS, {"since_first_delivery_us": m.micros})],
+            )
+        )
+    else:
+        parts.append(missing(analytics, "redeliveries"))
+    return m.section("redelivery", "Redelivery", parts)

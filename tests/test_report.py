@@ -1,0 +1,408 @@
+"""``pwcap report``: the HTML page over a decoded dataset and its analytics.
+
+A small dataset is built here row by row with pyarrow (schema from ``decode/schema.py``):
+one Pulsar client that looks up, produces and consumes with a starved consumer and one
+redelivered message, plus a TLS connection and two anomalies. The real analytics jobs run
+on it in the shared Spark session, and the page is checked against the rows put in.
+The sample captures, decoded by ``pwcap decode``, are rendered too.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from datetime import UTC, datetime, timedelta
+from html.parser import HTMLParser
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+from pwcap.decode.schema import arrow_schema
+
+from pwcap.cli import main
+from pwcap.report import render
+
+HOSTILE = 'persistent://public/default/<script>alert("x")</script>&<img src=x onerror=1>'
+SUBSCRIPTION = "sub-'\"><b>bold</b>"
+T0 = datetime(2026, 11, 22, 12, 0, tzinfo=UTC)
+CONN, TLS_CONN = 7, 8
+
+
+def at(ms: float) -> datetime:
+    return T0 + timedelta(milliseconds=ms)
+
+
+def scenario() -> dict[str, list[dict[str, Any]]]:
+    """Rows of one Pulsar connection: lookup, producer with three sends, a consumer granted
+    2 permits then starved 300 ms before its next FLOW, one entry redelivered."""
+    frames: list[dict[str, Any]] = []
+    messages: list[dict[str, Any]] = []
+    offsets = {"c2b": 0, "b2c": 0}
+
+    def frame(ms: float, direction: str, command: str, **fields: Any) -> None:
+        size = 40
+        frames.append(
+            {
+                "ts": at(ms),
+                "ts_first": at(ms),
+                "capture": "synthetic.pcap",
+                "conn_id": CONN,
+                "direction": direction,
+                "protocol": "pulsar",
+                "stream_offset": offsets[direction],
+                "command": command,
+                "frame_size": size,
+                "topic": HOSTILE,
+                **fields,
+            }
+        )
+        offsets[direction] += size
+
+    def answer(ms: float, command: str, request: str, request_ms: float, **fields: Any) -> None:
+        frame(ms, "b2c", command, answers=request, request_ts=at(request_ms), **fields)
+
+    frame(0, "c2b", "CONNECT", topic=None)
+    answer(2, "CONNECTED", "CONNECT", 0, topic=None)
+    frame(5, "c2b", "LOOKUP", request_id=1)
+    answer(17, "LOOKUP_RESPONSE", "LOOKUP", 5, request_id=1)
+    frame(20, "c2b", "PRODUCER", request_id=2, producer_id=1)
+    answer(24, "PRODUCER_SUCCESS", "PRODUCER", 20, request_id=2, producer_name="p-1")
+    for seq in range(3):
+        sent = 30 + 10 * seq
+        frame(sent, "c2b", "SEND", producer_id=1, sequence_id=seq, num_messages=1)
+        answer(
+            sent + 3,
+            "SEND_RECEIPT",
+            "SEND",
+            sent,
+            producer_id=1,
+            sequence_id=seq,
+            ledger_id=9,
+            entry_id=seq,
+        )
+        messages.append(
+            _message(sent, "c2b", "SEND", producer_id=1, sequence_id=seq, producer_name="p-1")
+        )
+    consumer = {"consumer_id": 1, "subscription": SUBSCRIPTION, "consumer_name": "c-1"}
+    frame(100, "c2b", "SUBSCRIBE", request_id=3, **consumer)
+    answer(104, "SUCCESS", "SUBSCRIBE", 100, request_id=3, **consumer)
+    frame(105, "c2b", "FLOW", permits=2, **consumer)
+    deliveries = [(110, 0, 0), (111, 1, 0), (420, 2, 0), (430, 0, 1)]  # ms, entry, redelivery
+    for ms, entry, count in deliveries:
+        if ms == 420:
+            frame(415, "c2b", "FLOW", permits=10, **consumer)
+        frame(
+            ms,
+            "b2c",
+            "MESSAGE",
+            ledger_id=9,
+            entry_id=entry,
+            num_messages=1,
+            redelivery_count=count,
+            **consumer,
+        )
+        messages.append(
+            _message(
+                ms,
+                "b2c",
+                "MESSAGE",
+                ledger_id=9,
+                entry_id=entry,
+                sequence_id=entry,
+                producer_name="p-1",
+                redelivery_count=count,
+                **consumer,
+            )
+        )
+    frame(
+        425,
+        "c2b",
+        "REDELIVER_UNACKNOWLEDGED_MESSAGES",
+        num_message_ids=1,
+        ledger_id=9,
+        entry_id=0,
+        **consumer,
+    )
+    for ms, entry in ((440, 0), (441, 1), (442, 2)):
+        frame(
+            ms,
+            "c2b",
+            "ACK",
+            ledger_id=9,
+            entry_id=entry,
+            ack_type="Individual",
+            num_message_ids=1,
+            **consumer,
+        )
+    frame(500, "c2b", "PING", topic=None)
+    answer(501, "PONG", "PING", 500, topic=None)
+    anomalies = [
+        {
+            "ts": at(200),
+            "capture": "synthetic.pcap",
+            "conn_id": CONN,
+            "direction": "b2c",
+            "protocol": "pulsar",
+            "kind": "gap",
+            "stream_offset": 4000,
+            "size": 100,
+            "detail": "<missing> bytes",
+        },
+        {
+            "ts": at(300),
+            "capture": "synthetic.pcap",
+            "conn_id": CONN,
+            "direction": "b2c",
+            "protocol": "pulsar",
+            "kind": "bad_checksum",
+            "stream_offset": 4200,
+            "size": 60,
+            "command": "MESSAGE",
+            "detail": "crc mismatch",
+        },
+    ]
+    connections = [
+        {
+            "conn_id": CONN,
+            "capture": "synthetic.pcap",
+            "protocol": "pulsar",
+            "client_ip": "10.0.0.1",
+            "client_port": 40000,
+            "server_ip": "10.0.1.1",
+            "server_port": 6650,
+            "client_by": "syn",
+            "client_version": "<evil-client>",
+            "server_version": "Pulsar Server",
+            "protocol_version": 19,
+            "first_ts": at(0),
+            "last_ts": at(501),
+            "bytes_c2b": offsets["c2b"],
+            "bytes_b2c": offsets["b2c"],
+            "frames_c2b": sum(f["direction"] == "c2b" for f in frames),
+            "frames_b2c": sum(f["direction"] == "b2c" for f in frames),
+            "gaps": 1,
+            "gap_bytes": 100,
+            "anomalies": 2,
+            "close_reason": "fin",
+        },
+        {
+            "conn_id": TLS_CONN,
+            "capture": "synthetic.pcap",
+            "protocol": "tls",
+            "client_ip": "10.0.0.2",
+            "client_port": 40001,
+            "server_ip": "10.0.1.1",
+            "server_port": 6651,
+            "client_by": "syn",
+            "first_ts": at(1),
+            "last_ts": at(9),
+            "bytes_c2b": 500,
+            "bytes_b2c": 900,
+            "frames_c2b": 0,
+            "frames_b2c": 0,
+            "gaps": 0,
+            "gap_bytes": 0,
+            "anomalies": 0,
+            "close_reason": "fin",
+        },
+    ]
+    return {
+        "frames": frames,
+        "messages": messages,
+        "connections": connections,
+        "anomalies": anomalies,
+    }
+
+
+def _message(ms: float, direction: str, command: str, **fields: Any) -> dict[str, Any]:
+    return {
+        "ts": at(ms),
+        "capture": "synthetic.pcap",
+        "conn_id": CONN,
+        "direction": direction,
+        "protocol": "pulsar",
+        "command": command,
+        "topic": HOSTILE,
+        "payload_size": 5,
+        "publish_time": at(ms),
+        **fields,
+    }
+
+
+def write_dataset(root: Path, tables: dict[str, list[dict[str, Any]]]) -> Path:
+    for name, rows in tables.items():
+        (root / name).mkdir(parents=True)
+        table = pa.Table.from_pylist(rows, schema=arrow_schema(name))
+        pq.write_table(table, root / name / "part-0.parquet")
+    return root
+
+
+@pytest.fixture(scope="module")
+def rows() -> dict[str, list[dict[str, Any]]]:
+    return scenario()
+
+
+@pytest.fixture(scope="module")
+def dataset(
+    rows: dict[str, list[dict[str, Any]]], tmp_path_factory: pytest.TempPathFactory
+) -> Path:
+    return write_dataset(tmp_path_factory.mktemp("report") / "dataset", rows)
+
+
+@pytest.fixture(scope="module")
+def analytics(dataset: Path, spark: Any, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The real analytics jobs run on the small dataset."""
+    from pwcap.jobs import latency, permits, redelivery
+    from pwcap.jobs.common import read_table, write_tables
+
+    frames, messages, connections = (
+        read_table(spark, [str(dataset)], name) for name in ("frames", "messages", "connections")
+    )
+    out = tmp_path_factory.mktemp("report") / "analytics"
+    tables = {
+        **latency.tables(frames, messages, connections, "1 minutes"),
+        **permits.tables(frames),
+        **redelivery.tables(frames, messages, "1 minutes"),
+    }
+    write_tables(tables, str(out))
+    return out
+
+
+class Page(HTMLParser):
+    """The parsed page: every element must close in order (well-formed), text per section."""
+
+    VOID = frozenset({"meta", "br", "img", "hr", "input", "link"})
+
+    def __init__(self, html: str) -> None:
+        super().__init__(convert_charrefs=True)
+        self.stack: list[str] = []
+        self.errors: list[str] = []
+        self.tags: Counter[str] = Counter()
+        self.sections: dict[str, list[str]] = {}
+        self.current: str | None = None
+        self.in_svg = 0  # chart text (axis labels, tooltips) is not part of a section's text
+        self.in_title = False
+        self.charts: dict[str, list[str]] = {}  # tooltips of each section's chart marks
+        self.feed(html)
+        self.close()
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        self.tags[tag] += 1
+        if tag == "section":
+            self.current = dict(attrs)["id"]
+            self.sections[self.current] = []
+            self.charts[self.current] = []
+        self.in_title = tag == "title" and self.in_svg > 0
+        if tag == "svg":
+            self.in_svg += 1
+        if tag not in self.VOID:
+            self.stack.append(tag)
+
+    def handle_startendtag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        self.tags[tag] += 1
+
+    def handle_endtag(self, tag: str) -> None:
+        if not self.stack or self.stack[-1] != tag:
+            self.errors.append(f"</{tag}> closes {self.stack[-1:] or 'nothing'}")
+            return
+        self.stack.pop()
+        self.in_title = False
+        if tag == "svg":
+            self.in_svg -= 1
+        if tag == "section":
+            self.current = None
+
+    def handle_data(self, data: str) -> None:
+        if self.current and self.in_title:
+            self.charts[self.current].append(data)
+        elif self.current and not self.in_svg:
+            self.sections[self.current].append(data)
+
+    def text(self, section: str) -> str:
+        return " ".join(" ".join(self.sections[section]).split())
+
+
+def parse(html: str) -> Page:
+    page = Page(html)
+    assert page.errors == [] and page.stack == []
+    return page
+
+
+SECTIONS = {"overview", "connections", "frames", "anomalies", "latency", "permits", "redelivery"}
+
+
+def test_page_is_well_formed_with_every_section(dataset: Path, analytics: Path) -> None:
+    page = parse(render(dataset, analytics))
+    assert set(page.sections) == SECTIONS
+    assert page.tags["svg"] >= 6
+    assert "is missing" not in " ".join(page.text(s) for s in SECTIONS)
+
+
+def test_capture_strings_are_escaped(dataset: Path, analytics: Path) -> None:
+    html = render(dataset, analytics)
+    page = parse(html)
+    for raw in ("<script", "<img", "<b>bold", "<evil-client>", "<missing>"):
+        assert raw not in html
+    assert page.tags["script"] == 0 and page.tags["img"] == 0
+    # The names still read right once unescaped by the browser.
+    assert HOSTILE in page.text("latency") and SUBSCRIPTION in page.text("permits")
+    assert "<evil-client>" in page.text("connections")
+
+
+def test_frame_counts_match_the_rows(dataset: Path, rows: dict[str, list[dict[str, Any]]]) -> None:
+    page = parse(render(dataset))
+    text = page.text("frames")
+    sizes: Counter[str] = Counter()
+    for f in rows["frames"]:
+        sizes[f["command"]] += f["frame_size"]
+    for command, n in Counter(f["command"] for f in rows["frames"]).items():
+        assert f"pulsar {command} {n:,} {sizes[command]:,}" in text
+        assert f"pulsar {command}: {n:,}" in page.charts["frames"]
+    kinds = Counter(a["kind"] for a in rows["anomalies"])
+    assert {f"{kind}: {n}" for kind, n in kinds.items()} <= set(page.charts["anomalies"])
+    assert f"First anomalies ({len(rows['anomalies'])} of {len(rows['anomalies'])})" in (
+        page.text("anomalies")
+    )
+
+
+def test_latency_section_shows_each_kind_with_its_latency(dataset: Path, analytics: Path) -> None:
+    text = parse(render(dataset, analytics)).text("latency")
+    # LOOKUP answered 12 ms after the request; the three SENDs each 3 ms.
+    assert "LOOKUP 1 0 0 12 ms 12 ms 12 ms 12 ms" in text
+    assert "SEND 3 0 0 3 ms 3 ms 3 ms 3 ms" in text
+
+
+def test_permit_section_names_the_starved_consumer(dataset: Path, analytics: Path) -> None:
+    page = parse(render(dataset, analytics))
+    text = page.text("permits")
+    # Two permits spent by 111 ms, the next FLOW at 415 ms: 304 ms at zero.
+    assert "304 ms" in text
+    assert "flow" in text  # ended by the FLOW
+
+
+def test_redelivery_section_counts_the_redelivered_entry(dataset: Path, analytics: Path) -> None:
+    text = parse(render(dataset, analytics)).text("redelivery")
+    row = f"{HOSTILE} {SUBSCRIPTION} 4 1 25.0% 1 0"
+    assert row in text
+
+
+def test_without_analytics_the_page_says_what_is_missing(dataset: Path) -> None:
+    page = parse(render(dataset))
+    assert "no analytics folder given" in page.text("overview")
+    for section in ("latency", "permits", "redelivery"):
+        assert "is missing" in page.text(section)
+
+
+def test_partial_dataset_renders_what_exists(tmp_path: Path, rows: dict[str, list]) -> None:
+    partial = write_dataset(tmp_path / "partial", {"frames": rows["frames"]})
+    page = parse(render(partial, tmp_path / "nowhere"))
+    assert "Table connections is missing" in page.text("connections")
+    assert "pulsar SEND 3" in page.text("frames")
+
+
+def test_cli_writes_the_page(dataset: Path, analytics: Path, tmp_path: Path) -> None:
+    out = tmp_path / "report.html"
+    assert main(["report", str(dataset), "--analytics", str(analytics), "-o", str(out)]) == 0
+    assert parse(out.read_text(encoding="utf-8")).sections.keys() == SECTIONS
+    assert main(["report", str(tmp_path / "absent"), "-o", str(out)]) == 2
