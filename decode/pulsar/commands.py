@@ -208,6 +208,7 @@ class CommandSpec:
     sender: str
     role: str | None
     extract: Extractor  # copies the command's column-worthy fields (and `info`) into a row
+    columns: frozenset[str]  # the `frames` columns the command's own fields may fill
     needs_body: bool  # the command message has required fields, so it must be present
 
 
@@ -231,25 +232,28 @@ def _copy(column: str, value: str, unsigned: bool) -> list[str]:
 
 
 def _message_id(target: str) -> list[str]:
+    # partition and batch_index: -1 (their default) means "not set", written as null.
     return [
         f"m = {target}",
         *_copy("ledger_id", "m.ledgerId", True),
         *_copy("entry_id", "m.entryId", True),
-        "if m.HasField('partition'):",
-        "    row['partition'] = m.partition",
-        "if m.HasField('batch_index'):",
-        "    row['batch_index'] = m.batch_index",
+        "v = m.partition",
+        "if v != -1:",
+        "    row['partition'] = v",
+        "v = m.batch_index",
+        "if v != -1:",
+        "    row['batch_index'] = v",
     ]
 
 
 def _id_struct(m: MessageIdData) -> dict[str, Any]:
-    """One element of the `message_ids` list column."""
-    ledger, entry = m.ledgerId, m.entryId
+    """One element of the `message_ids` list column (-1 partition / batch index: null)."""
+    ledger, entry, partition, batch_index = m.ledgerId, m.entryId, m.partition, m.batch_index
     return {
         "ledger_id": ledger - U64 if ledger > I63 else ledger,
         "entry_id": entry - U64 if entry > I63 else entry,
-        "partition": m.partition if m.HasField("partition") else None,
-        "batch_index": m.batch_index if m.HasField("batch_index") else None,
+        "partition": None if partition == -1 else partition,
+        "batch_index": None if batch_index == -1 else batch_index,
     }
 
 
@@ -264,14 +268,26 @@ def _build(type_number: int, name: str) -> CommandSpec:
     lines: list[str] = []
     names: dict[str, Any] = {}
     info = []
+    columns = set()
     for fd in descriptor.fields:
         repeated = fd.is_repeated
         attr = f"sub.{fd.name}"
         if fd.name in _MESSAGE_ID_FIELDS and fd.message_type is MessageIdData.DESCRIPTOR:
             if repeated:
-                lines += [f"ids = {attr}", "row['num_message_ids'] = len(ids)", "if ids:"]
-                lines += _indent(_message_id("ids[0]"))
-                lines += _indent(["row['message_ids'] = [_id_struct(m) for m in ids]"])
+                # Read each id once, into its struct; the scalar columns copy the first.
+                lines += [
+                    f"ids = [_id_struct(m) for m in {attr}]",
+                    "row['num_message_ids'] = len(ids)",
+                    "if ids:",
+                    "    row['message_ids'] = ids",
+                    "    first = ids[0]",
+                    "    row['ledger_id'] = first['ledger_id']",
+                    "    row['entry_id'] = first['entry_id']",
+                    "    if first['partition'] is not None:",
+                    "        row['partition'] = first['partition']",
+                    "    if first['batch_index'] is not None:",
+                    "        row['batch_index'] = first['batch_index']",
+                ]
                 names["_id_struct"] = _id_struct
             else:
                 lines += [f"if sub.HasField({fd.name!r}):", *_indent(_message_id(attr))]
@@ -279,12 +295,14 @@ def _build(type_number: int, name: str) -> CommandSpec:
             table = f"names_{fd.name}"
             names[table] = {v.number: v.name for v in fd.enum_type.values}
             column = _ENUM_COLUMNS[fd.name]
+            columns.add(column)
             lines += [
                 f"if sub.HasField({fd.name!r}):",
                 f"    v = {attr}",
                 f"    row[{column!r}] = {table}.get(v) or str(v)",
             ]
         elif fd.name in _PLAIN_COLUMNS and not repeated and fd.message_type is None:
+            columns.add(_PLAIN_COLUMNS[fd.name])
             copy = _copy(_PLAIN_COLUMNS[fd.name], attr, fd.type == FieldDescriptor.TYPE_UINT64)
             if fd.is_required:
                 lines += copy
@@ -311,6 +329,7 @@ def _build(type_number: int, name: str) -> CommandSpec:
         sender=sender,
         role=role,
         extract=_compile_extractor(name, field.name, lines, names),
+        columns=frozenset(columns),
         needs_body=any(fd.is_required for fd in descriptor.fields),
     )
 

@@ -15,7 +15,7 @@ from pwcap.decode.pulsar.framing import FrameStream
 from pwcap.decode.pulsar.holdback import HeldRows
 from pwcap.decode.pulsar.messages import EntryDecoder
 from pwcap.decode.pulsar.sniff import looks_like_command
-from pwcap.decode.pulsar.state import ConnectionState
+from pwcap.decode.pulsar.state import CONSUMER_NAMES, PRODUCER_NAMES, ConnectionState, Pairer
 
 _LABELS = ("c2b", "b2c")
 # A command holding only its `type` (tag byte + one-byte varint: every type is < 128)
@@ -25,17 +25,60 @@ MAX_SUSPECTS = 10_000  # unmatched responses awaiting proof, kept per connection
 _parse_command = BaseCommand.FromString
 _SPECS = c.SPECS
 _PRODUCER_SUCCESS = BaseCommand.PRODUCER_SUCCESS
+_CONNECT = BaseCommand.CONNECT
+_NAME_COLUMNS = frozenset(PRODUCER_NAMES + CONSUMER_NAMES)
 
 
 class _Side:
     """One direction of the conversation; ``label`` is 0 (c2b) or 1 (b2c)."""
 
-    __slots__ = ("frames", "label", "stream")
+    __slots__ = ("frames", "kinds", "label", "stream")
 
     def __init__(self, label: int) -> None:
         self.label = label
         self.frames = 0
         self.stream: FrameStream
+        self.kinds: dict[int, _Kind] = {}  # command type -> how this side's frames decode
+
+
+class _Kind:
+    """Everything about one command type on one side that does not change per frame.
+
+    Resolved once, on the type's first frame, so the per-frame path does attribute
+    reads instead of table lookups, and copies a ready row template.
+    """
+
+    __slots__ = (
+        "delivery",
+        "effect",
+        "extract",
+        "holders",
+        "id_column",
+        "named",
+        "needs_body",
+        "pair",
+        "payload",
+        "spec",
+        "template",
+    )
+
+    def __init__(
+        self, spec: c.CommandSpec, template: Row, pair: Pairer | None, effect: Any
+    ) -> None:
+        self.spec = spec
+        self.template = template
+        self.extract = spec.extract
+        self.pair = pair
+        self.effect = effect
+        self.needs_body = spec.needs_body
+        self.payload = spec.name in c.PAYLOAD_COMMANDS
+        self.delivery = spec.name == "MESSAGE"  # spends the consumer's permits
+        # The row may hold name columns before the state's are merged in: its own, or
+        # those a response takes over from its request.
+        self.named = bool(spec.columns & _NAME_COLUMNS) or spec.role == c.RESPONSE
+        # Where the names behind the command's own producer / consumer id are kept.
+        self.id_column = ""
+        self.holders: dict[int, Any] | None = None
 
 
 class PulsarDecoder:
@@ -129,57 +172,97 @@ class PulsarDecoder:
                     side.label, ts, offset, end - start, None, "bad_protobuf", str(exc)
                 )
                 return
-            type_number = command.type
-            spec = _SPECS.get(type_number)
-            if spec is None or (type_number == 2 and not command.HasField("type")):
-                self._unknown(side, buf, start, end, offset, ts_first, ts)
-                return
-            if size == BARE_COMMAND_SIZE and spec.needs_body:
-                self._bodiless(side, spec, end - start, offset, ts_first, ts)
+            kind = side.kinds.get(command.type)
+            if kind is None:
+                kind = self._kind(side, command, buf, start, end, offset, ts_first, ts)
+                if kind is None:
+                    return
+            if size == BARE_COMMAND_SIZE and kind.needs_body:
+                self._bodiless(side, kind.spec, end - start, offset, ts_first, ts)
                 return
             if not self._roles_settled:
-                if spec.sender != c.EITHER:
-                    self._settle_roles(side, spec.sender)
-                elif self._held is not None and self._held.full():
-                    self._release_rows(swapped=False)
-            label = side.label
+                self._settle_from(side, kind.spec)
+                kind = self._new_kind(side, kind.spec)  # the direction may have changed
             side.frames += 1
-            name = spec.name
-            row = {
-                "ts": ts,
-                "capture": self._capture,
-                "conn_id": self._conn_id,
-                "direction": _LABELS[label],
-                "protocol": "pulsar",
-                "ts_first": ts_first,
-                "stream_offset": offset,
-                "command": name,
-                "command_type": type_number,
-                "frame_size": end - start,
-            }
-            sub = spec.extract(command, row)
+            row = kind.template.copy()
+            row["ts"] = ts
+            row["ts_first"] = ts_first
+            row["stream_offset"] = offset
+            row["frame_size"] = end - start
+            sub = kind.extract(command, row)
             state = self._state
-            role = spec.role
-            if role is not None:
+            pair = kind.pair
+            if pair is not None:
                 # A PRODUCER_SUCCESS with producer_ready false is followed by another.
-                final = type_number != _PRODUCER_SUCCESS or sub.producer_ready
-                if not state.pair(role, row, label, final) and state.complete:
-                    self._suspect_unmatched(row, label)
-            effect = _EFFECTS.get(name)
+                final = kind.spec.type != _PRODUCER_SUCCESS or sub.producer_ready
+                if not pair(row, side.label, final) and state.complete:
+                    self._suspect_unmatched(row, side.label)
+            effect = kind.effect
             if effect is not None:
                 effect(self, sub, row)
-            state.fill_names(row)
+            holders = kind.holders
+            if holders is not None:  # the names behind the command's producer / consumer id
+                holder = holders.get(row[kind.id_column])
+                if holder is not None:
+                    if kind.named:
+                        for column, value in holder.names.items():
+                            row.setdefault(column, value)
+                    else:
+                        row.update(holder.names)
+            elif pair is not None:  # a response: the ids it took over from its request
+                state.fill_names(row, True)
             if command_end < end:
-                if name in c.PAYLOAD_COMMANDS:
-                    chunk_key = (label, row.get("producer_id"), row.get("consumer_id"))
-                    self._entries.decode(row, buf, command_end, end, chunk_key)
+                if kind.payload:
+                    self._entries.decode(row, buf, command_end, end, side.label)
                 else:
                     row["payload_size"] = end - command_end
-            if name == "MESSAGE":
+            if kind.delivery:
                 self._spend_permits(row)
             self._sink.frame(row)
         except Exception as exc:  # a frame may be damaged in any way: report, go on
             self._emit_anomaly(side.label, ts, offset, end - start, None, "decode_error", repr(exc))
+
+    def _kind(
+        self,
+        side: _Side,
+        command: Any,
+        buf: bytes,
+        start: int,
+        end: int,
+        offset: int,
+        ts_first: int,
+        ts: int,
+    ) -> _Kind | None:
+        """First frame of a type on this side: its kind, or None once reported as unknown."""
+        type_number = command.type
+        spec = _SPECS.get(type_number)
+        if spec is None or (type_number == _CONNECT and not command.HasField("type")):
+            self._unknown(side, buf, start, end, offset, ts_first, ts)
+            return None
+        return self._new_kind(side, spec)
+
+    def _new_kind(self, side: _Side, spec: c.CommandSpec) -> _Kind:
+        """The kind of ``spec``'s frames on ``side``, cached (but for CONNECT, whose type
+        number is also what a command without any type reads as, so it is checked each
+        time)."""
+        template = {
+            "capture": self._capture,
+            "conn_id": self._conn_id,
+            "direction": _LABELS[side.label],
+            "protocol": "pulsar",
+            "command": spec.name,
+            "command_type": spec.type,
+        }
+        state = self._state
+        pair = state.pairers[spec.role] if spec.role is not None else None
+        kind = _Kind(spec, template, pair, _EFFECTS.get(spec.name))
+        if "producer_id" in spec.columns:
+            kind.id_column, kind.holders = "producer_id", state.producers
+        elif "consumer_id" in spec.columns:
+            kind.id_column, kind.holders = "consumer_id", state.consumers
+        if spec.type != _CONNECT:
+            side.kinds[spec.type] = kind
+        return kind
 
     def _unknown(
         self, side: _Side, buf: bytes, start: int, end: int, offset: int, ts_first: int, ts: int
@@ -221,6 +304,13 @@ class PulsarDecoder:
             "frame_size": size,
         }
 
+    def _settle_from(self, side: _Side, spec: c.CommandSpec) -> None:
+        """Settle the roles on a command only one side sends; give up when too long."""
+        if spec.sender != c.EITHER:
+            self._settle_roles(side, spec.sender)
+        elif self._held is not None and self._held.full():
+            self._release_rows(swapped=False)
+
     def _settle_roles(self, side: _Side, sender: str) -> None:
         """Swap client and server once if the first telling command came the wrong way."""
         if (sender == c.CLIENT) == (side.label == 0):
@@ -230,6 +320,8 @@ class PulsarDecoder:
         first, second = self._sides
         first.label, second.label = 1, 0
         self._sides = [second, first]
+        first.kinds.clear()  # their row templates name the old directions
+        second.kinds.clear()
         self._state.swap_directions()
         self._release_rows(swapped=True)
 
@@ -268,7 +360,7 @@ class PulsarDecoder:
         # The broker-chosen name belongs to the producer of the PRODUCER request answered.
         producer = self._state.producers.get(row.get("producer_id"))
         if producer is not None:
-            producer.name = sub.producer_name
+            producer.rename(sub.producer_name)
 
     def _on_subscribe(self, sub: Any, row: Row) -> None:
         self._state.add_consumer(row)

@@ -18,38 +18,44 @@ seen: the connection was captured from its SYN and nothing was lost since.
 from __future__ import annotations
 
 from collections import deque
+from collections.abc import Callable
 from typing import Any
 
 from pwcap.decode.pulsar import commands as c
 
 MAX_PENDING = 100_000  # outstanding requests kept per table before the oldest are dropped
+# (row, direction, final) -> False for a response whose request was not seen.
+Pairer = Callable[[dict[str, Any], int, bool], bool]
 MAX_SAME_ID = 8  # outstanding requests sharing one request id (one per id family is normal)
 
 
-class Consumer:
-    __slots__ = ("name", "permits", "sub_type", "subscription", "topic")
+# The columns a producer / consumer id stands for, copied onto every row with that id.
+PRODUCER_NAMES = ("topic", "producer_name")
+CONSUMER_NAMES = ("topic", "subscription", "consumer_name", "sub_type")
 
-    def __init__(
-        self,
-        topic: str | None,
-        subscription: str | None,
-        name: str | None,
-        sub_type: str | None,
-        permits: int | None,
-    ) -> None:
-        self.topic = topic
-        self.subscription = subscription
-        self.name = name
-        self.sub_type = sub_type
+
+class Consumer:
+    __slots__ = ("names", "permits")
+
+    def __init__(self, row: dict[str, Any], permits: int | None) -> None:
+        # Kept as the dict merged into rows: one C-level update per row.
+        self.names = _present(row, CONSUMER_NAMES)
         self.permits = permits  # None while the balance is unknown
 
 
 class Producer:
-    __slots__ = ("name", "topic")
+    __slots__ = ("names",)
 
-    def __init__(self, topic: str | None, name: str | None) -> None:
-        self.topic = topic
-        self.name = name
+    def __init__(self, row: dict[str, Any]) -> None:
+        self.names = _present(row, PRODUCER_NAMES)
+
+    def rename(self, name: str) -> None:
+        """The broker chose the name (PRODUCER_SUCCESS)."""
+        self.names["producer_name"] = name
+
+
+def _present(row: dict[str, Any], columns: tuple[str, ...]) -> dict[str, Any]:
+    return {column: row[column] for column in columns if row.get(column) is not None}
 
 
 class Request:
@@ -78,6 +84,21 @@ class ConnectionState:
         self._in_order: dict[tuple[str, int], deque[tuple[str, int]]] = {}
         # True while every byte of both directions since the SYN has been decoded.
         self.complete = complete
+        # Pairing role -> how a row of that role is recorded or matched.
+        self.pairers: dict[str, Pairer] = {
+            c.REQUEST: self._pair_request,
+            c.RESPONSE: self._pair_response,
+            c.SEND: self._pair_send,
+            c.RECEIPT: self._pair_receipt,
+            c.ACK: self._pair_ack,
+            c.ACK_RESPONSE: self._pair_ack_response,
+            c.PING: self._in_order_request(c.PING),
+            c.CONNECT: self._in_order_request(c.CONNECT),
+            c.CHALLENGE: self._in_order_request(c.CHALLENGE),
+            c.PONG: self._in_order_response(c.PING),
+            c.CONNECTED: self._in_order_response(c.CONNECT),
+            c.CHALLENGE_REPLY: self._in_order_response(c.CHALLENGE),
+        }
 
     def lose_sync(self) -> None:
         """Bytes went missing: pairings and permit balances can no longer be trusted."""
@@ -98,36 +119,27 @@ class ConnectionState:
     # -- names ---------------------------------------------------------------------------
 
     def add_producer(self, row: dict[str, Any]) -> None:
-        self.producers[row["producer_id"]] = Producer(row.get("topic"), row.get("producer_name"))
+        self.producers[row["producer_id"]] = Producer(row)
 
     def add_consumer(self, row: dict[str, Any]) -> None:
-        self.consumers[row["consumer_id"]] = Consumer(
-            row.get("topic"),
-            row.get("subscription"),
-            row.get("consumer_name"),
-            row.get("sub_type"),
-            0 if self.complete else None,
-        )
+        self.consumers[row["consumer_id"]] = Consumer(row, 0 if self.complete else None)
 
-    def fill_names(self, row: dict[str, Any]) -> None:
-        """Copy topic / subscription / names of the ids the row carries."""
+    def fill_names(self, row: dict[str, Any], named: bool) -> None:
+        """Copy topic / subscription / names of the ids the row carries.
+
+        ``named``: the row may already hold some of those columns (from the command
+        itself or the request it answers); those values win over the state's.
+        """
         producer_id = row.get("producer_id")
         if producer_id is not None:
             producer = self.producers.get(producer_id)
             if producer is not None:
-                if producer.topic is not None:
-                    row.setdefault("topic", producer.topic)
-                if producer.name is not None:
-                    row.setdefault("producer_name", producer.name)
+                _merge(row, producer.names, named)
         consumer_id = row.get("consumer_id")
         if consumer_id is not None:
             consumer = self.consumers.get(consumer_id)
             if consumer is not None:
-                row.setdefault("topic", consumer.topic)
-                row.setdefault("subscription", consumer.subscription)
-                if consumer.name is not None:
-                    row.setdefault("consumer_name", consumer.name)
-                row.setdefault("sub_type", consumer.sub_type)
+                _merge(row, consumer.names, named)
 
     # -- permits -------------------------------------------------------------------------
 
@@ -153,46 +165,52 @@ class ConnectionState:
         A response that is not ``final`` (PRODUCER_SUCCESS with ``producer_ready`` false:
         another follows once the producer gets access) leaves its request outstanding.
         """
-        if role == c.REQUEST:
-            if direction == 0:  # the broker's CLOSE_PRODUCER / CLOSE_CONSUMER expect no answer
-                self._add_request(Request(row))
+        return self.pairers[role](row, direction, final)
+
+    def _pair_request(self, row: dict[str, Any], direction: int, final: bool) -> bool:
+        if direction == 0:  # the broker's CLOSE_PRODUCER / CLOSE_CONSUMER expect no answer
+            self._add_request(Request(row))
+        return True
+
+    def _pair_send(self, row: dict[str, Any], direction: int, final: bool) -> bool:
+        key = (row["producer_id"], row["sequence_id"])
+        waiting = self._sends.get(key)
+        if waiting is None:
+            sends = self._sends
+            if len(sends) >= MAX_PENDING:
+                _drop_oldest(sends, self)
+            sends[key] = [row["ts"]]
+        else:
+            waiting.append(row["ts"])
+        return True
+
+    def _pair_receipt(self, row: dict[str, Any], direction: int, final: bool) -> bool:
+        key = (row["producer_id"], row["sequence_id"])
+        waiting = self._sends.get(key)
+        if waiting is None:
+            return False
+        row["answers"] = "SEND"
+        row["request_ts"] = waiting.pop(0)
+        if not waiting:
+            del self._sends[key]
+        return True
+
+    def _pair_ack(self, row: dict[str, Any], direction: int, final: bool) -> bool:
+        request_id = row.get("request_id")
+        if request_id is not None:
+            _put(self._acks, (row["consumer_id"], request_id), row["ts"], self)
+        return True
+
+    def _pair_ack_response(self, row: dict[str, Any], direction: int, final: bool) -> bool:
+        request_id = row.get("request_id")
+        if request_id is None:
             return True
-        if role == c.RESPONSE:
-            return self._answer_request(row, direction, final)
-        if role == c.SEND:
-            key = (row["producer_id"], row["sequence_id"])
-            waiting = self._sends.get(key)
-            if waiting is None:
-                _put(self._sends, key, [row["ts"]], self)
-            else:
-                waiting.append(row["ts"])
-            return True
-        if role == c.RECEIPT:
-            key = (row["producer_id"], row["sequence_id"])
-            waiting = self._sends.get(key)
-            if waiting is None:
-                return False
-            row["answers"] = "SEND"
-            row["request_ts"] = waiting.pop(0)
-            if not waiting:
-                del self._sends[key]
-            return True
-        if role == c.ACK:
-            request_id = row.get("request_id")
-            if request_id is not None:
-                _put(self._acks, (row["consumer_id"], request_id), row["ts"], self)
-            return True
-        if role == c.ACK_RESPONSE:
-            request_id = row.get("request_id")
-            if request_id is None:
-                return True
-            ts = self._acks.pop((row["consumer_id"], request_id), None)
-            if ts is None:
-                return False
-            row["answers"] = "ACK"
-            row["request_ts"] = ts
-            return True
-        return self._pair_in_order(role, row, direction)
+        ts = self._acks.pop((row["consumer_id"], request_id), None)
+        if ts is None:
+            return False
+        row["answers"] = "ACK"
+        row["request_ts"] = ts
+        return True
 
     def _add_request(self, request: Request) -> None:
         request_id = request.request_id
@@ -205,7 +223,7 @@ class ConnectionState:
             self.complete = False
         waiting.append(request)
 
-    def _answer_request(self, row: dict[str, Any], direction: int, final: bool) -> bool:
+    def _pair_response(self, row: dict[str, Any], direction: int, final: bool) -> bool:
         request = None
         request_id = row["request_id"]
         waiting = self._requests.get(request_id) if direction == 1 else None
@@ -234,12 +252,19 @@ class ConnectionState:
             row.setdefault("consumer_id", request.consumer_id)
         return True
 
-    def _pair_in_order(self, role: str, row: dict[str, Any], direction: int) -> bool:
-        if role in _IN_ORDER_REQUESTS:
+    def _in_order_request(self, role: str) -> Pairer:
+        def record(row: dict[str, Any], direction: int, final: bool) -> bool:
             queue = self._in_order.setdefault((role, direction), deque(maxlen=MAX_PENDING))
             queue.append((row["command"], row["ts"]))
             return True
-        return self._take_in_order(_IN_ORDER_RESPONSES[role], 1 - direction, row)
+
+        return record
+
+    def _in_order_response(self, request_role: str) -> Pairer:
+        def answer(row: dict[str, Any], direction: int, final: bool) -> bool:
+            return self._take_in_order(request_role, 1 - direction, row)
+
+        return answer
 
     def _take_in_order(self, request_role: str, direction: int, row: dict[str, Any]) -> bool:
         queue = self._in_order.get((request_role, direction))
@@ -249,13 +274,21 @@ class ConnectionState:
         return True
 
 
-_IN_ORDER_REQUESTS = frozenset({c.PING, c.CONNECT, c.CHALLENGE})
-_IN_ORDER_RESPONSES = {c.PONG: c.PING, c.CONNECTED: c.CONNECT, c.CHALLENGE_REPLY: c.CHALLENGE}
+def _merge(row: dict[str, Any], names: dict[str, Any], keep_row_values: bool) -> None:
+    if keep_row_values:
+        for column, value in names.items():
+            row.setdefault(column, value)
+    else:
+        row.update(names)
 
 
 def _put(table: dict, key: Any, value: Any, state: ConnectionState) -> None:
     """Insert, dropping the oldest entry when the table is full (pairing then unreliable)."""
     if len(table) >= MAX_PENDING:
-        del table[next(iter(table))]
-        state.complete = False
+        _drop_oldest(table, state)
     table[key] = value
+
+
+def _drop_oldest(table: dict, state: ConnectionState) -> None:
+    del table[next(iter(table))]
+    state.complete = False
