@@ -1,33 +1,24 @@
 """The decoder on real captures (the real pulsar-client against the test broker),
 checked against the broker's journal of every frame and the client's truth file.
 
-The captures are clean loopback recordings (handshake seen, nothing lost), so a minimal
-in-test reader turns them into stream events; pwcap's own reassembly is tested elsewhere.
+The captures are clean loopback recordings (handshake seen, nothing lost).
 """
 
 from __future__ import annotations
 
 import json
-import socket
 from collections import Counter, defaultdict
 from pathlib import Path
 
-import dpkt
 import pyarrow as pa
 import pytest
-from pwcap.capture.events import ClientBy, Connection, Direction
 from pwcap.decode.api import DecodeOptions
 from pwcap.decode.pulsar.decoder import PulsarDecoder
 from pwcap.decode.schema import arrow_schema
 
-from tests.pulsar_frames import RecordingSink
+from tests.pulsar_frames import DecodingStreams, RecordingSink, read_capture
 
 SAMPLES = Path(__file__).resolve().parent.parent / "sample_pcaps"
-LINK_LAYERS = {
-    dpkt.pcap.DLT_EN10MB: dpkt.ethernet.Ethernet,
-    dpkt.pcap.DLT_LINUX_SLL: dpkt.sll.SLL,
-    276: dpkt.sll2.SLL2,  # LINKTYPE_LINUX_SLL2
-}
 
 
 def _clean_recordings() -> list[str]:
@@ -47,44 +38,10 @@ WITH_TRUTH = _clean_recordings()
 
 
 def decode_capture(path: Path) -> tuple[RecordingSink, list[PulsarDecoder]]:
-    """Feed every TCP connection of a clean capture to its own PulsarDecoder."""
-    sink = RecordingSink()
-    decoders: dict[frozenset, tuple[Connection, PulsarDecoder]] = {}
-    next_seq: dict[tuple, int] = {}
-    offsets: dict[tuple, int] = defaultdict(int)
-    with path.open("rb") as handle:
-        reader = dpkt.pcap.Reader(handle)
-        link = LINK_LAYERS[reader.datalink()]
-        for ts, buf in reader:
-            ip = link(buf).data
-            if not isinstance(ip, dpkt.ip.IP | dpkt.ip6.IP6) or not isinstance(
-                ip.data, dpkt.tcp.TCP
-            ):
-                continue
-            family = socket.AF_INET if isinstance(ip, dpkt.ip.IP) else socket.AF_INET6
-            tcp = ip.data
-            src = (socket.inet_ntop(family, ip.src), tcp.sport)
-            dst = (socket.inet_ntop(family, ip.dst), tcp.dport)
-            key = frozenset((src, dst))
-            micros = round(ts * 1_000_000)
-            if tcp.flags & dpkt.tcp.TH_SYN:
-                if not tcp.flags & dpkt.tcp.TH_ACK:
-                    conn = Connection(len(decoders) + 1, *src, *dst, micros, ClientBy.SYN)
-                    options = DecodeOptions(capture=path.name)
-                    decoders[key] = (conn, PulsarDecoder(conn, sink, options))
-                next_seq[src] = tcp.seq + 1
-                continue
-            if key not in decoders or not tcp.data or tcp.seq != next_seq.get(src):
-                continue  # not ours, no data, or a retransmission
-            conn, decoder = decoders[key]
-            client = (conn.client_ip, conn.client_port)
-            direction = Direction.C2B if src == client else Direction.B2C
-            decoder.on_data(direction, micros, offsets[src], tcp.data)
-            offsets[src] += len(tcp.data)
-            next_seq[src] = tcp.seq + len(tcp.data)
-    for _, decoder in decoders.values():
-        decoder.on_close(0)
-    return sink, [decoder for _, decoder in decoders.values()]
+    """Feed every TCP connection of a capture to its own PulsarDecoder."""
+    streams = DecodingStreams(DecodeOptions(capture=path.name))
+    read_capture(path, streams)
+    return streams.sink, streams.decoders
 
 
 @pytest.fixture(scope="module", params=WITH_TRUTH)
