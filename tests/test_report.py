@@ -406,3 +406,80 @@ def test_cli_writes_the_page(dataset: Path, analytics: Path, tmp_path: Path) -> 
     assert main(["report", str(dataset), "--analytics", str(analytics), "-o", str(out)]) == 0
     assert parse(out.read_text(encoding="utf-8")).sections.keys() == SECTIONS
     assert main(["report", str(tmp_path / "absent"), "-o", str(out)]) == 2
+
+
+def test_page_size_is_bounded_whatever_the_table_sizes(tmp_path: Path) -> None:
+    """Many commands, connections, anomalies, latency pairs and permit events: every table
+    is cut to its top rows and every chart binned or downsampled."""
+    from pwcap.report import analytics as sections
+    from pwcap.report.decoded import MAX_BARS, TOP
+
+    n_frames, n_pairs, consumers, events = 200_000, 200_000, 20, 5_000
+    start = int(T0.timestamp() * 1e6)
+    commands = [f"CMD_{i:03d}" for i in range(MAX_BARS + 20)]
+    frames = pa.table(
+        {
+            "ts": pa.array([start + i for i in range(n_frames)], pa.timestamp("us", tz="UTC")),
+            "conn_id": pa.array([i % 5_000 for i in range(n_frames)], pa.int64()),
+            "protocol": ["pulsar"] * n_frames,
+            "command": [commands[i % len(commands)] for i in range(n_frames)],
+            "frame_size": pa.array([64] * n_frames, pa.int32()),
+        }
+    )
+    connections = pa.table(
+        {
+            "conn_id": pa.array(range(5_000), pa.int64()),
+            "protocol": ["pulsar"] * 5_000,
+            "frames_c2b": pa.array([i % 97 for i in range(5_000)], pa.int64()),
+            "frames_b2c": pa.array([0] * 5_000, pa.int64()),
+        }
+    )
+    anomalies = pa.table({"kind": [f"kind_{i % 60}" for i in range(10_000)]})
+    pairs = pa.table(
+        {
+            "kind": [f"KIND_{i % 50}" for i in range(n_pairs)],
+            "request_ts": pa.array(
+                [start + 17 * i for i in range(n_pairs)], pa.timestamp("us", tz="UTC")
+            ),
+            "latency_us": pa.array([1 + (i * 7919) % 100_000 for i in range(n_pairs)], pa.int64()),
+            "outcome": ["success"] * n_pairs,
+        }
+    )
+    n_events = consumers * events
+    timeline = pa.table(
+        {
+            "conn_id": pa.array([i // events for i in range(n_events)], pa.int64()),
+            "consumer_id": pa.array([1] * n_events, pa.int64()),
+            "ts": pa.array([start + i for i in range(n_events)], pa.timestamp("us", tz="UTC")),
+            "balance": pa.array([(i * 31) % 11 - 1 for i in range(n_events)], pa.int64()),
+        }
+    )
+    summary = pa.table(
+        {
+            "conn_id": pa.array(range(consumers), pa.int64()),
+            "consumer_id": pa.array([1] * consumers, pa.int64()),
+            "starved_us": pa.array(range(consumers), pa.int64()),
+        }
+    )
+    root = tmp_path / "big"
+    tables = {"dataset/frames": frames, "dataset/connections": connections}
+    tables |= {"dataset/anomalies": anomalies, "analytics/latency_pairs": pairs}
+    tables |= {"analytics/permit_timeline": timeline, "analytics/permit_summary": summary}
+    for name, table in tables.items():
+        (root / name).mkdir(parents=True)
+        pq.write_table(table, root / name / "part-0.parquet", row_group_size=50_000)
+
+    html = render(root / "dataset", root / "analytics")
+    page = parse(html)
+    assert len(html) < 1_000_000
+    rows = [body.split("</tbody>")[0].count("<tr>") for body in html.split("<tbody>")[1:]]
+    # Commands and latency kinds are listed whole (a protocol has a few dozen); connections,
+    # anomalies, slowest pairs and starved consumers are cut to the top rows.
+    assert max(rows) == len(commands) and rows.count(TOP) == 3
+    assert len(page.charts["frames"]) <= MAX_BARS + 1  # bars, and a clipped label's tooltip
+    assert page.tags["circle"] <= sections.SERIES * sections.TIME_BINS
+    polylines = [p for p in html.split("<polyline")[1:] if 'stroke-width="1.4"' in p]
+    assert len(polylines) == sections.CONSUMERS
+    for line in polylines:
+        points = line.split('points="')[1].split('"')[0].split()
+        assert len(points) <= 2 * sections.TIMELINE_POINTS + 2

@@ -38,4 +38,5 @@ def render(dataset: Path, analytics_dir: Path | None = None) -> str:
         analytics.redelivery(results),
     ]
     subtitle = f"dataset {dataset}" + (f" · analytics {analytics_dir}" if analytics_dir else "")
+    subtitle += " · capture times in UTC"
     return page("pwcap report", subtitle, NAV, body)

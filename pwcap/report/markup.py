@@ -42,7 +42,8 @@ def text(value: Any) -> str:
 
 
 def timestamp(value: datetime | None) -> str:
-    return "" if value is None else value.strftime("%Y-%m-%d %H:%M:%S.%f UTC")
+    """Capture times are UTC (the page header says so); microseconds matter."""
+    return "" if value is None else value.strftime("%Y-%m-%d %H:%M:%S.%f")
 
 
 def micros(value: float | None) -> str:
@@ -73,7 +74,8 @@ def table(
             value = row.get(key)
             shown = formats[key](value) if key in formats and value is not None else text(value)
             numeric = isinstance(value, int | float) and not isinstance(value, bool)
-            cells.append(f'<td class="num">{shown}</td>' if numeric else f"<td>{shown}</td>")
+            css = "num" if numeric else "time" if isinstance(value, datetime) else ""
+            cells.append(f'<td class="{css}">{shown}</td>' if css else f"<td>{shown}</td>")
         body.append(f"<tr>{''.join(cells)}</tr>")
     return (
         f'<div class="scroll"><table><thead><tr>{head}</tr></thead>'
@@ -113,8 +115,10 @@ h3 { font-size:14px; margin:16px 0 6px; color:var(--muted); }
 .scroll { overflow-x:auto; max-height:480px; overflow-y:auto; }
 table { border-collapse:collapse; font-size:12.5px; width:100%; }
 th, td { border-bottom:1px solid var(--line); padding:3px 8px; text-align:left;
-  vertical-align:top; overflow-wrap:anywhere; }
-th { position:sticky; top:0; background:#eef1f5; font-weight:600; }
+  vertical-align:top; }
+td { overflow-wrap:anywhere; min-width:4em; }
+th { position:sticky; top:0; background:#eef1f5; font-weight:600; white-space:nowrap; }
+td.time { white-space:nowrap; }
 td.num { text-align:right; font-variant-numeric:tabular-nums; white-space:nowrap; }
 .null { color:#aab; }
 .note, .empty { color:var(--muted); margin:6px 0; }

@@ -15,7 +15,7 @@ from pwcap.report.markup import esc
 
 PALETTE = ("#2f6fbd", "#d9822b", "#3a9e5c", "#c23b4e", "#7d5ab5", "#2aa3a8", "#8c6d31", "#5b6475")
 WIDTH = 960
-LABEL_WIDTH = 260
+LABEL_WIDTH = 300
 ROW = 20
 
 Point = tuple[float, float]
@@ -29,7 +29,7 @@ def _svg(height: float, body: Sequence[str], label: str) -> str:
     )
 
 
-def _clip(label: str, limit: int = 40) -> str:
+def _clip(label: str, limit: int = 44) -> str:
     return label if len(label) <= limit else label[: limit - 1] + "…"
 
 
