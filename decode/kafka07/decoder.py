@@ -26,15 +26,15 @@ log offset (:mod:`.messages`).
 
 from __future__ import annotations
 
-import hashlib
 from functools import partial
 
 from pwcap.capture.events import ClientBy, Connection, Direction
 from pwcap.decode.api import DecodeOptions, Row, RowSink
 from pwcap.decode.kafka07.framing import FrameHandler, FrameStream
-from pwcap.decode.kafka07.messages import Budget, MessageSet, read_message_set
+from pwcap.decode.kafka07.messages import Budget, read_message_set
 from pwcap.decode.kafka07.pairing import Pairing, Pending
 from pwcap.decode.kafka07.responses import fits, guess_kind
+from pwcap.decode.kafka07.rows import Sets, add_info, describe_parts, emit_messages
 from pwcap.decode.kafka07.sniff import (
     find_request_start,
     find_response_start,
@@ -43,14 +43,10 @@ from pwcap.decode.kafka07.sniff import (
 )
 from pwcap.decode.kafka07.wire import (
     ANSWERED,
-    EARLIEST_TIME,
-    FETCH,
     HEAD,
-    LATEST_TIME,
     MAX_ERROR,
     MIN_ERROR,
     MULTIFETCH,
-    MULTIPRODUCE,
     OFFSETS,
     PRODUCE,
     REQUEST_NAMES,
@@ -63,10 +59,7 @@ from pwcap.decode.kafka07.wire import (
 )
 
 _LABELS = ("c2b", "b2c")
-_sha256 = hashlib.sha256
 MAX_SUSPECTS = 10_000  # unmatched responses awaiting proof, kept per connection
-MAX_INFO_PARTS = 8  # parts of a MULTI* frame listed in `info`
-_TIMES = {LATEST_TIME: "latest", EARLIEST_TIME: "earliest"}
 
 
 class Kafka07Decoder:
@@ -212,7 +205,7 @@ class Kafka07Decoder:
         row["command"] = name
         row["command_type"] = request_type
         self._frames[0] += 1
-        _describe_parts(row, parts, request_type)
+        describe_parts(row, parts, request_type)
         if parts and parts[0].kind == PRODUCE:
             self._produced(row, buf, parts)
         if request_type in ANSWERED:
@@ -275,7 +268,7 @@ class Kafka07Decoder:
             elif self._pairing.in_step:
                 self._suspect_unmatched(row)
         else:
-            _describe_parts(row, pending.parts, pending.type)
+            describe_parts(row, pending.parts, pending.type)
         if request_type == OFFSETS:
             self._offsets(row, buf, body, end)
         elif request_type == MULTIFETCH:
@@ -293,7 +286,7 @@ class Kafka07Decoder:
         if offsets is None:
             self._frame_anomaly("protocol_violation", row, "OFFSETS answer is not an offset array")
             return
-        _add_info(row, f"offsets={offsets}")
+        add_info(row, f"offsets={offsets}")
 
     def _multifetch(
         self, row: Row, buf: bytes, body: int, end: int, fetches: list[Part | None]
@@ -316,57 +309,14 @@ class Kafka07Decoder:
             sets.append((fetch, read_message_set(buf, start, stop, _fetch_offset(fetch), budget)))
         row["truncated_tail"] = sum(message_set.tail for _, message_set in sets)
         if errors:
-            _add_info(row, "; ".join(errors))
+            add_info(row, "; ".join(errors))
         self._messages(row, sets)
 
-    # -- messages ------------------------------------------------------------------------
-
-    def _messages(self, row: Row, sets: list[tuple[Part | None, MessageSet]]) -> None:
-        """Emit the messages of a frame's sets and fill its message summary columns."""
-        count = 0
-        all_ok = True
-        codecs = set()
-        emit = self._sink.message
-        payloads = self._payloads
-        for part, message_set in sets:
+    def _messages(self, row: Row, sets: Sets) -> None:
+        for _, message_set in sets:
             for kind, detail in message_set.problems:
                 self._frame_anomaly(kind, row, detail)
-            base = {
-                "ts": row["ts"],
-                "capture": self._capture,
-                "conn_id": self._conn_id,
-                "direction": row["direction"],
-                "protocol": "kafka07",
-                "stream_offset": row["stream_offset"],
-                "command": row["command"],
-                "topic": part.topic if part is not None else None,
-                "partition": part.partition if part is not None else None,
-            }
-            for message in message_set.messages:
-                payload = message.payload
-                out = {
-                    **base,
-                    "offset": message.offset,
-                    "magic": message.magic,
-                    "compression": message.compression,
-                    "checksum_ok": message.checksum_ok,
-                    "batch_index": message.batch_index,
-                    "batch_size": message.batch_size,
-                }
-                if payload is not None:
-                    out["payload_size"] = len(payload)
-                    out["payload_sha256"] = _sha256(payload).hexdigest()
-                    if payloads:
-                        out["payload"] = bytes(payload)
-                emit(out)
-                all_ok = all_ok and message.checksum_ok
-                codecs.add(message.compression)
-            count += len(message_set.messages)
-        row["num_messages"] = count
-        if count:
-            row["checksum_ok"] = all_ok
-        if len(codecs) == 1:
-            row["compression"] = codecs.pop()
+        emit_messages(self._sink.message, row, sets, self._payloads)
 
     # -- pairing and anomalies -----------------------------------------------------------
 
@@ -488,35 +438,3 @@ class Kafka07Decoder:
 
 def _fetch_offset(part: Part | None) -> int | None:
     return part.value if part is not None else None
-
-
-def _describe_parts(row: Row, parts: list[Part], request_type: int) -> None:
-    """Topic, partition, offset and max size where the parts agree; MULTI* parts in info."""
-    if not parts:
-        return
-    first = parts[0]
-    if all(p.topic == first.topic for p in parts):
-        row["topic"] = first.topic
-    if all(p.partition == first.partition for p in parts):
-        row["partition"] = first.partition
-    if first.kind == FETCH and len(parts) == 1:
-        row["offset"] = first.value
-        row["max_size"] = first.limit
-    if first.kind == OFFSETS:
-        _add_info(row, f"time={_TIMES.get(first.value, first.value)} max_offsets={first.limit}")
-    if request_type in (MULTIFETCH, MULTIPRODUCE):
-        listed = [_part_text(p) for p in parts[:MAX_INFO_PARTS]]
-        if len(parts) > MAX_INFO_PARTS:
-            listed.append(f"+{len(parts) - MAX_INFO_PARTS} more")
-        _add_info(row, f"parts={len(parts)}: " + ", ".join(listed))
-
-
-def _part_text(part: Part) -> str:
-    if part.kind == FETCH:
-        return f"{part.topic}:{part.partition}@{part.value}/{part.limit}"
-    return f"{part.topic}:{part.partition} {part.end - part.start}B"
-
-
-def _add_info(row: Row, text: str) -> None:
-    info = row.get("info")
-    row["info"] = f"{info}; {text}" if info else text
