@@ -24,6 +24,7 @@ ID_COLUMNS = (
     ("consumer_id", "cons"),
     ("sequence_id", "seq"),
     ("permits", "permits"),
+    ("offset", "offset"),
     ("num_messages", "msgs"),
     ("redelivery_count", "redelivered"),
     ("error_code", "error"),
@@ -48,8 +49,12 @@ COLUMNS = [
 ]
 
 
-class _Enough(Exception):
-    """The line limit is reached: stop reading the capture."""
+class _Enough(BaseException):
+    """The line limit is reached: stop reading the capture.
+
+    A BaseException, like KeyboardInterrupt, so that no decoder's guard against damaged
+    frames (``except Exception``) mistakes it for one.
+    """
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -57,6 +62,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--conn", type=int, action="append", metavar="ID", help="only this conn_id")
     parser.add_argument(
         "--command",
+        dest="commands",  # `command` is the sub-command's name
         nargs="+",
         action="extend",
         metavar="CMD",
@@ -69,7 +75,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     path = Path(args.file)
-    keep = _Filter(args.conn, args.command, args.limit)
+    keep = _Filter(args.conn, args.commands, args.limit)
     printer = _Printer(sys.stdout)
 
     def show(row: dict[str, Any]) -> None:

@@ -19,8 +19,8 @@ INTERVAL = 0.25  # seconds between redraws
 class ProgressBar:
     """Bytes done of a known total, the current file's name and the rate so far."""
 
-    def __init__(self, stream: TextIO = sys.stderr) -> None:
-        self._stream = stream
+    def __init__(self, stream: TextIO | None = None) -> None:
+        self._stream = stream or sys.stderr
         self._done = 0  # bytes of the captures finished before the current one
         self._position: Callable[[], int] = lambda: 0  # bytes of the current one, roughly
         self._total = 0
@@ -65,6 +65,6 @@ class ProgressBar:
         self._drawn = True
 
 
-def wanted(quiet: bool, stream: TextIO = sys.stderr) -> bool:
+def wanted(quiet: bool, stream: TextIO | None = None) -> bool:
     """A bar only for a person watching: not asked to be quiet, stderr a terminal."""
-    return not quiet and stream.isatty()
+    return not quiet and (stream or sys.stderr).isatty()
