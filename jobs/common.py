@@ -27,8 +27,11 @@ Tables = dict[str, DataFrame]
 
 
 def session(app_name: str, verbose: bool = False) -> SparkSession:
-    """The active session (a test's, or spark-submit's with its ``--master``), else a local
-    one on every core. Timestamps stay in UTC whatever the machine's zone."""
+    """The active session (a test's, ``pwcap analyze``'s) as it is; else one on
+    spark-submit's ``--master``, or a local one on every core, with timestamps in UTC."""
+    active = SparkSession.getActiveSession()
+    if active is not None:
+        return active
     conf = SparkConf()  # carries spark-submit's --master and --conf settings
     if not conf.contains("spark.master"):
         conf.setMaster("local[*]").set("spark.ui.showConsoleProgress", "false")

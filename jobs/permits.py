@@ -9,10 +9,17 @@ It can go negative, because brokers dispatch whole batches. A consumer whose SUB
 not in the capture (capture started mid-connection) has no known balance: its timeline is
 written with a null balance and it gets no starvation intervals.
 
-A starvation interval opens when the balance reaches zero or below (or at subscription)
-and ends at the FLOW that lifts it above zero, at CLOSE_CONSUMER, or at the end of the
-capture (``ended_by``). ``backlog_waiting`` says the broker delivered within
-``PROMPT_US`` of that FLOW: messages were waiting, so the consumer was the bottleneck.
+A starvation interval opens when a delivery brings the balance to zero or below and ends
+at the FLOW that lifts it above zero, at CLOSE_CONSUMER, or at the end of the capture
+(``ended_by``). The zero balance between SUBSCRIBE and the consumer's first FLOW is in the
+timeline but is not starvation: the consumer has not asked for messages yet.
+
+The balance is the one the wire shows. The broker applies a FLOW when it reads it, which
+can be a little after the capture saw it; a span the broker saw shorter than that delay
+(a FLOW already in flight when the last permitted entry was sent) does not show here.
+
+``backlog_waiting`` says the broker delivered within ``PROMPT_US`` of the FLOW that ended
+the span: messages were waiting, so the consumer was the bottleneck.
 """
 
 from __future__ import annotations
@@ -112,10 +119,15 @@ def starvation_intervals(timeline: DataFrame, frames: DataFrame) -> DataFrame:
         F.sum(change.cast("int")).over(order.rowsBetween(Window.unboundedPreceding, 0)),
     ).where("starved")
     last = F.max(F.struct("ts", "stream_offset", "next_ts", "next_event", "delivery_after_next"))
-    spans = islands.groupBy(*CONSUMER, "life", "island").agg(
-        *(F.first(name).alias(name) for name in NAMES),
-        F.min("ts").alias("start_ts"),
-        last.alias("last"),
+    spans = (
+        islands.groupBy(*CONSUMER, "life", "island")
+        .agg(
+            *(F.first(name).alias(name) for name in NAMES),
+            F.min("ts").alias("start_ts"),
+            F.max(F.col("event") == "subscribed").alias("before_first_flow"),
+            last.alias("last"),
+        )
+        .where(~F.col("before_first_flow"))
     )
     capture_end = frames.groupBy("conn_id").agg(F.max("ts").alias("capture_end"))
     end_ts = F.coalesce("last.next_ts", "capture_end")

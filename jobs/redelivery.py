@@ -169,9 +169,9 @@ def redelivery_summary(deliveries: DataFrame, frames: DataFrame, window: str) ->
     )
 
 
-def unacked(frames: DataFrame) -> DataFrame:
-    """Entries whose last delivery no ack answered within the capture (ack holes)."""
-    answered = acks.answered_deliveries(frames)
+def unacked(answered: DataFrame) -> DataFrame:
+    """Entries (:func:`acks.answered_deliveries`) whose last delivery no ack answered
+    within the capture: ack holes."""
     holes = answered.where(F.col("next_delivery_ts").isNull() & F.col("ack_ts").isNull())
     return holes.select(
         *acks.ENTRY,
@@ -186,12 +186,17 @@ def unacked(frames: DataFrame) -> DataFrame:
     )
 
 
-def tables(frames: DataFrame, messages: DataFrame, window: str) -> Tables:
+def tables(
+    frames: DataFrame, messages: DataFrame, window: str, answered: DataFrame | None = None
+) -> Tables:
+    """``answered``: :func:`acks.answered_deliveries` of ``frames``, when the caller has it."""
+    if answered is None:
+        answered = acks.answered_deliveries(frames)
     deliveries = message_deliveries(messages).cache()
     return {
         "redeliveries": redeliveries(deliveries, frames),
         "redelivery_summary": redelivery_summary(deliveries, frames, window),
-        "unacked": unacked(frames),
+        "unacked": unacked(answered),
     }
 
 

@@ -17,7 +17,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     # Imported here: pyspark is only needed by this sub-command, and slow to import.
-    from pwcap.jobs import latency, permits, redelivery
+    from pwcap.jobs import acks, latency, permits, redelivery
     from pwcap.jobs.common import missing_datasets, read_table, session, write_tables
 
     missing = missing_datasets(args.datasets)
@@ -29,10 +29,11 @@ def run(args: argparse.Namespace) -> int:
         read_table(spark, args.datasets, name).cache()
         for name in ("frames", "messages", "connections")
     )
+    answered = acks.answered_deliveries(frames).cache()  # both latency and redelivery use it
     tables = {
-        **latency.tables(frames, messages, connections, args.window),
+        **latency.tables(frames, messages, connections, args.window, answered),
         **permits.tables(frames),
-        **redelivery.tables(frames, messages, args.window),
+        **redelivery.tables(frames, messages, args.window, answered),
     }
     written = write_tables(tables, args.output)
     results = {name: spark.read.parquet(path) for name, path in written.items()}
@@ -55,7 +56,7 @@ def summary(results: dict[str, Any]) -> str:
         .agg(
             F.count("latency_us").alias("n"),
             F.count(F.when(F.col("outcome") == "unanswered", 1)).alias("unanswered"),
-            F.percentile_approx("latency_us", [0.5, 0.99], 100_000).alias("q"),
+            F.percentile("latency_us", F.array(F.lit(0.5), F.lit(0.99))).alias("q"),
             F.max("latency_us").alias("max"),
         )
         .orderBy(F.desc_nulls_last(F.col("q")[1]))

@@ -1,0 +1,261 @@
+"""The analytics, run once through ``pwcap analyze`` with real Spark on the decoded sample
+captures, compared with what the broker journal and the client recorded (truth files)."""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import io
+import json
+from collections import Counter, defaultdict
+
+import pytest
+from pwcap.jobs import latency, permits, redelivery
+from pwcap.jobs.common import read_table, write_tables
+
+from pwcap import cli_analyze
+from tests.test_pulsar_samples import SAMPLES, WITH_TRUTH
+
+TABLES = [
+    "latency_pairs",
+    "latency_summary",
+    "permit_timeline",
+    "starvation_intervals",
+    "permit_summary",
+    "redeliveries",
+    "redelivery_summary",
+    "unacked",
+]
+
+
+def truth(name: str) -> dict:
+    return json.loads((SAMPLES / f"{name}.truth.json").read_text())
+
+
+REDELIVERY_SCENARIOS = [
+    name
+    for name in WITH_TRUTH
+    if any(len(counts) > 1 for counts in truth(name)["delivery_counts"].values())
+]
+
+
+@pytest.fixture(scope="module")
+def analyzed(spark, sample_dataset, tmp_path_factory) -> dict:
+    """Every table as a list of row dicts, plus the printed summary, from one run."""
+    out = tmp_path_factory.mktemp("analytics")
+    parser = argparse.ArgumentParser()
+    cli_analyze.add_arguments(parser)
+    printed = io.StringIO()
+    with contextlib.redirect_stdout(printed):
+        assert cli_analyze.run(parser.parse_args([str(sample_dataset), "-o", str(out)])) == 0
+    tables = {name: spark.read.parquet(str(out / name)) for name in TABLES}
+    rows = {name: [r.asDict() for r in frame.collect()] for name, frame in tables.items()}
+    return {"rows": rows, "schemas": {n: f.schema for n, f in tables.items()}, "out": printed}
+
+
+def rows_of(analyzed: dict, table: str, name: str) -> list[dict]:
+    return [r for r in analyzed["rows"][table] if r["capture"] == f"{name}.pcap"]
+
+
+def expected_request_pairs(frames: dict[str, dict[str, int]]) -> Counter:
+    """Requests the capture holds, by command: each one answered once in a clean capture."""
+    c2b, b2c = frames["c2b"], frames["b2c"]
+    expected = Counter({c: n for c, n in c2b.items() if c in latency.PULSAR_CLIENT_REQUESTS})
+    expected["PING"] = c2b.get("PING", 0) + b2c.get("PING", 0)
+    expected["ACK"] = b2c.get("ACK_RESPONSE", 0)
+    return +expected
+
+
+@pytest.mark.parametrize("name", WITH_TRUTH)
+def test_every_request_and_send_is_paired_once_with_positive_latency(analyzed, name):
+    pairs = [
+        r
+        for r in rows_of(analyzed, "latency_pairs", name)
+        if r["kind"] not in (latency.PUBLISH_DELIVERY, latency.DELIVERY_ACK)
+    ]
+    assert Counter(r["kind"] for r in pairs) == expected_request_pairs(truth(name)["frames"])
+    assert {r["outcome"] for r in pairs} == {"success"}
+    assert all(r["latency_us"] > 0 for r in pairs)
+
+
+def test_chunks_and_batches_pair_once_per_send_frame_not_per_message(analyzed):
+    """Chunks of one message share a sequence id; a batch covers several: neither may
+    multiply or merge pairs."""
+    for name in ("pulsar_chunked", "pulsar_batching_compression"):
+        sends = [r for r in rows_of(analyzed, "latency_pairs", name) if r["kind"] == "SEND"]
+        facts = truth(name)
+        assert len(sends) == facts["frames"]["c2b"]["SEND"] != len(facts["sent"])
+
+
+@pytest.mark.parametrize("name", WITH_TRUTH)
+def test_publish_to_delivery_pairs_each_received_message_once_per_subscription(analyzed, name):
+    pairs = [
+        r for r in rows_of(analyzed, "latency_pairs", name) if r["kind"] == latency.PUBLISH_DELIVERY
+    ]
+    received = {(m["subscription"], tuple(m["message_id"])) for m in truth(name)["received"]}
+    assert len(pairs) == len(received)
+    assert all(r["latency_us"] > 0 for r in pairs)
+
+
+def delivery_outcomes(facts: dict) -> Counter:
+    """From the journal: each delivery acked before the entry's next delivery, superseded by
+    that redelivery, or never acked (the sample clients ack individually)."""
+    acks: dict[tuple[int, int], list[int]] = defaultdict(list)
+    for ack in facts["acks"]:
+        assert ack["ack_type"] == 0, "individual acks only"
+        for message_id in ack["message_ids"]:
+            acks[tuple(message_id[:2])].append(ack["t_us"])
+    times: dict[tuple[int, int], list[int]] = defaultdict(list)
+    for delivery in facts["deliveries"]:
+        times[tuple(delivery["message_ids"][0][:2])].append(delivery["t_us"])
+    outcomes: Counter = Counter()
+    for entry, delivered in times.items():
+        for start, end in zip(delivered, [*delivered[1:], None], strict=True):
+            if any(start <= t and (end is None or t < end) for t in acks[entry]):
+                outcomes["success"] += 1
+            else:
+                outcomes["unanswered" if end is None else "redelivered"] += 1
+    return outcomes
+
+
+@pytest.mark.parametrize("name", WITH_TRUTH)
+def test_every_delivery_is_paired_with_the_ack_that_answered_it(analyzed, name):
+    pairs = [r for r in rows_of(analyzed, "latency_pairs", name) if r["kind"] == "delivery_ack"]
+    assert Counter(r["outcome"] for r in pairs) == delivery_outcomes(truth(name))
+    assert all(r["latency_us"] > 0 for r in pairs if r["outcome"] == "success")
+
+
+def ack_holes(facts: dict) -> set[tuple[int, int]]:
+    """Entries whose last receipt by the application was not acknowledged."""
+    last: dict[tuple[int, int], str] = {}
+    for message in facts["received"]:
+        last[tuple(message["message_id"][:2])] = message["action"]
+    return {entry for entry, action in last.items() if action != "ack"}
+
+
+def test_slow_consumer_starvation_matches_the_brokers_zero_permit_record(analyzed):
+    facts = truth("pulsar_slow_consumer")
+    first_flow = min(f["t_us"] for f in facts["flows"])
+    # The broker also counts subscription -> first FLOW; the job does not call it starvation.
+    broker = [z for z in facts["zero_permit_intervals"] if z["end_us"] != first_flow]
+    spans = rows_of(analyzed, "starvation_intervals", "pulsar_slow_consumer")
+    assert len(spans) == len(broker)
+    total, broker_total = sum(s["duration_us"] for s in spans), sum(z["length_us"] for z in broker)
+    assert abs(total - broker_total) <= 0.03 * broker_total
+    assert {s["ended_by"] for s in spans} == {"flow"}
+    # Messages waited behind the queue of 4 until the backlog ran out: the broker answered
+    # every FLOW but the last at once.
+    delivered = [d["t_us"] for d in facts["deliveries"]]
+    waiting = [
+        z for z in broker if any(0 < t - z["end_us"] <= permits.PROMPT_US for t in delivered)
+    ]
+    assert sum(s["backlog_waiting"] for s in spans) == len(waiting) == len(broker) - 1
+
+
+def test_slow_consumer_summary_infers_its_queue_size_and_refills(analyzed):
+    facts = truth("pulsar_slow_consumer")
+    (summary,) = rows_of(analyzed, "permit_summary", "pulsar_slow_consumer")
+    flows = [f["permits"] for f in sorted(facts["flows"], key=lambda f: f["t_us"])]
+    assert summary["receiver_queue_size"] == flows[0]
+    assert summary["refill_permits"] == Counter(flows[1:]).most_common(1)[0][0]
+    assert summary["permits_granted"] == sum(flows)
+    assert summary["messages_delivered"] == sum(d["meta_num_messages"] for d in facts["deliveries"])
+    assert summary["starved_fraction"] > 0.5
+    assert "slow-sub" in printed_section(analyzed, "Most-starved consumers")
+
+
+@pytest.mark.parametrize("name", WITH_TRUTH)
+def test_permit_summary_counts_every_grant_and_delivery(analyzed, name):
+    facts = truth(name)
+    summaries = rows_of(analyzed, "permit_summary", name)
+    assert sum(s["permits_granted"] for s in summaries) == sum(f["permits"] for f in facts["flows"])
+    delivered = sum(d["meta_num_messages"] for d in facts["deliveries"])
+    assert sum(s["messages_delivered"] for s in summaries) == delivered
+    assert all(s["deliveries_beyond_permits"] == 0 for s in summaries)
+
+
+def expected_trigger(facts: dict, entry: tuple[int, int]) -> str:
+    """What the wire shows before a redelivery, from the journal's REDELIVER requests."""
+    for request in facts["redeliver_requests"]:
+        if entry in {tuple(i[:2]) for i in request.get("message_ids", [])}:
+            return "redeliver_ids"
+    if any("message_ids" not in request for request in facts["redeliver_requests"]):
+        return "redeliver_all"
+    assert facts["frames"]["c2b"].get("SEEK"), "scenario with no visible trigger"
+    return "seek"
+
+
+@pytest.mark.parametrize("name", REDELIVERY_SCENARIOS)
+def test_redelivered_messages_and_counts_match_the_record(analyzed, name):
+    facts = truth(name)
+    rows = rows_of(analyzed, "redeliveries", name)
+    ours: dict[tuple[int, int], list[dict]] = defaultdict(list)
+    for r in sorted(rows, key=lambda r: r["delivery_number"]):
+        ours[(r["ledger_id"], r["entry_id"])].append(r)
+    journal = {
+        tuple(map(int, key.split(":"))): counts
+        for key, counts in facts["delivery_counts"].items()
+        if len(counts) > 1
+    }
+    client = Counter(tuple(m["message_id"][:2]) for m in facts["received"])
+    assert set(ours) == set(journal)
+    for entry, deliveries in ours.items():
+        assert [d["redelivery_count"] for d in deliveries] == journal[entry]
+        assert len(deliveries) == client[entry] == deliveries[0]["deliveries"]
+        assert deliveries[0]["trigger"] is None
+        assert {d["trigger"] for d in deliveries[1:]} == {expected_trigger(facts, entry)}
+        assert all(d["since_first_delivery_us"] > 0 for d in deliveries[1:])
+
+
+def redelivered_messages(facts: dict) -> int:
+    """Messages delivered again: every delivery of an entry after its first, times its size."""
+    seen: set[tuple[int, int]] = set()
+    again = 0
+    for delivery in facts["deliveries"]:
+        entry = tuple(delivery["message_ids"][0][:2])
+        if entry in seen:
+            again += delivery["meta_num_messages"]
+        seen.add(entry)
+    return again
+
+
+def printed_section(analyzed: dict, title: str) -> str:
+    return analyzed["out"].getvalue().split(f"{title}:\n")[1].split(":\n")[0]
+
+
+@pytest.mark.parametrize("name", WITH_TRUTH)
+def test_redelivery_summary_counts_redeliveries_and_requests(analyzed, name):
+    facts = truth(name)
+    summary = rows_of(analyzed, "redelivery_summary", name)
+    assert sum(s["redeliveries"] for s in summary) == redelivered_messages(facts)
+    with_ids = sum(1 for r in facts["redeliver_requests"] if "message_ids" in r)
+    assert sum(s["redeliver_with_ids"] for s in summary) == with_ids
+    assert sum(s["redeliver_all"] for s in summary) == len(facts["redeliver_requests"]) - with_ids
+    if redelivered_messages(facts):
+        subscription = facts["received"][0]["subscription"]
+        assert subscription in printed_section(analyzed, "Most-redelivered subscriptions")
+
+
+@pytest.mark.parametrize("name", WITH_TRUTH)
+def test_unacked_entries_are_those_the_application_never_acked(analyzed, name):
+    holes = {(r["ledger_id"], r["entry_id"]) for r in rows_of(analyzed, "unacked", name)}
+    assert holes == ack_holes(truth(name))
+
+
+def test_a_capture_without_redelivery_or_starvation_gives_empty_typed_tables(
+    spark, sample_dataset, analyzed, tmp_path
+):
+    """Run on plain alone: empty tables, with the schema a full run writes."""
+    capture = read_table(spark, [str(sample_dataset)], "frames").where(
+        "capture = 'pulsar_plain.pcap'"
+    )
+    messages = read_table(spark, [str(sample_dataset)], "messages").where(
+        "capture = 'pulsar_plain.pcap'"
+    )
+    tables = {**permits.tables(capture), **redelivery.tables(capture, messages, "1 minutes")}
+    empty = ["starvation_intervals", "redeliveries", "unacked"]
+    written = write_tables({name: tables[name] for name in empty}, str(tmp_path))
+    for name, path in written.items():
+        back = spark.read.parquet(path)
+        assert back.count() == 0
+        assert back.schema == analyzed["schemas"][name]
