@@ -16,7 +16,11 @@ from typing import Any
 from google.protobuf.descriptor import Descriptor, FieldDescriptor
 from pwcap.decode.pulsar._pb.pulsar_api_pb2 import BaseCommand, MessageIdData
 from pwcap.decode.pulsar.info import is_secret, summarize
+from pwcap.decode.schema import FRAMES, I32
 
+_I32_COLUMNS = frozenset(column.name for column in FRAMES if column.type == I32)
+
+I31 = (1 << 31) - 1
 I63 = (1 << 63) - 1
 U64 = 1 << 64
 
@@ -220,23 +224,37 @@ def _compile_extractor(name: str, field: str, lines: list[str], names: dict[str,
     """
     body = "\n".join(_indent([f"sub = command.{field}", *lines, "return sub"]))
     source = f"def extract_{name}(command, row):\n{body}\n"
-    namespace = {"I63": I63, "U64": U64, **names}
+    namespace = {"I31": I31, "I63": I63, "U64": U64, "text": text, **names}
     exec(compile(source, f"<pulsar extractor {name}>", "exec"), namespace)
     return namespace[f"extract_{name}"]
 
 
-def _copy(column: str, value: str, unsigned: bool) -> list[str]:
-    if not unsigned:
-        return [f"row[{column!r}] = {value}"]
-    return [f"v = {value}", f"row[{column!r}] = v - U64 if v > I63 else v"]
+def _copy(column: str, value: str, field_type: int) -> list[str]:
+    """Statements copying one field into its column, as a value the column's type holds."""
+    if field_type == FieldDescriptor.TYPE_STRING:
+        return [f"v = {value}", f"row[{column!r}] = v if v.__class__ is str else text(v)"]
+    if field_type == FieldDescriptor.TYPE_UINT64:  # int64 columns: as Java reads them
+        return [f"v = {value}", f"row[{column!r}] = v - U64 if v > I63 else v"]
+    if field_type == FieldDescriptor.TYPE_UINT32 and column in _I32_COLUMNS:
+        # redelivery_count is a uint32 in an int32 column: null when it does not fit.
+        return [f"v = {value}", f"row[{column!r}] = v if v <= I31 else None"]
+    return [f"row[{column!r}] = {value}"]
+
+
+def text(value: str | bytes) -> str:
+    """A protobuf string as a str. The parser hands back bytes when a string field is not
+    valid UTF-8 (damage: commands carry no checksum); the text stays readable, escaped."""
+    if isinstance(value, str):
+        return value
+    return value.decode("utf-8", "backslashreplace")
 
 
 def _message_id(target: str) -> list[str]:
     # partition and batch_index: -1 (their default) means "not set", written as null.
     return [
         f"m = {target}",
-        *_copy("ledger_id", "m.ledgerId", True),
-        *_copy("entry_id", "m.entryId", True),
+        *_copy("ledger_id", "m.ledgerId", FieldDescriptor.TYPE_UINT64),
+        *_copy("entry_id", "m.entryId", FieldDescriptor.TYPE_UINT64),
         "v = m.partition",
         "if v != -1:",
         "    row['partition'] = v",
@@ -303,7 +321,7 @@ def _build(type_number: int, name: str) -> CommandSpec:
             ]
         elif fd.name in _PLAIN_COLUMNS and not repeated and fd.message_type is None:
             columns.add(_PLAIN_COLUMNS[fd.name])
-            copy = _copy(_PLAIN_COLUMNS[fd.name], attr, fd.type == FieldDescriptor.TYPE_UINT64)
+            copy = _copy(_PLAIN_COLUMNS[fd.name], attr, fd.type)
             if fd.is_required:
                 lines += copy
             else:
@@ -317,9 +335,9 @@ def _build(type_number: int, name: str) -> CommandSpec:
         )
         lines += [
             f"if {present}:",
-            "    text = summarize(sub, INFO)",
-            "    if text is not None:",
-            "        row['info'] = text",
+            "    summary = summarize(sub, INFO)",
+            "    if summary is not None:",
+            "        row['info'] = summary",
         ]
         names.update(summarize=summarize, INFO=tuple(info))
     return CommandSpec(

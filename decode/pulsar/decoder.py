@@ -11,6 +11,7 @@ from pwcap.capture.events import ClientBy, Connection, Direction
 from pwcap.decode.api import DecodeOptions, Row, RowSink
 from pwcap.decode.pulsar import commands as c
 from pwcap.decode.pulsar._pb.pulsar_api_pb2 import AuthMethod, BaseCommand
+from pwcap.decode.pulsar.commands import text
 from pwcap.decode.pulsar.framing import FrameStream
 from pwcap.decode.pulsar.holdback import HeldRows
 from pwcap.decode.pulsar.messages import EntryDecoder
@@ -337,11 +338,11 @@ class PulsarDecoder:
 
     def _on_connect(self, sub: Any, row: Row) -> None:
         fields = self._fields
-        fields["client_version"] = sub.client_version
+        fields["client_version"] = text(sub.client_version)
         if sub.HasField("protocol_version"):
             fields.setdefault("protocol_version", sub.protocol_version)
         if sub.HasField("auth_method_name"):
-            fields["auth_method"] = sub.auth_method_name
+            fields["auth_method"] = text(sub.auth_method_name)
         elif sub.HasField("auth_method"):
             method = AuthMethod.DESCRIPTOR.values_by_number.get(sub.auth_method)
             fields["auth_method"] = method.name if method else str(sub.auth_method)
@@ -349,7 +350,7 @@ class PulsarDecoder:
             fields["auth_data_size"] = len(sub.auth_data)
 
     def _on_connected(self, sub: Any, row: Row) -> None:
-        self._fields["server_version"] = sub.server_version
+        self._fields["server_version"] = text(sub.server_version)
         if sub.HasField("protocol_version"):
             self._fields["protocol_version"] = sub.protocol_version
 
@@ -360,7 +361,7 @@ class PulsarDecoder:
         # The broker-chosen name belongs to the producer of the PRODUCER request answered.
         producer = self._state.producers.get(row.get("producer_id"))
         if producer is not None:
-            producer.rename(sub.producer_name)
+            producer.rename(text(sub.producer_name))
 
     def _on_subscribe(self, sub: Any, row: Row) -> None:
         self._state.add_consumer(row)

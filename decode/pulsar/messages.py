@@ -15,6 +15,7 @@ from pwcap.decode.api import DecodeOptions, RowSink
 from pwcap.decode.pulsar._pb.pulsar_api_pb2 import MessageMetadata
 from pwcap.decode.pulsar.batch import split_batch
 from pwcap.decode.pulsar.chunks import ChunkAssembler
+from pwcap.decode.pulsar.commands import text
 from pwcap.decode.pulsar.compression import CODEC_NAMES, DecompressionError, decompress
 from pwcap.decode.pulsar.payload import PayloadError, parse_entry
 
@@ -22,6 +23,9 @@ Row = dict[str, Any]
 AnomalyFn = Callable[[str, Row, str], None]  # kind, frame row, detail
 
 _sha256 = hashlib.sha256
+I63 = (1 << 63) - 1
+U64 = 1 << 64
+MAX_MILLIS = I63 // 1000  # the largest millisecond time a microsecond int64 holds
 # Frame columns a MESSAGE's rows repeat besides those every message row has.
 _DELIVERY_COLUMNS = (
     "subscription",
@@ -44,8 +48,9 @@ class EntryDecoder:
         self._anomaly = anomaly
         self._chunks = ChunkAssembler(options.max_decompressed_size)
 
-    def decode(self, frame: Row, buf: bytes, start: int, end: int, chunk_key: Hashable) -> None:
-        """Fill ``frame``'s entry columns from ``buf[start:end]`` and emit its messages."""
+    def decode(self, frame: Row, buf: bytes, start: int, end: int, label: int) -> None:
+        """Fill ``frame``'s entry columns from ``buf[start:end]`` and emit its messages;
+        ``label`` is the frame's direction (0 or 1)."""
         frame["payload_size"] = end - start
         try:
             md, payload, checksum_ok, broker_timestamp, broker_index = parse_entry(buf, start, end)
@@ -55,16 +60,24 @@ class EntryDecoder:
         count = md.num_messages_in_batch
         codec = md.compression
         compression = CODEC_NAMES.get(codec) or str(codec)
+        producer_name = md.producer_name
+        if producer_name.__class__ is not str:
+            producer_name = text(producer_name)
+        sequence_id = md.sequence_id
+        if sequence_id > I63:
+            sequence_id -= U64
         frame["checksum_ok"] = checksum_ok
         frame["compression"] = compression
         if "num_messages" not in frame:
             frame["num_messages"] = count
         if "producer_name" not in frame:
-            frame["producer_name"] = md.producer_name
+            frame["producer_name"] = producer_name
         if broker_timestamp is not None:
-            broker_timestamp *= 1000
+            broker_timestamp = micros(broker_timestamp)
             frame["broker_timestamp"] = broker_timestamp
         if broker_index is not None:
+            if broker_index > I63:
+                broker_index -= U64
             frame["broker_index"] = broker_index
         if checksum_ok is False:
             self._anomaly("bad_checksum", frame, "CRC32-C of metadata and payload mismatch")
@@ -79,10 +92,10 @@ class EntryDecoder:
             "command": frame["command"],
             "topic": get("topic"),
             "producer_id": get("producer_id"),
-            "producer_name": md.producer_name,
-            "sequence_id": md.sequence_id,
-            "publish_time": md.publish_time * 1000,
-            "event_time": md.event_time * 1000 or None,
+            "producer_name": producer_name,
+            "sequence_id": sequence_id,
+            "publish_time": micros(md.publish_time),
+            "event_time": micros(md.event_time) or None,
             "key": md.partition_key or None,
             "compression": compression,
             "batch_size": count,
@@ -93,11 +106,14 @@ class EntryDecoder:
         if frame["command"] == "MESSAGE":
             for column in _DELIVERY_COLUMNS:
                 row[column] = get(column)
+        if row["key"] is not None and row["key"].__class__ is not str:
+            row["key"] = text(row["key"])
         _rare_metadata(md, row)
         if md.encryption_keys:
             row["encrypted"] = True
             self._emit(row, payload)
         elif md.HasField("uuid") and md.num_chunks_from_msg > 1:
+            chunk_key = (label, frame.get("producer_id"), frame.get("consumer_id"))
             self._chunk(frame, row, md, payload, chunk_key)
         elif codec or md.HasField("num_messages_in_batch"):
             self._contents(frame, row, md, payload, count)
@@ -120,30 +136,32 @@ class EntryDecoder:
         members, problem = split_batch(payload, count)
         if problem:
             self._anomaly("bad_batch", frame, problem)
-        first_sequence = md.sequence_id
+        first_sequence = base["sequence_id"]
         for index, (single, data) in enumerate(members):
             row = base.copy()
             row["batch_index"] = index
-            row["sequence_id"] = (
-                single.sequence_id if single.HasField("sequence_id") else first_sequence + index
-            )
-            row["event_time"] = single.event_time * 1000 or None
-            row["key"] = single.partition_key if single.HasField("partition_key") else None
+            if single.HasField("sequence_id"):
+                sequence_id = single.sequence_id
+                row["sequence_id"] = sequence_id - U64 if sequence_id > I63 else sequence_id
+            else:
+                row["sequence_id"] = first_sequence + index
+            row["event_time"] = micros(single.event_time) or None
+            row["key"] = text(single.partition_key) if single.HasField("partition_key") else None
             row["ordering_key"] = single.ordering_key if single.HasField("ordering_key") else None
-            row["properties"] = [(p.key, p.value) for p in single.properties] or None
+            row["properties"] = _properties(single.properties) or None
             row["null_value"] = single.null_value or None
             self._emit(row, data)
 
     def _chunk(
         self, frame: Row, row: Row, md: MessageMetadata, payload: memoryview, key: Hashable
     ) -> None:
-        row["uuid"] = md.uuid
+        row["uuid"] = text(md.uuid)
         row["chunk_id"] = md.chunk_id
         row["num_chunks"] = md.num_chunks_from_msg
         row["total_chunk_size"] = md.total_chunk_msg_size
 
         def report(kind: str, detail: str) -> None:
-            self._anomaly(kind, frame, f"chunked message {md.uuid}: {detail}")
+            self._anomaly(kind, frame, f"chunked message {row['uuid']}: {detail}")
 
         whole = self._chunks.add(
             (key, md.uuid), md.chunk_id, md.num_chunks_from_msg, bytes(payload), report
@@ -168,10 +186,20 @@ class EntryDecoder:
 def _rare_metadata(md: MessageMetadata, row: Row) -> None:
     """Entry-level fields most messages leave unset."""
     if md.properties:
-        row["properties"] = [(p.key, p.value) for p in md.properties]
+        row["properties"] = _properties(md.properties)
     if md.ordering_key:
         row["ordering_key"] = md.ordering_key
     if md.replicated_from:
-        row["replicated_from"] = md.replicated_from
+        row["replicated_from"] = text(md.replicated_from)
     if md.null_value:
         row["null_value"] = True
+
+
+def _properties(pairs: Any) -> list[tuple[str, str]]:
+    return [(text(p.key), text(p.value)) for p in pairs]
+
+
+def micros(millis: int) -> int | None:
+    """Milliseconds since the epoch as the microseconds of a timestamp column; None when
+    damage made them too large for one."""
+    return millis * 1000 if millis <= MAX_MILLIS else None
