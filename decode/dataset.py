@@ -30,8 +30,8 @@ from pwcap.decode.api import Row
 from pwcap.decode.schema import TABLES, arrow_schema
 
 BATCH_ROWS = 16_384  # dicts held per table before conversion to Arrow
-ROW_GROUP_ROWS = 262_144  # rows per Parquet row group, at most
-ROW_GROUP_BYTES = 64 << 20  # Arrow bytes per row group, at most (payloads can be large)
+ROW_GROUP_ROWS = 131_072  # rows per Parquet row group, at most
+ROW_GROUP_BYTES = 32 << 20  # Arrow bytes per row group, at most (payloads can be large)
 BATCH_PAYLOAD_BYTES = 32 << 20  # payload bytes held in dicts before a conversion
 FILE_ROWS = 8 * ROW_GROUP_ROWS  # rows per part file before the next one is started
 COMPRESSION = "zstd"
