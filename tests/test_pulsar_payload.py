@@ -146,6 +146,14 @@ def test_decompression_bomb_is_refused():
     assert sink.messages[0].get("payload_sha256") is None
 
 
+@pytest.mark.parametrize("codec", ["LZ4", "ZLIB", "ZSTD", "SNAPPY"])
+def test_an_uncompressed_size_within_the_limit_is_still_not_trusted(codec):
+    # 50 MB announced for a few bytes: refused without producing (or allocating) it.
+    md = metadata(compression=pb.CompressionType.Value(codec), uncompressed_size=50_000_000)
+    sink = decode(send(md, compress(codec, b"tiny")))
+    assert sink.kinds() == ["decompression_failed"]
+
+
 def test_lying_uncompressed_size_is_caught():
     data = b"0123456789" * 100
     md = metadata(compression=pb.ZSTD, uncompressed_size=10)

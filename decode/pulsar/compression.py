@@ -44,8 +44,15 @@ def decompress(codec: int, data: bytes, uncompressed_size: int, limit: int) -> b
     return out
 
 
+# LZ4 spends at least one byte per 255 bytes of match: a block cannot expand further.
+LZ4_MAX_RATIO = 255
+
+
 def _lz4(data: bytes, size: int, limit: int) -> bytes:
-    # Raw LZ4 block: no frame header, the size comes from the metadata.
+    # Raw LZ4 block: no frame header, the size comes from the metadata. The decompressor
+    # allocates that size up front, so a size the block cannot reach is refused first.
+    if size > LZ4_MAX_RATIO * len(data) + 64:
+        raise DecompressionError(f"LZ4 block of {len(data)} bytes cannot expand to {size}")
     return lz4.block.decompress(data, uncompressed_size=size)
 
 
