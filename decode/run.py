@@ -2,7 +2,7 @@
 
 :class:`Pipeline` is the :class:`pwcap.capture.events.StreamSink` that sits between
 reassembly and the protocol decoders: it picks each connection's decoder through the
-:mod:`pwcap.decode.registry`, reports every gap in a stream as an ``anomalies`` row
+:mod:`pwcap.decode.registry`, reports every gap in a decoded stream as an ``anomalies`` row
 (the decoders only resynchronise after one), and writes the ``connections`` row when a
 connection ends. :func:`decode_captures` drives it over many captures into a
 :class:`pwcap.decode.dataset.DatasetWriter` and returns a :class:`Summary`.
