@@ -22,6 +22,7 @@ from pwcap.decode.schema import arrow_schema
 
 from pwcap.cli import main
 from pwcap.report import render
+from pwcap.report.decoded import MAX_BARS
 
 HOSTILE = 'persistent://public/default/<script>alert("x")</script>&<img src=x onerror=1>'
 SUBSCRIPTION = "sub-'\"><b>bold</b>"
@@ -412,7 +413,7 @@ def test_page_size_is_bounded_whatever_the_table_sizes(tmp_path: Path) -> None:
     """Many commands, connections, anomalies, latency pairs and permit events: every table
     is cut to its top rows and every chart binned or downsampled."""
     from pwcap.report import analytics as sections
-    from pwcap.report.decoded import MAX_BARS, TOP
+    from pwcap.report.decoded import TOP
 
     n_frames, n_pairs, consumers, events = 200_000, 200_000, 20, 5_000
     start = int(T0.timestamp() * 1e6)
@@ -483,3 +484,27 @@ def test_page_size_is_bounded_whatever_the_table_sizes(tmp_path: Path) -> None:
     for line in polylines:
         points = line.split('points="')[1].split('"')[0].split()
         assert len(points) <= 2 * sections.TIMELINE_POINTS + 2
+
+
+def test_sample_captures_report_matches_their_tables(sample_dataset: Path) -> None:
+    """The decoded sample captures: every count on the page is the count in the Parquet."""
+    page = parse(render(sample_dataset))
+    assert set(page.sections) == SECTIONS
+    frames = pq.read_table(sample_dataset / "frames", columns=["protocol", "command"])
+    commands = Counter(
+        (row["protocol"], row["command"] or "(unknown type)") for row in frames.to_pylist()
+    )
+    text, bars = page.text("frames"), set(page.charts["frames"])
+    for (protocol, command), n in commands.items():
+        assert f"{protocol} {command} {n:,} " in text
+        assert f"{protocol} {command}: {n:,}" in bars or len(commands) > MAX_BARS
+    kinds = Counter(
+        pq.read_table(sample_dataset / "anomalies", columns=["kind"])["kind"].to_pylist()
+    )
+    assert {f"{kind}: {n:,}" for kind, n in kinds.items()} <= set(page.charts["anomalies"])
+    connections = pq.read_table(sample_dataset / "connections", columns=["protocol"])
+    protocols = Counter(connections["protocol"].to_pylist())
+    assert {f"{p}: {n:,}" for p, n in protocols.items()} <= set(page.charts["connections"])
+    overview = page.text("overview")
+    for name, table in (("frames", frames), ("connections", connections)):
+        assert f"{table.num_rows:,} {name} rows" in overview

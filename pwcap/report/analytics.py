@@ -153,12 +153,18 @@ def _downsample(points: list[svg.Point], limit: int) -> list[svg.Point]:
     return kept
 
 
-def _consumer_filter(conn_id: int, consumer_id: int) -> pc.Expression:
-    return (pc.field("conn_id") == conn_id) & (pc.field("consumer_id") == consumer_id)
+def _consumer_filter(consumer: dict[str, Any]) -> pc.Expression:
+    """One consumer's rows: connection ids restart in each capture of a dataset."""
+    where = (pc.field("conn_id") == consumer["conn_id"]) & (
+        pc.field("consumer_id") == consumer["consumer_id"]
+    )
+    if consumer.get("capture") is not None:
+        where = where & (pc.field("capture") == consumer["capture"])
+    return where
 
 
 def _timeline(analytics: Source, consumer: dict[str, Any]) -> str:
-    where = _consumer_filter(consumer["conn_id"], consumer["consumer_id"])
+    where = _consumer_filter(consumer)
     events = read_columns(analytics.get("permit_timeline"), ["ts", "balance"], where)
     events = events.filter(pc.is_valid(events["balance"])).sort_by("ts")
     t = _micros_column(events["ts"]).to_pylist()
@@ -174,7 +180,7 @@ def _timeline(analytics: Source, consumer: dict[str, Any]) -> str:
         )
         spans = [(r["start_ts"].timestamp() * 1e6, r["end_ts"].timestamp() * 1e6) for r in longest]
     title = (
-        f"conn {consumer['conn_id']} consumer {consumer['consumer_id']}"
+        f"{consumer.get('capture')} conn {consumer['conn_id']} consumer {consumer['consumer_id']}"
         f" — {consumer.get('topic')} / {consumer.get('subscription')}"
         f" — starved {m.micros(consumer.get('starved_us'))}"
         f" in {consumer.get('starvation_spans') or 0} span(s)"
@@ -186,6 +192,7 @@ def _timeline(analytics: Source, consumer: dict[str, Any]) -> str:
 
 
 SUMMARY_COLUMNS = [
+    ("capture", "capture"),
     ("conn_id", "conn"),
     ("consumer_id", "consumer"),
     ("consumer_name", "name"),
@@ -201,6 +208,7 @@ SUMMARY_COLUMNS = [
     ("deliveries_beyond_permits", "beyond permits"),
 ]
 INTERVAL_COLUMNS = [
+    ("capture", "capture"),
     ("conn_id", "conn"),
     ("consumer_id", "consumer"),
     ("topic", "topic"),

@@ -13,7 +13,7 @@ from collections.abc import Callable, Sequence
 from datetime import datetime
 from typing import Any
 
-MAX_TEXT = 120  # characters of one cell before it is cut (the full text stays in a tooltip)
+MAX_TEXT = 80  # characters of one cell before it is cut (the full text stays in a tooltip)
 
 Formatter = Callable[[Any], str]
 
@@ -116,7 +116,7 @@ h3 { font-size:14px; margin:16px 0 6px; color:var(--muted); }
 table { border-collapse:collapse; font-size:12.5px; width:100%; }
 th, td { border-bottom:1px solid var(--line); padding:3px 8px; text-align:left;
   vertical-align:top; }
-td { overflow-wrap:anywhere; min-width:4em; }
+td { overflow-wrap:break-word; }
 th { position:sticky; top:0; background:#eef1f5; font-weight:600; white-space:nowrap; }
 td.time { white-space:nowrap; }
 td.num { text-align:right; font-variant-numeric:tabular-nums; white-space:nowrap; }

@@ -125,8 +125,9 @@ def time_series(
     title: str,
     log_y: bool = True,
 ) -> str:
-    """Points (time in µs since the epoch, value) per series, joined by lines; log y axis
-    by default because latencies span orders of magnitude."""
+    """Points (time in µs since the epoch, value) per series; log y axis by default
+    because latencies span orders of magnitude. No lines join the points: a dataset of
+    several captures has long empty stretches that a line would bridge."""
     points = [p for _, s in series for p in s]
     if not points:
         return ""
@@ -151,12 +152,9 @@ def time_series(
     for i, (name, pts) in enumerate(series):
         color = PALETTE[i % len(PALETTE)]
         coords = [(left + (right - left) * (t - t0) / span, y(v)) for t, v in pts]
-        path = " ".join(f"{cx:.1f},{cy:.1f}" for cx, cy in coords)
-        body.append(
-            f'<polyline points="{path}" fill="none" stroke="{color}" '
-            f'stroke-width="1.2" opacity="0.7"/>'
-        )
-        body += [f'<circle cx="{cx:.1f}" cy="{cy:.1f}" r="2" fill="{color}"/>' for cx, cy in coords]
+        body += [
+            f'<circle cx="{cx:.1f}" cy="{cy:.1f}" r="2.5" fill="{color}"/>' for cx, cy in coords
+        ]
         legend.append(f'<span><i style="background:{color}"></i>{esc(name)}</span>')
     return f'<div class="legend">{"".join(legend)}</div>' + _svg(bottom + 24, body, title)
 

@@ -58,9 +58,17 @@ def _open(path: Path) -> ds.Dataset | str:
     if not path.is_dir():
         return "not found"
     try:
-        return ds.dataset(path, format="parquet", exclude_invalid_files=True)
+        found = ds.dataset(path, format="parquet", exclude_invalid_files=True)
     except (pa.ArrowInvalid, OSError) as error:
         return f"unreadable: {error}"
+    # Spark writes its timestamps as INT96, which reads back as naive nanoseconds; they are
+    # UTC like the decoded tables', so they are read as such, not as local time.
+    utc = pa.timestamp("us", tz="UTC")
+    naive = [f for f in found.schema if pa.types.is_timestamp(f.type) and f.type.tz is None]
+    if not naive:
+        return found
+    schema = pa.schema([f.with_type(utc) if f in naive else f for f in found.schema])
+    return ds.dataset(path, format="parquet", schema=schema, exclude_invalid_files=True)
 
 
 def batches(
