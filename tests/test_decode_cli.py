@@ -175,7 +175,7 @@ def test_a_cut_off_capture_keeps_what_came_before_the_cut_and_exits_3(tmp_path):
 SECRET = b"eyJhbGciOiJIUzI1NiJ9.c2VjcmV0LXRva2Vu.s1gnature"
 
 
-def test_credentials_are_never_written_only_the_method_and_size(tmp_path, write_capture):
+def test_credentials_are_never_written_only_the_method_and_size(tmp_path, write_capture, capsys):
     connect = command(
         "CONNECT",
         client_version="Pulsar-Java-v3.1",
@@ -197,6 +197,10 @@ def test_credentials_are_never_written_only_the_method_and_size(tmp_path, write_
     for path in out.rglob("*"):
         if path.is_file():
             assert SECRET not in path.read_bytes()
+    capsys.readouterr()
+    assert main(["show", str(capture)]) == 0
+    shown = capsys.readouterr().out
+    assert "CONNECT" in shown and SECRET.decode() not in shown and "c2VjcmV0" not in shown
 
 
 def test_payload_bytes_only_with_payloads(tmp_path):
