@@ -1,0 +1,190 @@
+"""The jobs' matching rules on small frame tables built by hand, for the cases the sample
+captures do not contain: requests sharing a capture time, cumulative acks, batches
+overspending permits, a redelivery after a reconnect."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import pytest
+from pwcap.jobs import acks, latency, permits, redelivery
+from pwcap.jobs.common import spark_schema
+
+EPOCH = datetime(2026, 1, 1, tzinfo=UTC)
+SUB = {"topic": "persistent://t/n/topic", "subscription": "sub", "capture": "unit.pcap"}
+
+
+def at(us: int) -> datetime:
+    return EPOCH + timedelta(microseconds=us)
+
+
+def us(collected: datetime | None) -> int | None:
+    """A collected timestamp (naive, in the session's UTC) back to test microseconds."""
+    if collected is None:
+        return None
+    return (collected.replace(tzinfo=UTC) - EPOCH) // timedelta(microseconds=1)
+
+
+def table(spark, name: str, rows: list[dict[str, Any]]):
+    """A dataset table: the given columns, the rest null; times in microseconds."""
+    schema = spark_schema(name)
+    full = []
+    for offset, row in enumerate(rows):
+        row = {"capture": "unit.pcap", "protocol": "pulsar", "stream_offset": offset, **row}
+        for column in ("ts", "request_ts"):
+            if column in row:
+                row[column] = at(row[column])
+        full.append(tuple(row.get(field.name) for field in schema))
+    return spark.createDataFrame(full, schema)
+
+
+def frame(us: int, command: str, direction: str, conn_id: int = 1, **fields: Any) -> dict:
+    return {"ts": us, "command": command, "direction": direction, "conn_id": conn_id, **fields}
+
+
+def test_two_requests_in_one_packet_one_answered_leaves_one_unanswered(spark):
+    frames = table(
+        spark,
+        "frames",
+        [
+            frame(100, "LOOKUP", "c2b", request_id=1),
+            frame(100, "LOOKUP", "c2b", request_id=2),
+            frame(350, "LOOKUP_RESPONSE", "b2c", request_id=1, answers="LOOKUP", request_ts=100),
+        ],
+    )
+    pairs = latency.answered_requests(frames).unionByName(latency.unanswered_requests(frames))
+    got = sorted((r.outcome, r.latency_us) for r in pairs.collect())
+    assert got == [("success", 250), ("unanswered", None)]
+
+
+def delivery(us: int, entry: int, conn_id: int = 1, **fields: Any) -> dict:
+    defaults = {"consumer_id": 0, "ledger_id": 7, "entry_id": entry, "num_messages": 1, **SUB}
+    return frame(us, "MESSAGE", "b2c", conn_id, **{**defaults, **fields})
+
+
+def ack(us: int, entries: list[int], ack_type: str = "Individual") -> dict:
+    ids = [{"ledger_id": 7, "entry_id": e, "partition": -1, "batch_index": -1} for e in entries]
+    return frame(
+        us,
+        "ACK",
+        "c2b",
+        consumer_id=0,
+        ack_type=ack_type,
+        ledger_id=7,
+        entry_id=entries[0],
+        num_message_ids=len(ids),
+        message_ids=ids,
+        **SUB,
+    )
+
+
+def test_a_cumulative_ack_answers_every_earlier_delivery_up_to_its_position(spark):
+    frames = table(
+        spark,
+        "frames",
+        [
+            delivery(1_000, 0),
+            delivery(1_100, 1),
+            delivery(1_200, 2),
+            ack(2_000, [1], "Cumulative"),  # entries 0 and 1, not 2
+            delivery(2_500, 3),
+            ack(3_000, [3], "Cumulative"),  # entries 2 and 3
+        ],
+    )
+    answered = {r.entry_id: r for r in acks.answered_deliveries(frames).collect()}
+    assert {e: (r.ack_how, us(r.ack_ts)) for e, r in answered.items()} == {
+        0: ("cumulative", 2_000),
+        1: ("cumulative", 2_000),
+        2: ("cumulative", 3_000),
+        3: ("cumulative", 3_000),
+    }
+
+
+def test_an_ack_after_a_redelivery_answers_the_redelivery_not_the_first_delivery(spark):
+    frames = table(
+        spark,
+        "frames",
+        [
+            delivery(1_000, 0),
+            delivery(5_000, 0, redelivery_count=1),
+            ack(5_400, [0]),
+            delivery(6_000, 1),  # never acked
+        ],
+    )
+    pairs = latency.delivery_ack(acks.answered_deliveries(frames)).collect()
+    got = sorted((us(r.request_ts), r.outcome, r.latency_us) for r in pairs)
+    assert got == [
+        (1_000, "redelivered", None),
+        (5_000, "success", 400),
+        (6_000, "unanswered", None),
+    ]
+    holes = redelivery.unacked(acks.answered_deliveries(frames)).collect()
+    assert [(h.entry_id, h.deliveries) for h in holes] == [(1, 1)]
+
+
+def consumer_frames(spark, late_refill: bool):
+    subscribed = frame(0, "SUCCESS", "b2c", consumer_id=0, answers="SUBSCRIBE", request_ts=0, **SUB)
+    flow = lambda us, n: frame(us, "FLOW", "c2b", consumer_id=0, permits=n, **SUB)  # noqa: E731
+    refill_delivery = 30_000 + (permits.PROMPT_US * 2 if late_refill else 100)
+    return table(
+        spark,
+        "frames",
+        [
+            subscribed,
+            flow(10, 2),
+            delivery(1_000, 0, num_messages=3),  # a batch of 3 on 2 permits: balance -1
+            delivery(2_000, 1),  # sent with no permit left: beyond the permits
+            flow(30_000, 4),  # balance 2: the span ends
+            delivery(refill_delivery, 2),
+        ],
+    )
+
+
+@pytest.mark.parametrize("late_refill", [False, True])
+def test_a_batch_overspends_permits_and_the_next_flow_ends_the_starvation(spark, late_refill):
+    frames = consumer_frames(spark, late_refill)
+    timeline = permits.permit_timeline(frames)
+    balances = [r.balance for r in timeline.orderBy("ts").collect()]
+    assert balances == [0, 2, -1, -2, 2, 1]
+    (span,) = permits.starvation_intervals(timeline, frames).collect()
+    assert (us(span.start_ts), us(span.end_ts), span.duration_us) == (1_000, 30_000, 29_000)
+    assert span.ended_by == "flow"
+    assert span.backlog_waiting is not late_refill
+    (summary,) = permits.permit_summary(
+        timeline, permits.starvation_intervals(timeline, frames), frames
+    ).collect()
+    assert (summary.permits_granted, summary.messages_delivered) == (6, 5)
+    assert summary.deliveries_beyond_permits == 1
+    assert (summary.receiver_queue_size, summary.refill_permits) == (2, 4)
+
+
+def test_a_redelivery_after_the_consumer_connection_ended_is_a_reconnect(spark):
+    message = {
+        "command": "MESSAGE",
+        "direction": "b2c",
+        "consumer_id": 0,
+        "ledger_id": 7,
+        "entry_id": 0,
+        **SUB,
+    }
+    messages = table(
+        spark,
+        "messages",
+        [
+            {"ts": 1_000, "conn_id": 1, **message},
+            {"ts": 9_000, "conn_id": 2, "redelivery_count": 1, **message},
+        ],
+    )
+    frames = table(
+        spark,
+        "frames",
+        [
+            delivery(1_000, 0, conn_id=1),
+            frame(2_000, "PING", "b2c", conn_id=1),  # the old connection's last frame
+            delivery(9_000, 0, conn_id=2, redelivery_count=1),
+        ],
+    )
+    rows = redelivery.redeliveries(redelivery.message_deliveries(messages), frames).collect()
+    got = sorted((r.delivery_number, r.conn_id, r.trigger, r.since_first_delivery_us) for r in rows)
+    assert got == [(1, 1, None, None), (2, 2, "reconnect", 8_000)]
