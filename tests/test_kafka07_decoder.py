@@ -370,6 +370,7 @@ def test_a_request_lost_after_its_type_was_seen_keeps_its_place():
     assert sink.kinds() == ["truncated_frame", "truncated_frame"]
     lost, found = [f for f in sink.frames if f["direction"] == "b2c"]
     assert lost["answers"] == "FETCH" and lost.get("topic") is None
+    assert lost.get("request_ts") is None  # when it was sent is unknown: no latency
     assert (found["answers"], found["offset"]) == ("FETCH", 900)
     assert sink.messages[-1]["offset"] == 900
 

@@ -14,10 +14,12 @@ Rows, one per frame on the wire:
   ``MULTIFETCH_RESPONSE``, ``OFFSETS_RESPONSE``), ``command_type`` null (responses carry no
   type), ``error_code`` the 0.7 error name, ``answers`` / ``request_ts`` the request
   matched in order (see :mod:`.pairing`), whose topic, partition, offset and max size the
-  response repeats. An unpaired response is named by its body's shape and says
-  ``unpaired`` in ``info``. ``truncated_tail`` holds the bytes of the partial message that
-  ends a fetched set: normal, never an anomaly. OFFSETS answers list their offsets in
-  ``info``; MULTIFETCH parts with an error are listed there too.
+  response repeats (a request lost in missing bytes whose type was seen still holds its
+  place: its response has ``answers`` but no ``request_ts``). An unpaired response is named
+  by its body's shape and says ``unpaired`` in ``info``. ``truncated_tail`` holds the bytes
+  of the partial message that ends a fetched set: normal, never an anomaly. OFFSETS
+  answers list their offsets in ``info``; MULTIFETCH parts with an error are listed there
+  too.
 
 Messages (PRODUCE, MULTIPRODUCE and fetch answers) become `messages` rows, one per message
 after decompression, with the topic and partition of their part and, for fetched ones, the
@@ -153,7 +155,7 @@ class Kafka07Decoder:
             if self._suspects:  # a response that came with no request was its answer
                 self._suspects.pop(0)
             else:  # it holds its place in the queue
-                self._pairing.request(Pending(request_type, REQUEST_NAMES[request_type], ts, []))
+                self._pairing.request(Pending(request_type, REQUEST_NAMES[request_type], ts, None))
 
     def _settle_roles(self, direction: Direction, data: bytes) -> Direction:
         """The direction ``data`` really travels, once a record proves who sends what."""
@@ -251,8 +253,13 @@ class Kafka07Decoder:
         if pending is not None:
             request_type = pending.type
             row["answers"] = pending.name
-            row["request_ts"] = pending.ts
-            parts: list[Part | None] = list(pending.parts) or [None]  # [] when lost
+            parts: list[Part | None] = [None]
+            if pending.parts is None:  # its time of sending is unknown: no latency
+                row["info"] = "answers a request lost in missing bytes"
+            else:
+                row["request_ts"] = pending.ts
+                parts = list(pending.parts)
+                describe_parts(row, pending.parts, pending.type)
         else:
             request_type = guess_kind(buf, body, end, error)
             parts = [None]
@@ -267,8 +274,6 @@ class Kafka07Decoder:
                 )
             elif self._pairing.in_step:
                 self._suspect_unmatched(row)
-        else:
-            describe_parts(row, pending.parts, pending.type)
         if request_type == OFFSETS:
             self._offsets(row, buf, body, end)
         elif request_type == MULTIFETCH:

@@ -22,11 +22,12 @@ MAX_PENDING = 10_000  # unanswered requests kept per connection
 
 
 class Pending:
-    """A request that expects a response (``parts`` empty: lost, only its type was seen)."""
+    """A request that expects a response; ``parts`` None for one lost in missing bytes
+    whose type was seen (``ts`` is then when the loss was noticed, not when it was sent)."""
 
     __slots__ = ("name", "parts", "ts", "type")
 
-    def __init__(self, request_type: int, name: str, ts: int, parts: list[Part]) -> None:
+    def __init__(self, request_type: int, name: str, ts: int, parts: list[Part] | None) -> None:
         self.type = request_type
         self.name = name
         self.ts = ts  # capture time of the request's last byte

@@ -17,7 +17,7 @@ from pwcap.decode.kafka07.wire import FETCH, MULTIFETCH, OFFSETS, read_offsets, 
 def fits(pending: Pending, buf: bytes, body: int, end: int, error: int) -> bool:
     """Can ``buf[body:end]`` with ``error`` be the answer to ``pending``?"""
     size = end - body
-    known = bool(pending.parts)  # a lost request is judged by its type alone
+    known = pending.parts is not None  # a lost request is judged by its type alone
     if pending.type == FETCH:
         return size == 0 if error else not known or size <= max(pending.parts[0].limit, 0)
     if error:
