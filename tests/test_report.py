@@ -9,6 +9,7 @@ The sample captures, decoded by ``pwcap decode``, are rendered too.
 
 from __future__ import annotations
 
+import re
 from collections import Counter
 from datetime import UTC, datetime, timedelta
 from html.parser import HTMLParser
@@ -508,3 +509,51 @@ def test_sample_captures_report_matches_their_tables(sample_dataset: Path) -> No
     overview = page.text("overview")
     for name, table in (("frames", frames), ("connections", connections)):
         assert f"{table.num_rows:,} {name} rows" in overview
+
+
+DOC = Path(__file__).resolve().parent.parent / "docs" / "dashboards.md"
+
+
+def test_dashboard_queries_run_on_a_dataset_and_its_analytics(
+    dataset: Path, analytics: Path
+) -> None:
+    """Every SQL block of docs/dashboards.md runs in DuckDB as written (paths aside)."""
+    duckdb = pytest.importorskip("duckdb")
+    blocks = re.findall(r"```sql\n(.*?)```", DOC.read_text(encoding="utf-8"), re.S)
+    con = duckdb.connect()
+    results = []
+    for block in blocks:
+        block = block.replace("'out.parquet/", f"'{dataset}/").replace(
+            "'analytics/", f"'{analytics}/"
+        )
+        for statement in filter(str.strip, block.split(";")):
+            if statement.lstrip().startswith("SELECT"):
+                results.append(con.sql(statement).to_arrow_table())  # Arrow: no pytz needed
+            else:
+                con.execute(statement)
+    assert len(results) == len(blocks) - 1  # one query per block after the views
+    p99 = dict(
+        con.sql(
+            "SELECT kind, quantile_cont(latency_us, 0.99) FROM latency_pairs GROUP BY kind"
+        ).fetchall()
+    )
+    assert p99["LOOKUP"] == 12_000  # the LOOKUP answered 12 ms after it was sent
+    starved = con.sql("SELECT starved_us FROM permit_summary WHERE starved_us > 0").fetchall()
+    assert starved == [(304_000,)]
+
+
+def test_dashboard_python_examples_run_where_the_doc_says(
+    dataset: Path, analytics: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The notebook snippets, run in a folder holding ``out.parquet`` and ``analytics``."""
+    pytest.importorskip("duckdb")
+    (tmp_path / "out.parquet").symlink_to(dataset)
+    (tmp_path / "analytics").symlink_to(analytics)
+    monkeypatch.chdir(tmp_path)
+    snippets = re.findall(r"```python\n(.*?)```", DOC.read_text(encoding="utf-8"), re.S)
+    names: dict[str, Any] = {}
+    for snippet in snippets:
+        exec(snippet, names)
+    assert dict(zip(*names["p99"].to_pydict().values(), strict=True))["LOOKUP"] == 12_000
+    flows = [f for f in scenario()["frames"] if f["command"] == "FLOW"]
+    assert names["frames"]["permits"].to_pylist() == [f["permits"] for f in flows]
