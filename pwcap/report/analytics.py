@@ -28,10 +28,8 @@ def _micros_column(column: pa.ChunkedArray) -> pa.ChunkedArray:
 def latency_by_kind(pairs: pa.Table) -> list[dict[str, Any]]:
     """Exact percentiles of the answered pairs of each kind, and the unanswered count."""
     rows = []
-    for kind in pc.unique(pairs["kind"]).to_pylist():
-        of_kind = pairs.filter(pc.equal(pairs["kind"], kind)) if kind is not None else None
-        if of_kind is None:
-            continue
+    for kind in pc.unique(pairs["kind"].drop_null()).to_pylist():
+        of_kind = pairs.filter(pc.equal(pairs["kind"], kind))
         latency = of_kind["latency_us"].drop_null()
         outcome = of_kind["outcome"]
         row: dict[str, Any] = {
@@ -131,26 +129,30 @@ def latency(analytics: Source) -> str:
     return m.section("latency", "Latency", parts)
 
 
-def _downsample(points: list[svg.Point], limit: int) -> list[svg.Point]:
-    """At most about ``limit`` points keeping each time bucket's first, lowest, highest and
-    last value, so dips to zero and peaks survive the thinning."""
-    if len(points) <= limit:
-        return points
+def balance_points(events: pa.Table, limit: int) -> list[svg.Point]:
+    """(time µs, balance) of events sorted by time, thinned in Arrow to about ``limit``
+    points: each time bucket keeps its first, lowest, highest and last balance, so dips to
+    zero and peaks survive, and Python never holds more than ``limit`` points."""
+    t = _micros_column(events["ts"])
+    balance = events["balance"]
+    if events.num_rows <= limit:
+        return list(zip(t.to_pylist(), balance.to_pylist(), strict=True))
     buckets = max(1, limit // 4)
-    t0, t1 = points[0][0], points[-1][0]
-    width = (t1 - t0) / buckets or 1.0
-    kept: list[svg.Point] = []
-    bucket: list[svg.Point] = []
-    current = 0
-    for point in [*points, (float("inf"), 0.0)]:
-        index = min(buckets - 1, int((point[0] - t0) // width)) if point[0] != float("inf") else -1
-        if bucket and index != current:
-            chosen = {bucket[0], min(bucket, key=lambda p: p[1]), max(bucket, key=lambda p: p[1])}
-            kept += sorted(chosen | {bucket[-1]})
-            bucket = []
-        current = index
-        bucket.append(point)
-    return kept
+    t0, t1 = pc.min(t).as_py(), pc.max(t).as_py()
+    width = max(1, (t1 - t0) // buckets + 1)
+    table = pa.table({"bucket": pc.divide(pc.subtract(t, t0), width), "t": t, "b": balance})
+    grouped = (
+        table.group_by("bucket", use_threads=False)  # in order: first and last mean something
+        .aggregate([("t", "first"), ("t", "last"), ("b", "first"), ("b", "last"), ("b", "min_max")])
+        .sort_by("bucket")
+    )
+    points: list[svg.Point] = []
+    for row in grouped.to_pylist():
+        start, end = row["t_first"], row["t_last"]
+        middle = (start + end) / 2
+        low, high = row["b_min_max"]["min"], row["b_min_max"]["max"]
+        points += [(start, row["b_first"]), (middle, low), (middle, high), (end, row["b_last"])]
+    return points
 
 
 def _consumer_filter(consumer: dict[str, Any]) -> pc.Expression:
@@ -167,8 +169,7 @@ def _timeline(analytics: Source, consumer: dict[str, Any]) -> str:
     where = _consumer_filter(consumer)
     events = read_columns(analytics.get("permit_timeline"), ["ts", "balance"], where)
     events = events.filter(pc.is_valid(events["balance"])).sort_by("ts")
-    t = _micros_column(events["ts"]).to_pylist()
-    points = _downsample(list(zip(t, events["balance"].to_pylist(), strict=True)), TIMELINE_POINTS)
+    points = balance_points(events, TIMELINE_POINTS)
     spans: list[tuple[float, float]] = []
     if analytics.has("starvation_intervals", "start_ts", "end_ts", "duration_us"):
         longest = top_rows(
@@ -179,16 +180,21 @@ def _timeline(analytics: Source, consumer: dict[str, Any]) -> str:
             where,
         )
         spans = [(r["start_ts"].timestamp() * 1e6, r["end_ts"].timestamp() * 1e6) for r in longest]
-    title = (
-        f"{consumer.get('capture')} conn {consumer['conn_id']} consumer {consumer['consumer_id']}"
-        f" — {consumer.get('topic')} / {consumer.get('subscription')}"
-        f" — starved {m.micros(consumer.get('starved_us'))}"
-        f" in {consumer.get('starvation_spans') or 0} span(s)"
+    names = " / ".join(str(consumer[k]) for k in ("topic", "subscription") if consumer.get(k))
+    title = " — ".join(
+        part
+        for part in (
+            f"{consumer.get('capture') or ''} conn {consumer['conn_id']}"
+            f" consumer {consumer['consumer_id']}".strip(),
+            names,
+            f"starved {m.micros(consumer.get('starved_us'))}"
+            f" in {consumer.get('starvation_spans') or 0} span(s)",
+        )
+        if part
     )
     if not points:
         return m.subsection(title, [m.note("Balance unknown (SUBSCRIBE not in the capture).")])
-    span_range = (min(t), max(t)) if t else None
-    return m.subsection(title, [svg.step_chart(points, spans, "permit balance", span_range)])
+    return m.subsection(title, [svg.step_chart(points, spans, "permit balance")])
 
 
 SUMMARY_COLUMNS = [

@@ -57,7 +57,7 @@ def overview(decoded: Source, analytics: Source) -> str:
             )
         )
     absent = [n for n in DECODED_TABLES if n not in decoded.tables]
-    absent_analytics = [n for n in analytics.problems]
+    absent_analytics = list(analytics.problems)
     if absent:
         parts.append(missing(decoded, *absent))
     if absent_analytics:

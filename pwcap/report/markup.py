@@ -84,7 +84,7 @@ def table(
 
 
 def note(message: str) -> str:
-    """A plain-text remark (already safe text is escaped again: callers pass raw text)."""
+    """A remark in plain text; it is escaped here, so callers pass raw text."""
     return f'<p class="note">{esc(message)}</p>'
 
 

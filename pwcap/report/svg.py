@@ -123,10 +123,9 @@ def time_series(
     series: Sequence[tuple[str, Sequence[Point]]],
     fmt: Callable[[float], str],
     title: str,
-    log_y: bool = True,
 ) -> str:
-    """Points (time in µs since the epoch, value) per series; log y axis by default
-    because latencies span orders of magnitude. No lines join the points: a dataset of
+    """Points (time in µs since the epoch, value) per series on a log y axis, because
+    latencies span orders of magnitude. No lines join the points: a dataset of
     several captures has long empty stretches that a line would bridge."""
     points = [p for _, s in series for p in s]
     if not points:
@@ -136,12 +135,8 @@ def time_series(
     span = (t1 - t0) or 1.0
     low, high = min(p[1] for p in points), max(p[1] for p in points)
     body: list[str] = []
-    if log_y:
-        ticks = _decades(low, high)
-        y = _log_scale(ticks[0], ticks[-1], bottom, top)
-    else:
-        ticks = [low, (low + high) / 2, high]
-        y = _linear(low, high, bottom, top)
+    ticks = _decades(low, high)
+    y = _log_scale(ticks[0], ticks[-1], bottom, top)
     for tick in ticks:
         body.append(
             f'<line class="grid" x1="{left}" x2="{right}" y1="{y(tick):.1f}" y2="{y(tick):.1f}"/>'
@@ -168,14 +163,13 @@ def step_chart(
     points: Sequence[Point],
     spans: Sequence[tuple[float, float]],
     title: str,
-    t_range: tuple[float, float] | None = None,
 ) -> str:
     """A balance over time as a step line (it holds until the next event), with the
     ``spans`` (start, end in µs) shaded behind it and the zero line drawn."""
     if not points:
         return ""
     left, right, top, bottom = 80.0, WIDTH - 20.0, 8.0, 120.0
-    t0, t1 = t_range or (min(p[0] for p in points), max(p[0] for p in points))
+    t0, t1 = points[0][0], points[-1][0]
     span = (t1 - t0) or 1.0
     low = min(0.0, *(p[1] for p in points))
     high = max(1.0, *(p[1] for p in points))
@@ -190,7 +184,9 @@ def step_chart(
             f'<rect x="{x(start):.1f}" y="{top}" width="{max(1.0, x(end) - x(start)):.1f}" '
             f'height="{bottom - top}" fill="#f4c7cd" opacity="0.8"/>'
         )
-    for tick in sorted({low, 0.0, high}):
+    near = 0.08 * (high - low)  # a zero label this close to another would overlap it
+    ticks = {low, high} | ({0.0} if min(abs(low), abs(high)) > near else set())
+    for tick in sorted(ticks):
         body.append(
             f'<line class="grid" x1="{left}" x2="{right}" y1="{y(tick):.1f}" y2="{y(tick):.1f}"/>'
         )

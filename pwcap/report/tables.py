@@ -161,15 +161,3 @@ def read_columns(
 ) -> pa.Table:
     """Whole columns, for the summaries that need every value (percentiles)."""
     return table.to_table(columns=[c for c in columns if c in table.schema.names], filter=where)
-
-
-def time_range(table: ds.Dataset, column: str) -> tuple[Any, Any] | None:
-    """Earliest and latest non-null value of a timestamp column."""
-    low = high = None
-    for batch in batches(table, [column]):
-        bounds = pc.min_max(batch.column(column))
-        lo, hi = bounds["min"].as_py(), bounds["max"].as_py()
-        if lo is not None:
-            low = lo if low is None else min(low, lo)
-            high = hi if high is None else max(high, hi)
-    return None if low is None else (low, high)
