@@ -557,3 +557,22 @@ def test_dashboard_python_examples_run_where_the_doc_says(
     assert dict(zip(*names["p99"].to_pydict().values(), strict=True))["LOOKUP"] == 12_000
     flows = [f for f in scenario()["frames"] if f["command"] == "FLOW"]
     assert names["frames"]["permits"].to_pylist() == [f["permits"] for f in flows]
+
+
+def test_tables_without_rows_render_as_empty_sections(
+    dataset: Path, analytics: Path, tmp_path: Path
+) -> None:
+    """A capture with no redelivery or starvation gives empty typed tables: no error."""
+    names: list[str] = []
+    for source, name in ((dataset, "dataset"), (analytics, "analytics")):
+        for table in source.iterdir():
+            schema = pq.read_schema(next(table.glob("*.parquet")))
+            (tmp_path / name / table.name).mkdir(parents=True)
+            pq.write_table(schema.empty_table(), tmp_path / name / table.name / "part-0.parquet")
+            names.append(table.name)
+    page = parse(render(tmp_path / "dataset", tmp_path / "analytics"))
+    assert set(page.sections) == SECTIONS
+    overview = page.text("overview")
+    assert all(f"0 {name} rows" in overview for name in names)
+    assert "is missing" not in " ".join(page.text(s) for s in SECTIONS)
+    assert "No message was delivered twice" in page.text("redelivery")

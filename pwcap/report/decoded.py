@@ -47,7 +47,9 @@ def overview(decoded: Source, analytics: Source) -> str:
         f'<div class="card"><b>{n:,}</b><span>{m.esc(name)} rows</span></div>' for name, n in cards
     )
     parts = [f'<div class="cards">{html}</div>']
-    if decoded.has("connections", "capture", "first_ts", "last_ts"):
+    if decoded.has("connections", "capture", "first_ts", "last_ts") and count_rows(
+        decoded.get("connections")
+    ):
         table = read_columns(decoded.get("connections"), ["capture", "first_ts", "last_ts"])
         first, last = pc.min(table["first_ts"]).as_py(), pc.max(table["last_ts"]).as_py()
         captures = pc.count_distinct(table["capture"]).as_py()
