@@ -80,7 +80,9 @@ def _pair(kind: Column, request_ts: Column, response_ts: Column, outcome: Column
 
 
 def _outcome() -> Column:
-    failed = F.col("command").isin("ERROR", "SEND_ERROR") | F.col("error_code").isNotNull()
+    # Kafka 0.7 responses name their error code even when it is NoError.
+    coded = F.col("error_code").isNotNull() & (F.col("error_code") != "NoError")
+    failed = F.col("command").isin("ERROR", "SEND_ERROR") | coded
     code = F.concat(F.lit("error:"), F.coalesce("error_code", F.lit("unknown")))
     return F.when(failed, code).otherwise(F.lit("success"))
 

@@ -32,6 +32,12 @@ def truth(name: str) -> dict:
     return json.loads((SAMPLES / f"{name}.truth.json").read_text())
 
 
+# Kafka 0.7 scenarios recorded as they are (not derived by cutting bytes out).
+KAFKA_RECORDINGS = sorted(
+    p.name.removesuffix(".truth.json")
+    for p in SAMPLES.glob("kafka07_*.truth.json")
+    if "derived_from" not in json.loads(p.read_text())
+)
 REDELIVERY_SCENARIOS = [
     name
     for name in WITH_TRUTH
@@ -76,6 +82,21 @@ def test_every_request_and_send_is_paired_once_with_positive_latency(analyzed, n
     assert Counter(r["kind"] for r in pairs) == expected_request_pairs(truth(name)["frames"])
     assert {r["outcome"] for r in pairs} == {"success"}
     assert all(r["latency_us"] > 0 for r in pairs)
+
+
+@pytest.mark.parametrize("name", KAFKA_RECORDINGS)
+def test_kafka_requests_pair_in_order_with_their_responses(analyzed, name):
+    """0.7 has no correlation id: a connection answers its requests in order, PRODUCE never."""
+    frames = truth(name)["frames"]
+    pairs = rows_of(analyzed, "latency_pairs", name)
+    answered = Counter(r["kind"] for r in pairs if r["outcome"] != "unanswered")
+    unanswered = Counter(r["kind"] for r in pairs if r["outcome"] == "unanswered")
+    requests = latency.KAFKA_REQUESTS
+    assert answered == +Counter({k: frames["b2c"].get(k, 0) for k in requests})
+    assert unanswered == +Counter(
+        {k: frames["c2b"].get(k, 0) - frames["b2c"].get(k, 0) for k in requests}
+    )
+    assert all(r["latency_us"] > 0 for r in pairs if r["outcome"] != "unanswered")
 
 
 def test_chunks_and_batches_pair_once_per_send_frame_not_per_message(analyzed):
