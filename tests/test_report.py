@@ -25,7 +25,8 @@ from pwcap.cli import main
 from pwcap.report import render
 from pwcap.report.decoded import MAX_BARS
 
-HOSTILE = 'persistent://public/default/<script>alert("x")</script>&<img src=x onerror=1>'
+HOSTILE = 'persistent://public/default/<script>alert("x")</script>&<img src=x onerror=1>\x00\x1b'
+SHOWN = HOSTILE.replace("\x00", "\ufffd").replace("\x1b", "\ufffd")  # controls: U+FFFD
 SUBSCRIPTION = "sub-'\"><b>bold</b>"
 T0 = datetime(2026, 11, 22, 12, 0, tzinfo=UTC)
 CONN, TLS_CONN = 7, 8
@@ -348,7 +349,7 @@ def test_capture_strings_are_escaped(dataset: Path, analytics: Path) -> None:
         assert raw not in html
     assert page.tags["script"] == 0 and page.tags["img"] == 0
     # The names still read right once unescaped by the browser.
-    assert HOSTILE in page.text("latency") and SUBSCRIPTION in page.text("permits")
+    assert SHOWN in page.text("latency") and SUBSCRIPTION in page.text("permits")
     assert "<evil-client>" in page.text("connections")
 
 
@@ -385,7 +386,7 @@ def test_permit_section_names_the_starved_consumer(dataset: Path, analytics: Pat
 
 def test_redelivery_section_counts_the_redelivered_entry(dataset: Path, analytics: Path) -> None:
     text = parse(render(dataset, analytics)).text("redelivery")
-    row = f"{HOSTILE} {SUBSCRIPTION} 4 1 25.0% 1 0"
+    row = f"{SHOWN} {SUBSCRIPTION} 4 1 25.0% 1 0"
     assert row in text
 
 

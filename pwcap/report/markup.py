@@ -18,9 +18,13 @@ MAX_TEXT = 80  # characters of one cell before it is cut (the full text stays in
 Formatter = Callable[[Any], str]
 
 
+# C0 controls other than tab and newline are not allowed in HTML text; shown as U+FFFD.
+_CONTROLS = {c: "\ufffd" for c in range(32) if chr(c) not in "\t\n"} | {127: "\ufffd"}
+
+
 def esc(value: Any) -> str:
     """Text safe inside an element or a quoted attribute."""
-    return html.escape("" if value is None else str(value), quote=True)
+    return html.escape("" if value is None else str(value), quote=True).translate(_CONTROLS)
 
 
 def text(value: Any) -> str:
