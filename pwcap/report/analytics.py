@@ -101,7 +101,22 @@ PAIR_COLUMNS = [
     ("sequence_id", "seq"),
     ("outcome", "outcome"),
 ]
-DURATIONS = {k: m.micros for k in ("p50", "p90", "p99", "max", "latency_us", "duration_us")}
+WINDOW_COLUMNS = [
+    ("window_start", "window"),
+    ("kind", "kind"),
+    ("topic", "topic"),
+    ("subscription", "subscription"),
+    ("broker", "broker"),
+    ("count", "answered"),
+    ("errors", "errors"),
+    ("unanswered", "unanswered"),
+    ("p50_us", "p50"),
+    ("p99_us", "p99"),
+    ("p999_us", "p99.9"),
+    ("max_us", "max"),
+]
+DURATION_COLUMNS = ["latency_us", "duration_us", "p50_us", "p99_us", "p999_us", "max_us"]
+DURATIONS = dict.fromkeys([*PERCENTILES, *DURATION_COLUMNS], m.micros)
 
 
 def latency(analytics: Source) -> str:
@@ -126,6 +141,18 @@ def latency(analytics: Source) -> str:
         ),
         m.subsection(f"Slowest {len(slowest)} pairs", [m.table(slowest, PAIR_COLUMNS, DURATIONS)]),
     ]
+    summary = analytics.get("latency_summary")
+    if summary is not None and analytics.has("latency_summary", "p99_us"):
+        worst = top_rows(summary, [c for c, _ in WINDOW_COLUMNS], "p99_us", TOP)
+        parts.append(
+            m.subsection(
+                f"Worst windows by p99 ({len(worst)} of {summary.count_rows():,}"
+                " kind, topic, subscription, broker and window groups)",
+                [m.table(worst, WINDOW_COLUMNS, DURATIONS)],
+            )
+        )
+    else:
+        parts.append(missing(analytics, "latency_summary"))
     return m.section("latency", "Latency", parts)
 
 
