@@ -374,6 +374,9 @@ def test_latency_section_shows_each_kind_with_its_latency(dataset: Path, analyti
     # LOOKUP answered 12 ms after the request; the three SENDs each 3 ms.
     assert "LOOKUP 1 0 0 12 ms 12 ms 12 ms 12 ms" in text
     assert "SEND 3 0 0 3 ms 3 ms 3 ms 3 ms" in text
+    # Worst window first: publish -> delivery, sent at 30/40/50 ms and delivered at
+    # 110/111/420 ms (the last held back by starvation): median 80 ms.
+    assert f"publish_delivery {SHOWN} {SUBSCRIPTION} 10.0.1.1:6650 3 0 0 80 ms" in text
 
 
 def test_permit_section_names_the_starved_consumer(dataset: Path, analytics: Path) -> None:
