@@ -233,7 +233,12 @@ def test_pulsar_delivered_messages_equal_what_the_client_received(db, capture):
 def test_pulsar_connections_are_one_row_each_with_their_frames(db, capture):
     ids = conn_ids(db, capture)
     for expected in TRUTHS[capture]["connections"]:
-        (row,) = rows(db, "select * from connections where conn_id = ?", ids[expected["conn"]])
+        (row,) = rows(
+            db,
+            "select * from connections where conn_id = ? and capture = ?",
+            ids[expected["conn"]],
+            capture,
+        )
         assert row["protocol"] == "pulsar"
         assert f"{row['server_ip']}:{row['server_port']}" == expected["broker"]
         assert row["frames_c2b"] + row["frames_b2c"] == expected["frames"]
@@ -309,8 +314,10 @@ def test_kafka_connections_count_requests_and_responses(db, capture):
     for expected in TRUTHS[capture]["connections"]:
         (row,) = rows(
             db,
-            "select protocol, frames_c2b, frames_b2c from connections where conn_id = ?",
+            "select protocol, frames_c2b, frames_b2c from connections"
+            " where conn_id = ? and capture = ?",
             ids[expected["conn"]],
+            capture,
         )
         assert row == {
             "protocol": "kafka07",
