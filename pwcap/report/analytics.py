@@ -2,16 +2,18 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections import Counter
+from datetime import datetime
 from typing import Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
+import pyarrow.dataset as ds
 
 from pwcap.report import markup as m
 from pwcap.report import svg
 from pwcap.report.decoded import MAX_BARS, TOP, missing
-from pwcap.report.tables import Source, count_by, read_columns, sum_by, top_rows
+from pwcap.report.tables import Source, count_by, read_columns, sum_by, top_rows, value_range
 
 PERCENTILES = {"p50": 0.5, "p90": 0.9, "p99": 0.99, "max": 1.0}
 TIME_BINS = 120  # points per series of a chart over time
@@ -25,56 +27,70 @@ def _micros_column(column: pa.ChunkedArray) -> pa.ChunkedArray:
     return pc.cast(column, pa.timestamp("us", tz="UTC")).cast(pa.int64())
 
 
-def latency_by_kind(pairs: pa.Table) -> list[dict[str, Any]]:
-    """Exact percentiles of the answered pairs of each kind, and the unanswered count."""
-    rows = []
-    for kind in pc.unique(pairs["kind"].drop_null()).to_pylist():
-        of_kind = pairs.filter(pc.equal(pairs["kind"], kind))
-        latency = of_kind["latency_us"].drop_null()
-        outcome = of_kind["outcome"]
+class LatencyKinds:
+    """Percentiles and p99-over-time of each kind of pair, read one kind at a time so
+    memory holds one kind's latencies (8 bytes each), never the whole pairs table."""
+
+    def __init__(self, pairs: ds.Dataset) -> None:
+        self.pairs = pairs
+        self.outcomes = count_by(pairs, ["kind", "outcome"])
+        answered = pc.field("latency_us").is_valid()
+        bounds = value_range(pairs, "request_ts", answered)
+        self.t0, self.t1 = (_micros(bounds[0]), _micros(bounds[1])) if bounds else (0, 0)
+        self.width = max(1, (self.t1 - self.t0) // TIME_BINS + 1)
+        kinds = Counter[str]()
+        for (kind, _), n in self.outcomes.items():
+            if kind is not None:
+                kinds[kind] += n
+        self.busiest = [kind for kind, _ in kinds.most_common(SERIES)]
+        self.rows: list[dict[str, Any]] = []
+        self.series: list[tuple[str, list[svg.Point]]] = []
+        for kind in kinds:
+            where = (pc.field("kind") == kind) & answered
+            latency = read_columns(pairs, ["request_ts", "latency_us"], where)
+            self.rows.append(self._percentiles(kind, latency["latency_us"]))
+            if kind in self.busiest:
+                self.series.append((kind, self._over_time(latency)))
+        self.rows.sort(key=lambda r: -(r.get("p99") or -1))
+        self.series.sort(key=lambda s: self.busiest.index(s[0]))
+
+    def _percentiles(self, kind: str, latency: pa.ChunkedArray) -> dict[str, Any]:
+        count = {o: n for (k, o), n in self.outcomes.items() if k == kind}
         row: dict[str, Any] = {
             "kind": kind,
             "count": len(latency),
-            "unanswered": pc.sum(pc.equal(outcome, "unanswered")).as_py() or 0,
-            "errors": pc.sum(pc.starts_with(outcome, "error:")).as_py() or 0,
+            "unanswered": count.get("unanswered", 0),
+            "errors": sum(n for o, n in count.items() if o and o.startswith("error:")),
         }
-        if len(latency):
+        if len(latency):  # exact, as Spark's percentile: linear interpolation
             quantiles = pc.quantile(latency, q=list(PERCENTILES.values())).to_pylist()
             row.update(zip(PERCENTILES, quantiles, strict=True))
-        rows.append(row)
-    return sorted(rows, key=lambda r: -(r.get("p99") or -1))
+        return row
 
-
-def latency_over_time(pairs: pa.Table, kinds: Sequence[str]) -> list[tuple[str, list[svg.Point]]]:
-    """p99 latency per time bin of the request time, for each of ``kinds``."""
-    answered = pairs.filter(pc.is_valid(pairs["latency_us"]))
-    if answered.num_rows == 0:
-        return []
-    t = _micros_column(answered["request_ts"])
-    t0, t1 = pc.min(t).as_py(), pc.max(t).as_py()
-    width = max(1, (t1 - t0) // TIME_BINS + 1)
-    binned = pa.table(
-        {
-            "kind": answered["kind"],
-            "bin": pc.divide(pc.subtract(t, t0), width),
-            "latency_us": pc.cast(answered["latency_us"], pa.float64()),
-        }
-    )
-    grouped = binned.group_by(["kind", "bin"]).aggregate(
-        [("latency_us", "tdigest", pc.TDigestOptions(q=0.99))]
-    )
-    series = []
-    for kind in kinds:
-        part = grouped.filter(pc.equal(grouped["kind"], kind)).sort_by("bin")
-        points = [
-            (t0 + b * width + width / 2, max(q[0], 1.0))
+    def _over_time(self, latency: pa.Table) -> list[svg.Point]:
+        t = _micros_column(latency["request_ts"])
+        binned = pa.table(
+            {
+                "bin": pc.divide(pc.subtract(t, self.t0), self.width),
+                "latency_us": pc.cast(latency["latency_us"], pa.float64()),
+            }
+        )
+        grouped = (
+            binned.group_by("bin")
+            .aggregate([("latency_us", "tdigest", pc.TDigestOptions(q=0.99))])
+            .sort_by("bin")
+        )
+        return [
+            (self.t0 + b * self.width + self.width / 2, max(q[0], 1.0))
             for b, q in zip(
-                part["bin"].to_pylist(), part["latency_us_tdigest"].to_pylist(), strict=True
+                grouped["bin"].to_pylist(), grouped["latency_us_tdigest"].to_pylist(), strict=True
             )
             if q
         ]
-        series.append((kind, points))
-    return series
+
+
+def _micros(value: datetime) -> int:
+    return round(value.timestamp() * 1_000_000)
 
 
 LATENCY_COLUMNS = [
@@ -123,10 +139,9 @@ def latency(analytics: Source) -> str:
     pairs_table = analytics.get("latency_pairs")
     if not analytics.has("latency_pairs", "kind", "latency_us", "outcome", "request_ts"):
         return m.section("latency", "Latency", [missing(analytics, "latency_pairs")])
-    pairs = read_columns(pairs_table, ["kind", "latency_us", "outcome", "request_ts"])
-    by_kind = latency_by_kind(pairs)
+    kinds = LatencyKinds(pairs_table)
+    by_kind = kinds.rows
     chart_rows = [(r["kind"], r) for r in by_kind[:MAX_BARS] if r["count"]]
-    busiest = [r["kind"] for r in sorted(by_kind, key=lambda r: -r["count"])[:SERIES] if r["count"]]
     slowest = top_rows(pairs_table, [c for c, _ in PAIR_COLUMNS], "latency_us", TOP)
     parts = [
         m.subsection(
@@ -135,9 +150,9 @@ def latency(analytics: Source) -> str:
         ),
         m.table(by_kind, LATENCY_COLUMNS, DURATIONS),
         m.subsection(
-            f"p99 latency over time ({min(SERIES, len(busiest))} busiest kinds, "
+            f"p99 latency over time ({len(kinds.series)} busiest kinds, "
             f"{TIME_BINS} time bins, log scale)",
-            [svg.time_series(latency_over_time(pairs, busiest), m.micros, "latency over time")],
+            [svg.time_series(kinds.series, m.micros, "latency over time")],
         ),
         m.subsection(f"Slowest {len(slowest)} pairs", [m.table(slowest, PAIR_COLUMNS, DURATIONS)]),
     ]
