@@ -32,7 +32,6 @@ class LatencyKinds:
     memory holds one kind's latencies (8 bytes each), never the whole pairs table."""
 
     def __init__(self, pairs: ds.Dataset) -> None:
-        self.pairs = pairs
         self.outcomes = count_by(pairs, ["kind", "outcome"])
         answered = pc.field("latency_us").is_valid()
         bounds = value_range(pairs, "request_ts", answered)
@@ -221,7 +220,11 @@ def _timeline(analytics: Source, consumer: dict[str, Any]) -> str:
             SPANS,
             where,
         )
-        spans = [(r["start_ts"].timestamp() * 1e6, r["end_ts"].timestamp() * 1e6) for r in longest]
+        spans = [
+            (_micros(r["start_ts"]), _micros(r["end_ts"]))
+            for r in longest
+            if r["start_ts"] and r["end_ts"]
+        ]
     names = " / ".join(str(consumer[k]) for k in ("topic", "subscription") if consumer.get(k))
     title = " — ".join(
         part
