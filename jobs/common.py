@@ -18,7 +18,7 @@ from collections.abc import Callable, Mapping
 import pyarrow as pa
 from pwcap.decode.schema import arrow_schema
 from pwcap.jobs.args import add_arguments
-from pyspark import SparkConf
+from pyspark import SparkConf, SparkContext
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
@@ -32,9 +32,13 @@ def session(app_name: str, verbose: bool = False) -> SparkSession:
     active = SparkSession.getActiveSession()
     if active is not None:
         return active
-    conf = SparkConf()  # carries spark-submit's --master and --conf settings
-    if not conf.contains("spark.master"):
-        conf.setMaster("local[*]").set("spark.ui.showConsoleProgress", "false")
+    # Join spark-submit's JVM (or start one) first, so the conf carries its --master / --conf.
+    SparkContext._ensure_initialized()
+    conf = SparkConf().setIfMissing("spark.master", "local[*]")
+    if not verbose:  # from the context's start-up on, which is most of the INFO noise
+        conf.set("spark.log.level", "WARN")
+    if conf.get("spark.master").startswith("local"):
+        conf.setIfMissing("spark.ui.showConsoleProgress", "false")
         # Spark's 200 shuffle partitions are made for clusters: on a laptop, per-task
         # overhead would dominate a capture-sized dataset.
         conf.setIfMissing("spark.sql.shuffle.partitions", str(4 * (os.cpu_count() or 1)))
@@ -44,8 +48,9 @@ def session(app_name: str, verbose: bool = False) -> SparkSession:
         .config("spark.sql.session.timeZone", "UTC")
         .getOrCreate()
     )
-    spark.sparkContext.setLogLevel("INFO" if verbose else "WARN")
-    if not verbose:
+    if verbose:
+        spark.sparkContext.setLogLevel("INFO")
+    else:
         logging.getLogger("py4j").setLevel(logging.WARNING)
     return spark
 
