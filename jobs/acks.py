@@ -110,8 +110,12 @@ def _first_cumulative_ack(delivered: DataFrame, cumulative: DataFrame) -> DataFr
     later of (the first ack at or beyond the position) and (the first ack after the
     delivery), both running minimums over one sorted pass per subscription.
     """
-    rows = delivered.select(
-        *ENTRY, "ts", "next_delivery_ts", F.lit(False).alias("is_ack")
+    # Only subscriptions that ack cumulatively need the two sorted passes.
+    acking = cumulative.select(*SUBSCRIPTION).distinct()
+    rows = (
+        delivered.join(acking, list(SUBSCRIPTION), "left_semi").select(
+            *ENTRY, "ts", "next_delivery_ts", F.lit(False).alias("is_ack")
+        )
     ).unionByName(
         cumulative.select(
             *ENTRY,
@@ -126,10 +130,12 @@ def _first_cumulative_ack(delivered: DataFrame, cumulative: DataFrame) -> DataFr
         .orderBy(F.desc("ledger_id"), F.desc("entry_id"), F.desc("is_ack"))
         .rowsBetween(Window.unboundedPreceding, Window.currentRow)
     )
+    # "Rows after this one" as a running frame in reverse order: Spark recomputes a frame
+    # ending at unboundedFollowing for every row, quadratic in the partition's size.
     by_time = (
         Window.partitionBy(*SUBSCRIPTION)
-        .orderBy("ts", "is_ack")
-        .rowsBetween(1, Window.unboundedFollowing)
+        .orderBy(F.desc("ts"), F.desc("is_ack"))
+        .rowsBetween(Window.unboundedPreceding, -1)
     )
     at_or_beyond = F.min(ack_ts).over(by_position)
     after = F.min(ack_ts).over(by_time)

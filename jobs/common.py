@@ -36,9 +36,8 @@ def session(app_name: str, verbose: bool = False) -> SparkSession:
     SparkContext._ensure_initialized()
     conf = SparkConf().setIfMissing("spark.master", "local[*]")
     if not verbose:  # from the context's start-up on, which is most of the INFO noise
-        conf.set("spark.log.level", "WARN")
+        conf.set("spark.log.level", "WARN").set("spark.ui.showConsoleProgress", "false")
     if conf.get("spark.master").startswith("local"):
-        conf.setIfMissing("spark.ui.showConsoleProgress", "false")
         # Spark's 200 shuffle partitions are made for clusters: on a laptop, per-task
         # overhead would dominate a capture-sized dataset.
         conf.setIfMissing("spark.sql.shuffle.partitions", str(4 * (os.cpu_count() or 1)))

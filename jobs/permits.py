@@ -102,7 +102,13 @@ def permit_timeline(frames: DataFrame) -> DataFrame:
 def starvation_intervals(timeline: DataFrame, frames: DataFrame) -> DataFrame:
     """Islands of consecutive events at or below zero, each ended by the next event."""
     order = Window.partitionBy(*CONSUMER, "life").orderBy("ts", "direction", "stream_offset")
-    rest = order.rowsBetween(1, Window.unboundedFollowing)
+    # The rows after this one, as a running frame in reverse order (a frame ending at
+    # unboundedFollowing is recomputed for every row: quadratic in a consumer's events).
+    rest = (
+        Window.partitionBy(*CONSUMER, "life")
+        .orderBy(F.desc("ts"), F.desc("direction"), F.desc("stream_offset"))
+        .rowsBetween(Window.unboundedPreceding, -1)
+    )
     starved = (F.col("balance") <= 0) & (F.col("event") != "closed")
     later_delivery = F.min(F.when(F.col("event") == "delivery", F.col("ts"))).over(rest)
     marked = (
