@@ -146,13 +146,15 @@ def window_start(ts: str, window: str) -> Column:
 
 
 def broker_addresses(connections: DataFrame) -> DataFrame:
-    """``conn_id`` -> ``broker`` (``ip:port``; IPv6 in brackets), one row per connection."""
+    """(``capture``, ``conn_id``) -> ``broker`` (``ip:port``; IPv6 in brackets)."""
     ip = F.when(F.col("server_ip").contains(":"), F.format_string("[%s]", "server_ip")).otherwise(
         F.col("server_ip")
     )
     return connections.select(
-        "conn_id", F.concat_ws(":", ip, F.col("server_port").cast("string")).alias("broker")
-    ).dropDuplicates(["conn_id"])
+        "capture",
+        "conn_id",
+        F.concat_ws(":", ip, F.col("server_port").cast("string")).alias("broker"),
+    ).dropDuplicates(["capture", "conn_id"])
 
 
 def message_ids(frames: DataFrame) -> DataFrame:

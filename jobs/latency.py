@@ -124,13 +124,14 @@ def unanswered_requests(frames: DataFrame) -> DataFrame:
     share a capture time (one packet), so both sides are numbered within that key and
     the surplus requests are the unanswered ones.
     """
-    key = ["conn_id", "direction", "command", "ts"]
+    key = ["capture", "conn_id", "direction", "command", "ts"]
     numbered = Window.partitionBy(*key).orderBy("stream_offset")
     requests = frames.where(_is_request()).withColumn("n", F.row_number().over(numbered))
     opposite = F.when(F.col("direction") == "c2b", "b2c").otherwise("c2b")
     responses = (
         frames.where(F.col("answers").isNotNull() & F.col("request_ts").isNotNull())
         .select(
+            "capture",
             "conn_id",
             opposite.alias("direction"),
             F.col("answers").alias("command"),
@@ -218,9 +219,8 @@ def latency_pairs(
     pairs = parts[0]
     for part in parts[1:]:
         pairs = pairs.unionByName(part)
-    return pairs.join(F.broadcast(broker_addresses(connections)), "conn_id", "left").select(
-        *PAIR_COLUMNS
-    )
+    brokers = F.broadcast(broker_addresses(connections))
+    return pairs.join(brokers, ["capture", "conn_id"], "left").select(*PAIR_COLUMNS)
 
 
 def latency_summary(pairs: DataFrame, window: str) -> DataFrame:

@@ -31,8 +31,11 @@ from pyspark.sql import Column, DataFrame, SparkSession, Window
 from pyspark.sql import functions as F
 
 PROMPT_US = 10_000  # a delivery this soon after the FLOW was already waiting at the broker
-CONSUMER = ["conn_id", "consumer_id"]
-NAMES = ["capture", "topic", "subscription", "consumer_name"]
+# Connection ids are keyed with their capture: derived captures of one recording (cut,
+# reordered, re-encoded) may carry the same connection under the same id.
+CONSUMER = ["capture", "conn_id", "consumer_id"]
+NAMES = ["topic", "subscription", "consumer_name"]
+CONNECTION = CONSUMER[:2]
 TIMELINE_COLUMNS = [
     *CONSUMER,
     *NAMES,
@@ -135,11 +138,11 @@ def starvation_intervals(timeline: DataFrame, frames: DataFrame) -> DataFrame:
         )
         .where(~F.col("before_first_flow"))
     )
-    capture_end = frames.groupBy("conn_id").agg(F.max("ts").alias("capture_end"))
+    capture_end = _capture_end(frames)
     end_ts = F.coalesce("last.next_ts", "capture_end")
     flow_to_delivery = micros("last.delivery_after_next") - micros("last.next_ts")
     ended_by_flow = F.col("last.next_event") == "flow"
-    return spans.join(capture_end, "conn_id").select(
+    return spans.join(capture_end, CONNECTION).select(
         *CONSUMER,
         *NAMES,
         "start_ts",
@@ -151,6 +154,11 @@ def starvation_intervals(timeline: DataFrame, frames: DataFrame) -> DataFrame:
             "backlog_waiting"
         ),
     )
+
+
+def _capture_end(frames: DataFrame) -> DataFrame:
+    """The last time each connection was seen: where spans still open at the end stop."""
+    return frames.groupBy(*CONNECTION).agg(F.max("ts").alias("capture_end"))
 
 
 def _refill_pattern(timeline: DataFrame) -> DataFrame:
@@ -197,13 +205,13 @@ def permit_summary(timeline: DataFrame, intervals: DataFrame, frames: DataFrame)
         F.max("duration_us").alias("longest_starvation_us"),
         F.count(F.when(F.col("backlog_waiting"), 1)).alias("spans_with_backlog_waiting"),
     )
-    capture_end = frames.groupBy("conn_id").agg(F.max("ts").alias("capture_end"))
+    capture_end = _capture_end(frames)
     lifetime = micros(F.coalesce("closed_ts", "capture_end")) - micros("first_ts")
     zero = F.lit(0).cast("long")
     return (
         per_consumer.join(_refill_pattern(timeline), CONSUMER, "left")
         .join(starvation, CONSUMER, "left")
-        .join(capture_end, "conn_id")
+        .join(capture_end, CONNECTION)
         .select(
             *CONSUMER,
             *NAMES,

@@ -72,9 +72,10 @@ def _triggers(redelivered: DataFrame, frames: DataFrame) -> DataFrame:
     subscribes = frames.where(
         (F.col("command") == "SUBSCRIBE") & (F.col("direction") == "c2b")
     ).select(*SUBSCRIPTION, F.col("ts").alias("t_ts"))
-    connection_end = frames.groupBy("conn_id").agg(F.max("ts").alias("t_ts"))
+    connection_end = frames.groupBy("capture", "conn_id").agg(F.max("ts").alias("t_ts"))
     closed = base.join(
-        connection_end.withColumnRenamed("conn_id", "previous_conn_id"), "previous_conn_id"
+        connection_end.withColumnRenamed("conn_id", "previous_conn_id"),
+        ["capture", "previous_conn_id"],
     ).where(between)
     # (rank in TRIGGERS, redeliveries that trigger explains)
     found = [
