@@ -37,6 +37,7 @@ def session(app_name: str, verbose: bool = False) -> SparkSession:
     conf = SparkConf().setIfMissing("spark.master", "local[*]")
     if not verbose:  # from the context's start-up on, which is most of the INFO noise
         conf.set("spark.log.level", "WARN").set("spark.ui.showConsoleProgress", "false")
+        conf.setIfMissing("spark.sql.debug.maxToStringFields", "1000")  # no "truncated plan"
     if conf.get("spark.master").startswith("local"):
         # Spark's 200 shuffle partitions are made for clusters: on a laptop, per-task
         # overhead would dominate a capture-sized dataset.

@@ -68,6 +68,17 @@ def summary(results: dict[str, Any]) -> str:
             f"  {row.kind:22} n={row.n:<8} p50={_num(p50):>10} p99={_num(p99):>10}"
             f" max={_num(row.max):>10} unanswered={row.unanswered}"
         )
+    unanswered = (
+        results["latency_pairs"]
+        .where((F.col("outcome") == "unanswered") & (F.col("kind") != "delivery_ack"))
+        .groupBy("kind")
+        .count()
+        .orderBy(F.desc("count"))
+        .collect()
+    )
+    if unanswered:
+        listed = ", ".join(f"{row.kind} {row['count']}" for row in unanswered)
+        lines.append(f"  requests never answered: {listed}")
     lines.append("Most-starved consumers:")
     starved = (
         results["permit_summary"]
