@@ -103,7 +103,8 @@ def permit_timeline(frames: DataFrame) -> DataFrame:
 
 
 def starvation_intervals(timeline: DataFrame, frames: DataFrame) -> DataFrame:
-    """Islands of consecutive events at or below zero, each ended by the next event."""
+    """Islands of consecutive events at or below zero, each ended by the next event, with
+    the consumer's receiver queue size and usual refill (what a span is measured against)."""
     order = Window.partitionBy(*CONSUMER, "life").orderBy("ts", "direction", "stream_offset")
     # The rows after this one, as a running frame in reverse order (a frame ending at
     # unboundedFollowing is recomputed for every row: quadratic in a consumer's events).
@@ -142,17 +143,24 @@ def starvation_intervals(timeline: DataFrame, frames: DataFrame) -> DataFrame:
     end_ts = F.coalesce("last.next_ts", "capture_end")
     flow_to_delivery = micros("last.delivery_after_next") - micros("last.next_ts")
     ended_by_flow = F.col("last.next_event") == "flow"
-    return spans.join(capture_end, CONNECTION).select(
-        *CONSUMER,
-        *NAMES,
-        "start_ts",
-        end_ts.alias("end_ts"),
-        (micros(end_ts) - micros("start_ts")).alias("duration_us"),
-        F.coalesce("last.next_event", F.lit("end_of_capture")).alias("ended_by"),
-        F.when(ended_by_flow, flow_to_delivery).alias("flow_to_delivery_us"),
-        (ended_by_flow & F.coalesce(flow_to_delivery <= PROMPT_US, F.lit(False))).alias(
-            "backlog_waiting"
-        ),
+    pattern = _refill_pattern(timeline).select(*CONSUMER, "receiver_queue_size", "refill_permits")
+    return (
+        spans.join(capture_end, CONNECTION)
+        .join(pattern, CONSUMER, "left")
+        .select(
+            *CONSUMER,
+            *NAMES,
+            "receiver_queue_size",
+            "refill_permits",
+            "start_ts",
+            end_ts.alias("end_ts"),
+            (micros(end_ts) - micros("start_ts")).alias("duration_us"),
+            F.coalesce("last.next_event", F.lit("end_of_capture")).alias("ended_by"),
+            F.when(ended_by_flow, flow_to_delivery).alias("flow_to_delivery_us"),
+            (ended_by_flow & F.coalesce(flow_to_delivery <= PROMPT_US, F.lit(False))).alias(
+                "backlog_waiting"
+            ),
+        )
     )
 
 
