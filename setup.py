@@ -7,7 +7,12 @@ lands in site-packages.
 
 from setuptools import find_packages, setup
 
-ROOTS = {"pwcap": "pwcap", "pwcap.capture": "capture", "pwcap.decode": "decode", "pwcap.jobs": "jobs"}
+ROOTS = {
+    "pwcap": "pwcap",
+    "pwcap.capture": "capture",
+    "pwcap.decode": "decode",
+    "pwcap.jobs": "jobs",
+}
 
 packages: list[str] = []
 package_dir: dict[str, str] = {}

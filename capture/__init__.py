@@ -1,1 +1,21 @@
 """Capture files in, per-connection TCP byte streams out (sans-IO reassembly)."""
+
+from pwcap.capture.events import ClientBy, Connection, Direction, StreamSink
+from pwcap.capture.reader import StreamReader, read_streams
+from pwcap.capture.reassembly import Reassembler
+from pwcap.capture.records import CaptureError, iter_records, open_capture
+from pwcap.capture.stats import CaptureStats
+
+__all__ = [
+    "CaptureError",
+    "CaptureStats",
+    "ClientBy",
+    "Connection",
+    "Direction",
+    "Reassembler",
+    "StreamReader",
+    "StreamSink",
+    "iter_records",
+    "open_capture",
+    "read_streams",
+]

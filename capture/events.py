@@ -31,7 +31,7 @@ class ClientBy(IntEnum):
 
     SYN = 0  # saw the SYN (or SYN-ACK): certain
     PORT = 1  # no handshake; the other end uses a well-known server port
-    FIRST_SEEN = 2  # no handshake, no known port: sender of the first segment (a guess)
+    GUESS = 2  # no handshake, no known port: the lower port taken as the server (a guess)
 
 
 @dataclass(slots=True)
@@ -80,4 +80,4 @@ class StreamSink(Protocol):
         """``size`` bytes at ``offset`` were never captured; delivery resumes after them."""
 
     def on_close(self, conn: Connection, ts: int, reason: str) -> None:
-        """The connection ended (``fin``, ``rst``, ``reused`` or ``end_of_capture``)."""
+        """The connection ended: ``fin``, ``rst``, ``reused``, ``evicted``, ``end_of_capture``."""

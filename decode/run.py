@@ -26,7 +26,7 @@ from pwcap.decode.registry import UNKNOWN, Decision, Protocol, Registry, Sniffer
 CAPTURE_SUFFIXES = (".pcap", ".pcapng", ".cap", ".pcap.gz", ".pcapng.gz")
 _LABELS = ("c2b", "b2c")
 CHECK_EVERY = 64  # capture records between two calls of a pipeline's ``after_data``
-_CLIENT_BY = {ClientBy.SYN: "syn", ClientBy.PORT: "port", ClientBy.FIRST_SEEN: "first_seen"}
+_CLIENT_BY = {ClientBy.SYN: "syn", ClientBy.PORT: "port", ClientBy.GUESS: "guess"}
 
 
 class InputError(Exception):

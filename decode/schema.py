@@ -157,7 +157,10 @@ CONNECTIONS: list[Column] = [
     Column("server_ip", STR, "broker address"),
     Column("server_port", I32, "broker port"),
     Column(
-        "client_by", STR, "how the client side was decided: `syn`, `port`, `content`, `first_seen`"
+        "client_by",
+        STR,
+        "how the client side was decided: `syn`, `port`, `content`, `guess` "
+        "(no handshake, no known port: the lower port taken as the server)",
     ),
     Column("client_version", STR, "client version string from CONNECT"),
     Column("server_version", STR, "server version string from CONNECTED"),
@@ -173,7 +176,7 @@ CONNECTIONS: list[Column] = [
     Column("gaps", I32, "gaps (missing byte ranges) in the streams"),
     Column("gap_bytes", I64, "bytes missing from the streams"),
     Column("anomalies", I32, "anomaly rows for this connection"),
-    Column("close_reason", STR, "`fin`, `rst`, `reused` or `end_of_capture`"),
+    Column("close_reason", STR, "`fin`, `rst`, `reused`, `evicted` or `end_of_capture`"),
 ]
 
 ANOMALIES: list[Column] = [

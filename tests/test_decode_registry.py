@@ -52,7 +52,7 @@ def test_an_unregistered_port_is_left_to_the_content():
 
 
 def test_without_a_handshake_the_known_port_may_be_on_the_client_side():
-    reversed_roles = conn(40000, ClientBy.FIRST_SEEN, client_port=6650)
+    reversed_roles = conn(40000, ClientBy.GUESS, client_port=6650)
     assert Registry().by_port(reversed_roles).name == "pulsar"
     assert Registry().by_port(conn(40000, ClientBy.SYN, client_port=6650)) is None
 
@@ -106,7 +106,7 @@ def test_after_a_gap_only_the_bytes_after_it_are_tested():
 
 def test_kafka_requests_from_the_server_side_mean_the_roles_are_reversed():
     decision = detect(
-        Sniffer(conn(12345, ClientBy.FIRST_SEEN), 5 << 20), (Direction.B2C, KAFKA_FETCH)
+        Sniffer(conn(12345, ClientBy.GUESS), 5 << 20), (Direction.B2C, KAFKA_FETCH)
     )
     assert decision.protocol.name == "kafka07"
     assert decision.reversed

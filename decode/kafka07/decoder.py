@@ -85,7 +85,7 @@ class Kafka07Decoder:
         self._limit = options.max_decompressed_size
         self._max_frame = options.max_frame_size
         in_sync = conn.client_by == ClientBy.SYN
-        self._roles_settled = conn.client_by != ClientBy.FIRST_SEEN
+        self._roles_settled = conn.client_by != ClientBy.GUESS
         self._pairing = Pairing(in_sync)
         self._suspects: list[tuple[int, Row]] = []  # (response ts, unmatched_response anomaly)
         self._frames = [0, 0]

@@ -1,0 +1,377 @@
+"""TCP reassembly: segments in capture order, in-order stream events per connection out.
+
+Rules, each chosen for a passive observer that cannot ask anyone to resend:
+
+- A connection is an endpoint pair over one lifetime. A SYN opens it and names the client;
+  a SYN with a new initial sequence number on a pair still open ends the old connection
+  (``reused``) and starts another. Without a handshake, a known server port names the
+  server, else the lower port does (a guess the decoder may overturn from content).
+- Bytes are delivered once, in sequence order. Where a retransmission overlaps bytes
+  already delivered, the first captured copy wins: it is what the decoder has already
+  seen, and on a healthy path it is also what the receiver's stack accepted first.
+- Early segments are held, bounded per direction. A hole is declared a gap, and delivery
+  resumes after it, when the receiver has acknowledged past the hole for a while (the
+  bytes reached it, the capture missed them, no retransmission will come), when the hold
+  buffer is full, when the connection closes, or at the end of the capture. Bytes a
+  snaplen cut off are a gap at once.
+- Sequence numbers are unwrapped against the next expected byte, so they may wrap.
+"""
+
+from __future__ import annotations
+
+import bisect
+import hashlib
+import socket
+from collections.abc import Iterable
+
+from pwcap.capture.events import ClientBy, Connection, Direction, StreamSink
+from pwcap.capture.stats import CaptureStats
+
+FIN, SYN, RST, ACK = 0x01, 0x02, 0x04, 0x10
+_MASK = (1 << 32) - 1
+_HALF = 1 << 31
+
+MAX_HELD_BYTES = 4 << 20  # early bytes held per direction before a hole is given up
+MAX_HELD_SEGMENTS = 4096
+ACK_SLACK = 16  # segments of the connection, after an ACK past a hole, before giving up
+MAX_OPEN = 100_000  # open connections before the longest idle are evicted
+SWEEP_EVERY = 1 << 16  # segments between two checks of the open-connection count
+MAX_CLOSED = 1 << 16  # endpoint pairs remembered as closed, to drop their stragglers
+
+Key = tuple[bytes, int, bytes, int]
+_Held = tuple[int, int, bytes, int]  # offset, ts, bytes, bytes cut by the snaplen after them
+
+
+def connection_id(client_ip: str, client_port: int, server_ip: str, port: int, ts: int) -> int:
+    """A 63-bit id that is the same for the same connection in any run (fits Parquet int64)."""
+    text = f"{client_ip}|{client_port}|{server_ip}|{port}|{ts}".encode()
+    return int.from_bytes(hashlib.blake2b(text, digest_size=8).digest(), "big") >> 1
+
+
+def address(raw: bytes) -> str:
+    return socket.inet_ntop(socket.AF_INET if len(raw) == 4 else socket.AF_INET6, raw)
+
+
+class _Half:
+    """One direction of a connection: its sequence space, hold buffer and FIN."""
+
+    __slots__ = (
+        "acked",
+        "base",
+        "conn",
+        "fin",
+        "held",
+        "held_bytes",
+        "ip",
+        "next",
+        "peer",
+        "port",
+        "sink",
+        "stall",
+        "started",
+        "stats",
+    )  # fmt: skip
+
+    def __init__(
+        self, conn: Connection, ip: str, port: int, sink: StreamSink, stats: CaptureStats
+    ) -> None:
+        self.conn = conn
+        self.ip = ip
+        self.port = port
+        self.peer: _Half = self
+        self.started = False  # the sequence number of offset 0 is known
+        self.base = 0  # 32-bit sequence number of stream offset 0
+        self.next = 0  # offset of the next byte to deliver
+        self.held: list[_Held] = []  # early segments, sorted by offset
+        self.held_bytes = 0
+        self.acked = 0  # highest offset the other side acknowledged
+        self.stall = 0  # segments seen since an ACK passed a hole still open
+        self.fin: int | None = None  # offset just past the last byte, once a FIN was seen
+        self.sink = sink
+        self.stats = stats
+
+    def start(self, seq: int) -> None:
+        self.started = True
+        self.base = seq & _MASK
+
+    def offset(self, seq: int) -> int:
+        """Stream offset of a 32-bit sequence number: the one nearest the next byte."""
+        nxt = self.next
+        return nxt + ((seq - self.base - nxt + _HALF) & _MASK) - _HALF
+
+    def direction(self) -> Direction:
+        conn = self.conn
+        if conn.client_port == self.port and conn.client_ip == self.ip:
+            return Direction.C2B
+        return Direction.B2C
+
+    def done(self) -> bool:
+        return self.fin is not None and self.next >= self.fin
+
+    # -- data -------------------------------------------------------------------------------
+
+    def receive(self, ts: int, seq: int, payload: bytes, cut: int) -> None:
+        if not self.started:
+            self.start(seq)
+        at = self.offset(seq)
+        if self.fin is not None and at + len(payload) + cut > self.fin:
+            self.stats.after_close += 1
+            return
+        if at > self.next:
+            self._hold(at, ts, payload, cut)
+        else:
+            self._accept(at, ts, payload, cut)
+            if self.held:
+                self._drain()
+
+    def acknowledged(self, ack: int) -> None:
+        """The other side acknowledged everything before ``ack``."""
+        at = self.offset(ack)
+        if at > self.acked:
+            self.acked = at
+
+    def check_hole(self) -> None:
+        """Give up on a hole the receiver has long acknowledged: the capture missed it."""
+        if self.acked > self.next:
+            self.stall += 1
+            if self.stall >= ACK_SLACK:
+                self.skip_hole()
+
+    def skip_hole(self) -> None:
+        """Declare the bytes before the first held segment missing and deliver what follows."""
+        at, ts = self.held[0][0], self.held[0][1]
+        self._gap(ts, at - self.next)
+        self._drain()
+
+    def flush(self) -> None:
+        while self.held:
+            self.skip_hole()
+
+    def _accept(self, at: int, ts: int, payload: bytes, cut: int) -> None:
+        """Deliver a segment that starts at or before the next byte, minus what was seen."""
+        skip = self.next - at
+        if skip > 0:
+            size = len(payload)
+            if skip >= size + cut:
+                self.stats.retransmitted_bytes += size
+                return
+            self.stats.retransmitted_bytes += min(skip, size)
+            if skip >= size:
+                cut -= skip - size
+                payload = b""
+            else:
+                payload = payload[skip:]
+        direction = self.direction()
+        if payload:
+            conn = self.conn
+            self.sink.on_data(conn, direction, ts, self.next, bytes(payload))
+            conn.bytes[direction] += len(payload)
+            self.stats.delivered_bytes += len(payload)
+            self.next += len(payload)
+            self.stall = 0
+        if cut:
+            self._gap(ts, cut, direction)
+
+    def _hold(self, at: int, ts: int, payload: bytes, cut: int) -> None:
+        held = self.held
+        index = bisect.bisect_left(held, at, key=_held_offset)
+        if index < len(held) and held[index][0] == at:  # the same early segment again
+            self.stats.retransmitted_bytes += len(payload)
+            return
+        held.insert(index, (at, ts, bytes(payload), cut))
+        self.held_bytes += len(payload)
+        self.stats.reordered_segments += 1
+        if self.held_bytes > MAX_HELD_BYTES or len(held) > MAX_HELD_SEGMENTS:
+            self.stats.hold_overflows += 1
+            self.skip_hole()
+
+    def _drain(self) -> None:
+        held = self.held
+        while held and held[0][0] <= self.next:
+            at, ts, payload, cut = held.pop(0)
+            self.held_bytes -= len(payload)
+            self._accept(at, ts, payload, cut)
+
+    def _gap(self, ts: int, size: int, direction: Direction | None = None) -> None:
+        if direction is None:
+            direction = self.direction()
+        conn = self.conn
+        self.sink.on_gap(conn, direction, ts, self.next, size)
+        conn.gaps += 1
+        conn.gap_bytes[direction] += size
+        self.stats.gaps += 1
+        self.stats.gap_bytes += size
+        self.next += size
+        self.stall = 0
+
+
+def _held_offset(item: _Held) -> int:
+    return item[0]
+
+
+class Reassembler:
+    """Feeds a :class:`StreamSink` from TCP segments given in capture order."""
+
+    def __init__(
+        self,
+        sink: StreamSink,
+        stats: CaptureStats | None = None,
+        server_ports: Iterable[int] = (),
+    ) -> None:
+        self.sink = sink
+        self.stats = stats if stats is not None else CaptureStats()
+        self.server_ports = frozenset(server_ports)
+        self._halves: dict[Key, _Half] = {}  # keyed by (sender ip, port, receiver ip, port)
+        self._open: dict[int, tuple[Key, Key]] = {}  # conn_id -> its two keys
+        self._closed: dict[Key, None] = {}  # recently closed pairs, oldest first
+        self._countdown = SWEEP_EVERY
+
+    def segment(
+        self,
+        ts: int,
+        src: bytes,
+        sport: int,
+        dst: bytes,
+        dport: int,
+        seq: int,
+        ack: int,
+        flags: int,
+        payload: bytes,
+        cut: int = 0,
+    ) -> None:
+        """One TCP segment; ``cut`` is how many of its payload bytes the snaplen removed."""
+        self.stats.tcp_segments += 1
+        key = (src, sport, dst, dport)
+        half = self._halves.get(key)
+        if flags & SYN:
+            half = self._syn(ts, key, half, seq, flags)
+            if half is None:
+                return
+            seq += 1  # the SYN takes one sequence number; any data follows it
+        elif half is None:
+            if not payload and not cut:
+                return  # a bare ACK, FIN or RST of a connection not being followed
+            if key in self._closed:
+                self.stats.after_close += 1
+                return
+            half = self._open_midstream(ts, key)
+        conn = half.conn
+        conn.last_ts = ts
+        peer = half.peer
+        if flags & ACK and peer.started:
+            peer.acknowledged(ack)
+        if payload or cut:
+            half.receive(ts, seq, payload, cut)
+        if flags & (FIN | RST):
+            self._end(ts, half, seq, len(payload) + cut, flags)
+            return
+        if half.fin is not None and half.done() and peer.done():
+            self._close(half, ts, "fin")  # late bytes filled the last hole before the FIN
+            return
+        if half.held:
+            half.check_hole()
+        if peer.held:
+            peer.check_hole()
+        self._countdown -= 1
+        if not self._countdown:
+            self._countdown = SWEEP_EVERY
+            self._evict_idle(ts)
+
+    def finish(self) -> None:
+        """The capture ended: declare open holes and close every connection still open."""
+        for conn_id in list(self._open):
+            half = self._halves[self._open[conn_id][0]]
+            self._close(half, half.conn.last_ts, "end_of_capture")
+
+    def open_connections(self) -> int:
+        return len(self._open)
+
+    # -- connection lifetime ------------------------------------------------------------------
+
+    def _syn(self, ts: int, key: Key, half: _Half | None, seq: int, flags: int) -> _Half | None:
+        """The half a SYN or SYN-ACK belongs to, opening (or reopening) its connection."""
+        src, sport, dst, dport = key
+        isn = (seq + 1) & _MASK
+        if flags & ACK:  # SYN-ACK: the sender is the server
+            if half is None:  # the client's SYN was not captured
+                self._closed.pop(key, None)
+                half = self._open_connection(ts, (dst, dport, src, sport), ClientBy.SYN).peer
+            if not half.started:
+                half.start(isn)
+            return half
+        if half is not None:
+            if half.started and half.base == isn and half.next == 0:
+                return half  # the same SYN again
+            self._close(half, ts, "reused")
+        self._closed.pop(key, None)
+        half = self._open_connection(ts, key, ClientBy.SYN)
+        half.start(isn)
+        return half
+
+    def _open_midstream(self, ts: int, key: Key) -> _Half:
+        src, sport, dst, dport = key
+        if dport in self.server_ports:
+            return self._open_connection(ts, key, ClientBy.PORT)
+        if sport in self.server_ports:
+            return self._open_connection(ts, (dst, dport, src, sport), ClientBy.PORT).peer
+        if sport < dport:
+            return self._open_connection(ts, (dst, dport, src, sport), ClientBy.GUESS).peer
+        return self._open_connection(ts, key, ClientBy.GUESS)
+
+    def _open_connection(self, ts: int, key: Key, client_by: ClientBy) -> _Half:
+        """A new connection whose client sends on ``key``; returns the client's half."""
+        src, sport, dst, dport = key
+        client_ip, server_ip = address(src), address(dst)
+        conn = Connection(
+            connection_id(client_ip, sport, server_ip, dport, ts),
+            client_ip,
+            sport,
+            server_ip,
+            dport,
+            ts,
+            client_by,
+            last_ts=ts,
+        )
+        client = _Half(conn, client_ip, sport, self.sink, self.stats)
+        server = _Half(conn, server_ip, dport, self.sink, self.stats)
+        client.peer, server.peer = server, client
+        reverse = (dst, dport, src, sport)
+        self._halves[key] = client
+        self._halves[reverse] = server
+        self._open[conn.conn_id] = (key, reverse)
+        self.stats.connections += 1
+        self.sink.on_open(conn)
+        return client
+
+    def _end(self, ts: int, half: _Half, seq: int, size: int, flags: int) -> None:
+        if flags & RST:
+            self._close(half, ts, "rst")
+            return
+        if half.fin is None:
+            if not half.started:
+                half.start(seq)
+            half.fin = half.offset(seq) + size
+        if half.done() and half.peer.done():
+            self._close(half, ts, "fin")
+
+    def _close(self, half: _Half, ts: int, reason: str) -> None:
+        conn = half.conn
+        keys = self._open.pop(conn.conn_id)
+        for side in (half, half.peer):
+            side.flush()
+        for key in keys:
+            del self._halves[key]
+            self._closed[key] = None
+        while len(self._closed) > MAX_CLOSED:
+            del self._closed[next(iter(self._closed))]
+        self.sink.on_close(conn, ts, reason)
+
+    def _evict_idle(self, ts: int) -> None:
+        """Close the longest idle connections when too many are open (bounded memory)."""
+        if len(self._open) <= MAX_OPEN:
+            return
+        halves = [self._halves[keys[0]] for keys in self._open.values()]
+        halves.sort(key=lambda half: half.conn.last_ts)
+        for half in halves[: len(halves) - MAX_OPEN * 9 // 10]:
+            self.stats.evicted += 1
+            self._close(half, half.conn.last_ts, "evicted")
