@@ -9,11 +9,13 @@ Rules, each chosen for a passive observer that cannot ask anyone to resend:
 - Bytes are delivered once, in sequence order. Where a retransmission overlaps bytes
   already delivered, the first captured copy wins: it is what the decoder has already
   seen, and on a healthy path it is also what the receiver's stack accepted first.
-- Early segments are held, bounded per direction. A hole is declared a gap, and delivery
-  resumes after it, when the receiver has acknowledged past the hole for a while (the
-  bytes reached it, the capture missed them, no retransmission will come), when the hold
-  buffer is full, when the connection closes, or at the end of the capture. Bytes a
-  snaplen cut off are a gap at once.
+- Early segments are held, bounded per direction. A hole the receiver has not
+  acknowledged is a loss on the network: its retransmission is awaited until the hold
+  buffer is full, the connection closes or the capture ends. A hole the receiver has
+  acknowledged reached it and will never be sent again: after ACK_SLACK more segments
+  (a capture can show an ACK just before the data it acknowledges) it becomes a gap.
+  Meanwhile the receiver's own later bytes wait too, so an answer is never delivered
+  before the question it answers. Bytes a snaplen cut off are a gap at once.
 - Sequence numbers are unwrapped against the next expected byte, so they may wrap.
 """
 
@@ -33,13 +35,14 @@ _HALF = 1 << 31
 
 MAX_HELD_BYTES = 4 << 20  # early bytes held per direction before a hole is given up
 MAX_HELD_SEGMENTS = 4096
-ACK_SLACK = 16  # segments of the connection, after an ACK past a hole, before giving up
+ACK_SLACK = 32  # segments to wait for acknowledged bytes a reordered capture may still show
 MAX_OPEN = 100_000  # open connections before the longest idle are evicted
 SWEEP_EVERY = 1 << 16  # segments between two checks of the open-connection count
 MAX_CLOSED = 1 << 16  # endpoint pairs remembered as closed, to drop their stragglers
 
 Key = tuple[bytes, int, bytes, int]
-_Held = tuple[int, int, bytes, int]  # offset, ts, bytes, bytes cut by the snaplen after them
+# offset, ts, bytes, bytes the snaplen cut after them, offset of the other side it acknowledged
+_Held = tuple[int, int, bytes, int, int]
 
 
 def connection_id(client_ip: str, client_port: int, server_ip: str, port: int, ts: int) -> int:
@@ -53,10 +56,9 @@ def address(raw: bytes) -> str:
 
 
 class _Half:
-    """One direction of a connection: its sequence space, hold buffer and FIN."""
+    """One direction of a connection: its sequence space, held segments and FIN."""
 
     __slots__ = (
-        "acked",
         "base",
         "conn",
         "fin",
@@ -64,13 +66,14 @@ class _Half:
         "held_bytes",
         "ip",
         "next",
+        "owed",
         "peer",
         "port",
         "sink",
-        "stall",
         "started",
         "stats",
-    )  # fmt: skip
+        "waited",
+    )
 
     def __init__(
         self, conn: Connection, ip: str, port: int, sink: StreamSink, stats: CaptureStats
@@ -82,10 +85,10 @@ class _Half:
         self.started = False  # the sequence number of offset 0 is known
         self.base = 0  # 32-bit sequence number of stream offset 0
         self.next = 0  # offset of the next byte to deliver
-        self.held: list[_Held] = []  # early segments, sorted by offset
+        self.held: list[_Held] = []  # segments waiting for delivery, sorted by offset
         self.held_bytes = 0
-        self.acked = 0  # highest offset the other side acknowledged
-        self.stall = 0  # segments seen since an ACK passed a hole still open
+        self.owed = 0  # the other side acknowledged every byte before this offset
+        self.waited = 0  # segments seen since ``owed`` passed ``next``
         self.fin: int | None = None  # offset just past the last byte, once a FIN was seen
         self.sink = sink
         self.stats = stats
@@ -108,44 +111,54 @@ class _Half:
     def done(self) -> bool:
         return self.fin is not None and self.next >= self.fin
 
+    def missing_acknowledged(self) -> bool:
+        """The other side received bytes of ours that the capture has not shown yet."""
+        return self.owed > self.next
+
+    def ready(self) -> bool:
+        """The first held segment is next in sequence and everything it acknowledged of
+        the other side has been delivered."""
+        held = self.held
+        return bool(held) and held[0][0] <= self.next and held[0][4] <= self.peer.next
+
     # -- data -------------------------------------------------------------------------------
 
-    def receive(self, ts: int, seq: int, payload: bytes, cut: int) -> None:
+    def acknowledged(self, ack: int) -> int:
+        """The other side received every byte before ``ack``; returns that offset."""
+        at = self.offset(ack)
+        if self.fin is not None and at > self.fin:
+            at = self.fin  # the FIN's own sequence number is no byte
+        if at > self.owed:
+            if self.owed <= self.next:
+                self.waited = 0
+            self.owed = at
+        return at
+
+    def receive(self, ts: int, seq: int, payload: bytes, cut: int, after: int) -> None:
+        """A segment with data; ``after`` is the offset of the other side's stream it
+        acknowledged: those bytes came first, so they are delivered first."""
         if not self.started:
             self.start(seq)
         at = self.offset(seq)
         if self.fin is not None and at + len(payload) + cut > self.fin:
             self.stats.after_close += 1
             return
-        if at > self.next:
-            self._hold(at, ts, payload, cut)
-        else:
-            self._accept(at, ts, payload, cut)
-            if self.held:
-                self._drain()
+        if at > self.next or after > self.peer.next or (self.held and self.held[0][0] <= at):
+            self._hold(ts, at, payload, cut, after)
+            return
+        self._accept(at, ts, payload, cut)
+        if self.held or self.peer.held:  # a hole filled: what waited behind it may go
+            drain_in_time_order(self, self.peer)
 
-    def acknowledged(self, ack: int) -> None:
-        """The other side acknowledged everything before ``ack``."""
-        at = self.offset(ack)
-        if at > self.acked:
-            self.acked = at
+    def pop_and_accept(self) -> None:
+        at, ts, payload, cut, _ = self.held.pop(0)
+        self.held_bytes -= len(payload)
+        self._accept(at, ts, payload, cut)
 
-    def check_hole(self) -> None:
-        """Give up on a hole the receiver has long acknowledged: the capture missed it."""
-        if self.acked > self.next:
-            self.stall += 1
-            if self.stall >= ACK_SLACK:
-                self.skip_hole()
-
-    def skip_hole(self) -> None:
-        """Declare the bytes before the first held segment missing and deliver what follows."""
-        at, ts = self.held[0][0], self.held[0][1]
-        self._gap(ts, at - self.next)
-        self._drain()
-
-    def flush(self) -> None:
-        while self.held:
-            self.skip_hole()
+    def declare_hole(self, ts: int, until: int) -> None:
+        """The bytes from the next one up to ``until`` will never be seen: a gap."""
+        if until > self.next:
+            self._gap(self.held[0][1] if self.held else ts, until - self.next)
 
     def _accept(self, at: int, ts: int, payload: bytes, cut: int) -> None:
         """Deliver a segment that starts at or before the next byte, minus what was seen."""
@@ -168,29 +181,24 @@ class _Half:
             conn.bytes[direction] += len(payload)
             self.stats.delivered_bytes += len(payload)
             self.next += len(payload)
-            self.stall = 0
         if cut:
             self._gap(ts, cut, direction)
 
-    def _hold(self, at: int, ts: int, payload: bytes, cut: int) -> None:
+    def _hold(self, ts: int, at: int, payload: bytes, cut: int, after: int) -> None:
         held = self.held
-        index = bisect.bisect_left(held, at, key=_held_offset)
-        if index < len(held) and held[index][0] == at:  # the same early segment again
+        index = bisect.bisect_right(held, at, key=_held_offset)
+        if index and held[index - 1][0] == at:  # the same segment again: the first copy wins
             self.stats.retransmitted_bytes += len(payload)
             return
-        held.insert(index, (at, ts, bytes(payload), cut))
+        held.insert(index, (at, ts, bytes(payload), cut, after))
         self.held_bytes += len(payload)
         self.stats.reordered_segments += 1
         if self.held_bytes > MAX_HELD_BYTES or len(held) > MAX_HELD_SEGMENTS:
             self.stats.hold_overflows += 1
-            self.skip_hole()
-
-    def _drain(self) -> None:
-        held = self.held
-        while held and held[0][0] <= self.next:
-            at, ts, payload, cut = held.pop(0)
-            self.held_bytes -= len(payload)
-            self._accept(at, ts, payload, cut)
+            settle(self, self.peer, ts)
+            if len(held) > MAX_HELD_SEGMENTS // 2:  # a hole nobody acknowledged: give up
+                self.declare_hole(ts, held[0][0])
+                drain_in_time_order(self, self.peer)
 
     def _gap(self, ts: int, size: int, direction: Direction | None = None) -> None:
         if direction is None:
@@ -202,11 +210,57 @@ class _Half:
         self.stats.gaps += 1
         self.stats.gap_bytes += size
         self.next += size
-        self.stall = 0
+
+
+def drain_in_time_order(one: _Half, other: _Half) -> None:
+    """Deliver what both directions of a connection held and can now deliver, earliest
+    captured first, so the decoder sees the conversation in the order it happened."""
+    while True:
+        one_ready, other_ready = one.ready(), other.ready()
+        if one_ready and (not other_ready or one.held[0][1] <= other.held[0][1]):
+            one.pop_and_accept()
+        elif other_ready:
+            other.pop_and_accept()
+        else:
+            return
+
+
+def settle(one: _Half, other: _Half, ts: int) -> None:
+    """Stop waiting for bytes the receiver acknowledged: declare them gaps, in turn, and
+    deliver whatever waited behind them."""
+    while True:
+        drain_in_time_order(one, other)
+        for half in (one, other):
+            if half.missing_acknowledged() and not (half.held and half.held[0][0] <= half.next):
+                until = min(half.owed, half.held[0][0]) if half.held else half.owed
+                if not half.held and until == half.next + 1 and half.fin is None:
+                    half.owed = half.next  # the sequence number of a FIN the capture lost
+                    continue
+                waiting = half.peer.held  # gap only what the other side's next bytes need
+                if waiting and half.next < waiting[0][4] < until:
+                    until = waiting[0][4]
+                half.declare_hole(ts, until)
+                half.waited = 0
+                break
+        else:
+            return
 
 
 def _held_offset(item: _Held) -> int:
     return item[0]
+
+
+def flush(one: _Half, other: _Half, ts: int) -> None:
+    """The connection ends: deliver everything held, earliest first, declaring the holes
+    before it and the bytes missing before a FIN."""
+    settle(one, other, ts)
+    while one.held or other.held:
+        half = one if not other.held or (one.held and one.held[0][1] <= other.held[0][1]) else other
+        half.declare_hole(ts, half.held[0][0])
+        half.pop_and_accept()
+    for half in (one, other):
+        if half.fin is not None:
+            half.declare_hole(ts, half.fin)
 
 
 class Reassembler:
@@ -258,20 +312,23 @@ class Reassembler:
         conn = half.conn
         conn.last_ts = ts
         peer = half.peer
+        after = 0
         if flags & ACK and peer.started:
-            peer.acknowledged(ack)
+            after = peer.acknowledged(ack)
         if payload or cut:
-            half.receive(ts, seq, payload, cut)
+            half.receive(ts, seq, payload, cut, after)
         if flags & (FIN | RST):
             self._end(ts, half, seq, len(payload) + cut, flags)
             return
         if half.fin is not None and half.done() and peer.done():
             self._close(half, ts, "fin")  # late bytes filled the last hole before the FIN
             return
-        if half.held:
-            half.check_hole()
-        if peer.held:
-            peer.check_hole()
+        for owing in (peer, half):
+            if owing.owed > owing.next:
+                owing.waited += 1
+                if owing.waited >= ACK_SLACK:
+                    settle(half, peer, ts)
+                    break
         self._countdown -= 1
         if not self._countdown:
             self._countdown = SWEEP_EVERY
@@ -351,14 +408,14 @@ class Reassembler:
             if not half.started:
                 half.start(seq)
             half.fin = half.offset(seq) + size
+        settle(half, half.peer, ts)  # a closing side sends nothing more to wait for
         if half.done() and half.peer.done():
             self._close(half, ts, "fin")
 
     def _close(self, half: _Half, ts: int, reason: str) -> None:
         conn = half.conn
         keys = self._open.pop(conn.conn_id)
-        for side in (half, half.peer):
-            side.flush()
+        flush(half, half.peer, ts)
         for key in keys:
             del self._halves[key]
             self._closed[key] = None

@@ -156,11 +156,13 @@ class DecodingStreams:
         self.options = options
         self.sink = sink if sink is not None else RecordingSink()
         self.decoders: list[PulsarDecoder] = []  # in connection order
+        self.clients: dict[int, str] = {}  # conn_id -> "client ip:port", as journals name them
         self._by_id: dict[int, PulsarDecoder] = {}
 
     def on_open(self, conn: Connection) -> None:
         decoder = PulsarDecoder(conn, self.sink, self.options)
         self.decoders.append(decoder)
+        self.clients[conn.conn_id] = f"{conn.client_ip}:{conn.client_port}"
         self._by_id[conn.conn_id] = decoder
 
     def on_data(self, conn: Connection, direction: Any, ts: int, offset: int, data: bytes) -> None:
@@ -192,97 +194,3 @@ class RecordedStreams:
 
     def on_close(self, conn: Connection, ts: int, reason: str) -> None:
         pass
-
-
-# -- interim capture reader: replaced by pwcap.capture.read_streams once capture/ has it ----
-
-
-class _Direction:
-    """One direction's in-order delivery: holds one early segment, declares gaps."""
-
-    def __init__(self, sink: Any, conn: Connection, direction: Any, base_seq: int) -> None:
-        self.sink, self.conn, self.direction = sink, conn, direction
-        self.base = self.next = base_seq
-        self.held: tuple[int, int, bytes] | None = None
-
-    def segment(self, ts: int, seq: int, data: bytes) -> None:
-        if seq < self.next:
-            return  # retransmission or duplicate
-        if seq > self.next:
-            if self.held is None:
-                self.held = (ts, seq, data)
-                return
-            self.flush(ts)
-            if seq < self.next:
-                return
-        self._deliver(ts, seq, data)
-        if self.held is not None and self.held[1] == self.next:
-            held, self.held = self.held, None
-            self._deliver(*held)
-
-    def flush(self, ts: int) -> None:
-        """Give up waiting: the bytes before the held segment are lost."""
-        if self.held is None:
-            return
-        held_ts, seq, data = self.held
-        self.held = None
-        self.sink.on_gap(self.conn, self.direction, ts, self.next - self.base, seq - self.next)
-        self.next = seq
-        self._deliver(held_ts, seq, data)
-
-    def _deliver(self, ts: int, seq: int, data: bytes) -> None:
-        self.sink.on_data(self.conn, self.direction, ts, seq - self.base, data)
-        self.next = seq + len(data)
-
-
-def read_capture(path: Any, sink: Any, server_ports: frozenset[int] = frozenset({6650})) -> None:
-    """Feed ``sink`` the TCP streams of a sample capture (the StreamSink calls)."""
-    import socket
-
-    import dpkt
-    from pwcap.capture.events import Direction
-
-    links = {1: dpkt.ethernet.Ethernet, 113: dpkt.sll.SLL, 276: dpkt.sll2.SLL2}
-    conns: dict[frozenset, Connection] = {}
-    streams: dict[tuple, _Direction] = {}
-    syn_seq: dict[tuple, int] = {}
-    with open(path, "rb") as handle:
-        reader = (dpkt.pcapng.Reader if str(path).endswith(".pcapng") else dpkt.pcap.Reader)(handle)
-        link = links[reader.datalink()]
-        for ts, buf in reader:
-            ip = link(buf).data
-            if not isinstance(ip, dpkt.ip.IP | dpkt.ip6.IP6) or not isinstance(
-                ip.data, dpkt.tcp.TCP
-            ):
-                continue
-            family = socket.AF_INET if isinstance(ip, dpkt.ip.IP) else socket.AF_INET6
-            tcp = ip.data
-            src = (socket.inet_ntop(family, ip.src), tcp.sport)
-            dst = (socket.inet_ntop(family, ip.dst), tcp.dport)
-            micros = round(ts * 1_000_000)
-            key = frozenset((src, dst))
-            if tcp.flags & dpkt.tcp.TH_SYN:
-                syn_seq[src] = tcp.seq + 1
-                if not tcp.flags & dpkt.tcp.TH_ACK and key not in conns:
-                    conns[key] = Connection(len(conns) + 1, *src, *dst, micros, ClientBy.SYN)
-                    sink.on_open(conns[key])
-                continue
-            if key not in conns:
-                if not tcp.data:
-                    continue
-                client, server = (dst, src) if src[1] in server_ports else (src, dst)
-                by = ClientBy.PORT if server[1] in server_ports else ClientBy.FIRST_SEEN
-                conns[key] = Connection(len(conns) + 1, *client, *server, micros, by)
-                sink.on_open(conns[key])
-            conn = conns[key]
-            if not tcp.data:
-                continue
-            if src not in streams:
-                client = (conn.client_ip, conn.client_port)
-                direction = Direction.C2B if src == client else Direction.B2C
-                streams[src] = _Direction(sink, conn, direction, syn_seq.get(src, tcp.seq))
-            streams[src].segment(micros, tcp.seq, tcp.data)
-    for stream in streams.values():
-        stream.flush(0)
-    for conn in conns.values():
-        sink.on_close(conn, 0, "end_of_capture")

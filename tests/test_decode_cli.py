@@ -7,11 +7,6 @@ CLI in-process, which is the same code without the interpreter start-up.
 
 from __future__ import annotations
 
-import pytest
-
-if not hasattr(pytest.importorskip("pwcap.capture"), "read_streams"):  # TODO remove when it lands
-    pytest.skip("pwcap.capture.read_streams has not landed yet", allow_module_level=True)
-
 import hashlib
 import json
 import shutil

@@ -7,11 +7,6 @@ pinned with a conversation built frame by frame.
 from __future__ import annotations
 
 import pytest
-
-if not hasattr(pytest.importorskip("pwcap.capture"), "read_streams"):  # TODO remove when it lands
-    pytest.skip("pwcap.capture.read_streams has not landed yet", allow_module_level=True)
-
-import pytest
 from pwcap.capture.events import ClientBy, Connection, Direction
 from pwcap.decode.api import DecodeOptions
 from pwcap.decode.registry import Registry
@@ -146,7 +141,7 @@ def test_a_connection_nobody_recognises_is_unknown():
 
 def test_kafka_found_by_content_with_the_roles_reversed_swaps_them():
     h = Harness()
-    conn = h.open(40001, ClientBy.FIRST_SEEN)  # reassembly guessed: the broker spoke first
+    conn = h.open(40001, ClientBy.GUESS)  # reassembly guessed: the broker spoke first
     fetch = kafka.request(kafka.FETCH, kafka.fetch_body("events", 0, 0, 300_000))
     h.send(conn, Direction.B2C, fetch)
     # Reassembly labels later bytes by the swapped roles: the answer is broker to client.

@@ -105,9 +105,7 @@ def test_after_a_gap_only_the_bytes_after_it_are_tested():
 
 
 def test_kafka_requests_from_the_server_side_mean_the_roles_are_reversed():
-    decision = detect(
-        Sniffer(conn(12345, ClientBy.GUESS), 5 << 20), (Direction.B2C, KAFKA_FETCH)
-    )
+    decision = detect(Sniffer(conn(12345, ClientBy.GUESS), 5 << 20), (Direction.B2C, KAFKA_FETCH))
     assert decision.protocol.name == "kafka07"
     assert decision.reversed
 

@@ -620,7 +620,7 @@ def test_fuzz_random_bytes_never_raise():
 
 
 def test_roles_guessed_wrong_are_swapped_by_the_first_telling_record():
-    c = Conversation(ClientBy.FIRST_SEEN)
+    c = Conversation(ClientBy.GUESS)
     conn = c.decoder._conn
     c.client(response(0, log_of([b"late"])))  # the first segment seen was the broker's
     c.offsets.reverse()  # reassembly labels later bytes by the swapped roles

@@ -1,9 +1,8 @@
 """The Kafka 0.7 decoder on real captures (franz-kafka and samsa against the test broker),
 checked against the broker's journal of every request and response and the truth file.
 
-A minimal in-test reader turns each capture into stream events (gaps where segments are
-missing, no SYN for a capture that starts mid-connection); pwcap's own reassembly is
-tested elsewhere.
+Captures go through pwcap's own reassembly; records can be dropped on the way in to make
+a lossy capture, or one that starts mid-connection, out of a clean one.
 """
 
 from __future__ import annotations
@@ -19,7 +18,8 @@ from pathlib import Path
 import dpkt
 import pyarrow as pa
 import pytest
-from pwcap.capture.events import ClientBy, Connection, Direction
+from pwcap.capture import StreamReader, iter_records, open_capture
+from pwcap.capture.events import Connection, Direction
 from pwcap.decode.api import DecodeOptions
 from pwcap.decode.kafka07 import (
     Kafka07Decoder,
@@ -44,83 +44,57 @@ DERIVED = sorted(
 
 
 class Decoded:
-    """Rows of one capture, and each connection's frames by direction, in stream order."""
+    """Rows of one capture, and each connection's frames by direction, in stream order.
 
-    def __init__(self, sink: RecordingSink, conns: dict[int, Connection]) -> None:
+    Connections are numbered in the order they opened, as the broker journal numbers them.
+    """
+
+    def __init__(self, sink: RecordingSink, conns: list[Connection]) -> None:
+        number = {conn.conn_id: index for index, conn in enumerate(conns, 1)}
+        for row in (*sink.frames, *sink.messages, *sink.anomalies):
+            if row.get("conn_id") in number:
+                row["conn_id"] = number[row["conn_id"]]
         self.sink = sink
-        self.conns = conns
+        self.conns = {number[conn.conn_id]: conn for conn in conns}
         self.frames: dict[tuple[int, str], list[dict]] = defaultdict(list)
         for row in sink.frames:
             self.frames[(row["conn_id"], row["direction"])].append(row)
 
 
+class KafkaStreams:
+    """A StreamSink giving every connection its own Kafka07Decoder."""
+
+    def __init__(self, options: DecodeOptions) -> None:
+        self.options = options
+        self.sink = RecordingSink()
+        self.conns: list[Connection] = []
+        self._decoders: dict[int, Kafka07Decoder] = {}
+
+    def on_open(self, conn: Connection) -> None:
+        self.conns.append(conn)
+        self._decoders[conn.conn_id] = Kafka07Decoder(conn, self.sink, self.options)
+
+    def on_data(self, conn: Connection, direction: Direction, ts: int, offset: int, data: bytes):
+        self._decoders[conn.conn_id].on_data(direction, ts, offset, data)
+
+    def on_gap(self, conn: Connection, direction: Direction, ts: int, offset: int, size: int):
+        self._decoders[conn.conn_id].on_gap(direction, ts, offset, size)
+
+    def on_close(self, conn: Connection, ts: int, reason: str) -> None:
+        self._decoders[conn.conn_id].on_close(ts)
+
+
 def decode_capture(path: Path, broker_port: int, keep: Callable[[int], bool] = bool) -> Decoded:
-    """Feed each TCP connection of a loopback capture to its own decoder, in capture order;
-    ``keep(index)`` False drops the packet at that index (segment loss, a later start)."""
-    sink = RecordingSink()
-    conns: dict[frozenset, tuple[Connection, Kafka07Decoder]] = {}
-    expected: dict[tuple, int] = {}  # next sequence number per sender
-    offsets: dict[tuple, int] = defaultdict(int)
-    with path.open("rb") as handle:
-        for index, (ts, buf) in enumerate(dpkt.pcap.Reader(handle)):
-            if not keep(index + 1):
-                continue
-            ip = dpkt.ethernet.Ethernet(buf).data
-            if not isinstance(ip, dpkt.ip.IP) or not isinstance(ip.data, dpkt.tcp.TCP):
-                continue
-            tcp = ip.data
-            src = (dpkt.utils.inet_to_str(ip.src), tcp.sport)
-            dst = (dpkt.utils.inet_to_str(ip.dst), tcp.dport)
-            key = frozenset((src, dst))
-            micros = round(ts * 1_000_000)
-            if tcp.flags & dpkt.tcp.TH_SYN:
-                if not tcp.flags & dpkt.tcp.TH_ACK:
-                    conns[key] = _open(len(conns) + 1, src, dst, micros, ClientBy.SYN, sink, path)
-                expected[src] = tcp.seq + 1
-                continue
-            if not tcp.data and not (tcp.flags & dpkt.tcp.TH_FIN and key in conns):
-                continue  # a FIN still tells where the stream ended: bytes before it missing
-            if key not in conns:  # the capture starts mid-connection: the port decides
-                client, server = (src, dst) if dst[1] == broker_port else (dst, src)
-                conns[key] = _open(
-                    len(conns) + 1, client, server, micros, ClientBy.PORT, sink, path
-                )
-            conn, decoder = conns[key]
-            direction = (
-                Direction.C2B if src == (conn.client_ip, conn.client_port) else Direction.B2C
-            )
-            data = tcp.data
-            seq = tcp.seq
-            if src in expected:
-                ahead = (seq - expected[src]) % 2**32
-                if ahead >= 2**31:  # a retransmission: keep only the bytes not seen yet
-                    data = data[(expected[src] - seq) % 2**32 :]
-                    seq = expected[src]
-                elif ahead:
-                    decoder.on_gap(direction, micros, offsets[src], ahead)
-                    offsets[src] += ahead
-            if data:
-                decoder.on_data(direction, micros, offsets[src], data)
-                offsets[src] += len(data)
-            expected[src] = (seq + len(data)) % 2**32
-            if not tcp.data:  # the FIN
-                expected.pop(src)
-    for _, decoder in conns.values():
-        decoder.on_close(0)
-    return Decoded(sink, {conn.conn_id: conn for conn, _ in conns.values()})
-
-
-def _open(
-    conn_id: int,
-    client: tuple,
-    server: tuple,
-    micros: int,
-    client_by: ClientBy,
-    sink: RecordingSink,
-    path: Path,
-) -> tuple[Connection, Kafka07Decoder]:
-    conn = Connection(conn_id, *client, *server, micros, client_by)
-    return conn, Kafka07Decoder(conn, sink, DecodeOptions(capture=path.name))
+    """Decode a capture through pwcap's reassembly; ``keep(index)`` False drops the record
+    at that (1-based) index, as if the capture had missed it (segment loss, a later start)."""
+    streams = KafkaStreams(DecodeOptions(capture=path.name))
+    reader = StreamReader(streams, server_ports={broker_port})
+    stream, name = open_capture(path)
+    with stream:
+        records = iter_records(stream, name)
+        reader.feed_records(record for index, record in enumerate(records, 1) if keep(index))
+    reader.finish()
+    return Decoded(streams.sink, streams.conns)
 
 
 def load(name: str, keep: Callable[[int], bool] = bool) -> tuple[dict, Decoded]:

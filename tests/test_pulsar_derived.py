@@ -13,9 +13,10 @@ from collections import defaultdict
 from pathlib import Path
 
 import pytest
+from pwcap.capture import read_streams
 from pwcap.decode.api import DecodeOptions
 
-from tests.pulsar_frames import DecodingStreams, RecordingSink, read_capture
+from tests.pulsar_frames import DecodingStreams, RecordingSink
 
 SAMPLES = Path(__file__).resolve().parent.parent / "sample_pcaps"
 BROKER_PORT = 6650
@@ -23,7 +24,7 @@ BROKER_PORT = 6650
 
 def decode_lossy(path: Path) -> RecordingSink:
     streams = DecodingStreams(DecodeOptions(capture=path.name))
-    read_capture(path, streams)
+    read_streams(path, streams, server_ports={6650})
     return streams.sink
 
 

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pyarrow as pa
 import pytest
+from pwcap.capture import read_streams
 from pwcap.capture.events import ClientBy, Direction
 from pwcap.decode.api import DecodeOptions
 from pwcap.decode.pulsar._pb import pulsar_api_pb2 as pb
@@ -24,7 +25,6 @@ from tests.pulsar_frames import (
     decoder,
     entry_bytes,
     frame,
-    read_capture,
 )
 
 
@@ -108,7 +108,7 @@ CAPTURES = sorted(p.name for p in SAMPLES.glob("pulsar_*.pcap*"))
 @functools.cache
 def recorded(name: str) -> RecordedStreams:
     streams = RecordedStreams()
-    read_capture(SAMPLES / name, streams)
+    read_streams(SAMPLES / name, streams, server_ports={6650})
     return streams
 
 

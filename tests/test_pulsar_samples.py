@@ -12,11 +12,11 @@ from pathlib import Path
 
 import pyarrow as pa
 import pytest
+from pwcap.capture import read_streams
 from pwcap.decode.api import DecodeOptions
-from pwcap.decode.pulsar.decoder import PulsarDecoder
 from pwcap.decode.schema import arrow_schema
 
-from tests.pulsar_frames import DecodingStreams, RecordingSink, read_capture
+from tests.pulsar_frames import DecodingStreams, RecordingSink
 
 SAMPLES = Path(__file__).resolve().parent.parent / "sample_pcaps"
 
@@ -37,20 +37,20 @@ def _clean_recordings() -> list[str]:
 WITH_TRUTH = _clean_recordings()
 
 
-def decode_capture(path: Path) -> tuple[RecordingSink, list[PulsarDecoder]]:
+def decode_capture(path: Path) -> DecodingStreams:
     """Feed every TCP connection of a capture to its own PulsarDecoder."""
     streams = DecodingStreams(DecodeOptions(capture=path.name))
-    read_capture(path, streams)
-    return streams.sink, streams.decoders
+    read_streams(path, streams, server_ports={6650})
+    return streams
 
 
 @pytest.fixture(scope="module", params=WITH_TRUTH)
 def sample(request):
     name = request.param
     truth = json.loads((SAMPLES / f"{name}.truth.json").read_text())
-    sink, decoders = decode_capture(SAMPLES / f"{name}.pcap")
+    streams = decode_capture(SAMPLES / f"{name}.pcap")
     journal = [json.loads(line) for line in (SAMPLES / f"{name}.broker.jsonl").open()]
-    return truth, sink, decoders, journal
+    return truth, streams.sink, streams, journal
 
 
 # Journal key -> (frames column, conversion of the journal's value to the column's).
@@ -76,14 +76,14 @@ JOURNAL_COLUMNS = {
 
 
 def test_every_frame_matches_its_broker_journal_line(sample):
-    _, sink, _, journal = sample
-    # The journal numbers connections in accept order, as the decoders were created.
+    _, sink, streams, journal = sample
+    # The journal names each connection by its client endpoint, as the capture does.
     ours = defaultdict(list)
     for row in sink.frames:
-        ours[(row["conn_id"], row["direction"])].append(row)
+        ours[(streams.clients[row["conn_id"]], row["direction"])].append(row)
     theirs = defaultdict(list)
     for line in journal:
-        theirs[(line["conn"], line["dir"])].append(line)
+        theirs[(line["client"], line["dir"])].append(line)
     assert set(ours) == set(theirs)
     for key, lines in theirs.items():
         assert len(ours[key]) == len(lines)
@@ -189,7 +189,8 @@ def test_delivered_messages_equal_what_the_client_received(sample):
 
 
 def test_connection_fields(sample):
-    truth, _, decoders, _ = sample
+    truth, _, streams, _ = sample
+    decoders = streams.decoders
     assert len(decoders) == len(truth["connections"])
     for decoder, expected in zip(decoders, truth["connections"], strict=True):
         fields = decoder.connection_fields()
@@ -208,7 +209,8 @@ def test_rows_fit_the_dataset_schema(sample, table):
 
 
 def test_connection_fields_fit_the_dataset_schema(sample):
-    _, _, decoders, _ = sample
+    _, _, streams, _ = sample
+    decoders = streams.decoders
     names = set(arrow_schema("connections").names)
     for decoder in decoders:
         assert set(decoder.connection_fields()) <= names

@@ -270,7 +270,7 @@ def test_permits_are_not_judged_after_a_gap():
 
 
 def test_reversed_roles_are_fixed_once_from_content():
-    talk = Conversation(ClientBy.FIRST_SEEN)
+    talk = Conversation(ClientBy.GUESS)
     # Reassembly guessed the broker as client: its CONNECTED arrives labelled C2B.
     connected = talk(C2B, command("CONNECTED", server_version="b", protocol_version=21))
     assert connected["direction"] == "b2c"
@@ -284,7 +284,7 @@ def test_reversed_roles_are_fixed_once_from_content():
 
 
 def test_rows_before_the_roles_are_proven_leave_with_the_proven_directions():
-    dec, sink, conn = decoder(ClientBy.FIRST_SEEN)
+    dec, sink, conn = decoder(ClientBy.GUESS)
     # Reassembly guessed wrong: the broker's bytes are labelled C2B.
     broker = frame(command("PING")) + frame(command("SEND_RECEIPT", producer_id=1, sequence_id=0))
     client = frame(command("PONG"))
@@ -301,7 +301,7 @@ def test_rows_before_the_roles_are_proven_leave_with_the_proven_directions():
 
 
 def test_held_rows_go_out_as_guessed_when_nothing_proves_the_roles():
-    dec, sink, conn = decoder(ClientBy.FIRST_SEEN)
+    dec, sink, conn = decoder(ClientBy.GUESS)
     pings = frame(command("PING")) * (MAX_HELD + 1)
     dec.on_data(C2B, 1000, 0, pings)
     assert len(sink.frames) == MAX_HELD + 1
