@@ -19,9 +19,11 @@ setup: $(STAMP)
 demo: setup
 	$(BIN)/pwcap decode sample_pcaps --overwrite -o out/dataset
 	$(BIN)/pwcap analyze out/dataset -o out/analytics
+	$(BIN)/pwcap report out/dataset --analytics out/analytics -o out/report.html
 	@echo
 	@echo "decoded tables:   out/dataset/{frames,messages,connections,anomalies}"
 	@echo "analytics tables: out/analytics"
+	@echo "report:           out/report.html (open it in a browser)"
 
 lint: setup
 	$(BIN)/ruff check .

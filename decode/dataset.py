@@ -264,14 +264,17 @@ class DatasetWriter:
 
 
 def check_output(out: Path, overwrite: bool) -> None:
-    """Refuse an existing ``out`` unless overwriting, and never overwrite a non-dataset.
+    """Refuse an existing ``out`` unless overwriting, never overwrite a non-dataset, and
+    create the folders leading to a new one.
 
     ``--overwrite`` replaces an earlier pwcap dataset (or an empty directory); anything
     else at that path is the user's and is left alone.
     """
     if not out.exists() and not out.is_symlink():
-        if not out.parent.is_dir():
-            raise DatasetError(f"{out.parent}: no such directory")
+        try:
+            out.parent.mkdir(parents=True, exist_ok=True)  # like `-o out/run1` on a fresh clone
+        except OSError as error:
+            raise DatasetError(f"{out.parent}: cannot create it ({error.strerror})") from None
         return
     if not overwrite:
         raise DatasetError(f"{out} already exists (use --overwrite to replace it)")

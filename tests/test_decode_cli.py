@@ -148,6 +148,12 @@ def test_quiet_prints_nothing(tmp_path, capsys):
     assert capsys.readouterr() == ("", "")
 
 
+def test_the_folders_leading_to_a_new_dataset_are_created(tmp_path):
+    out = tmp_path / "runs" / "today" / "dataset"
+    assert main(["decode", str(PLAIN), "-o", str(out), "--quiet"]) == 0
+    assert pq.read_table(out / "frames").num_rows == PLAIN_TRUTH["frames_total"]
+
+
 # -- a capture cut off mid-record ---------------------------------------------------------------
 
 
