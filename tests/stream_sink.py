@@ -79,8 +79,8 @@ class Recorded:
 
 
 def _endpoint(ip: str, port: int) -> str:
-    """``ip:port`` as the broker journals write endpoints (IPv6 in brackets)."""
-    return f"[{ip}]:{port}" if ":" in ip else f"{ip}:{port}"
+    """``ip:port`` exactly as the broker journals write endpoints (IPv6 without brackets)."""
+    return f"{ip}:{port}"
 
 
 class RecordingSink:
