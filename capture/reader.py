@@ -17,8 +17,13 @@ class StreamReader:
     """Records in, stream events out: for callers that get records from elsewhere
     (a Spark task reading a slice of a capture, a live feed)."""
 
-    def __init__(self, sink: StreamSink, server_ports: Iterable[int] = ()) -> None:
-        self.stats = CaptureStats()
+    def __init__(
+        self,
+        sink: StreamSink,
+        server_ports: Iterable[int] = (),
+        stats: CaptureStats | None = None,
+    ) -> None:
+        self.stats = stats if stats is not None else CaptureStats()
         self._parse = PacketParser(self.stats).parse
         self._reassembler = Reassembler(sink, self.stats, server_ports)
 
@@ -57,15 +62,17 @@ def read_streams(
     source: str | os.PathLike[str] | BinaryIO | bytes,
     sink: StreamSink,
     server_ports: Iterable[int] = (),
+    stats: CaptureStats | None = None,
 ) -> CaptureStats:
     """Feed ``sink`` every TCP stream of a pcap / pcapng capture (gzip or not).
 
     Raises :class:`CaptureError` with a one-line reason for input that is not a capture;
     for a capture cut off mid-record, only after everything before the cut was delivered
-    and every connection closed (``end_of_capture``).
+    and every connection closed (``end_of_capture``). Pass ``stats`` to keep the counters
+    of a run that ends in an error.
     """
     stream, name = open_capture(source)
-    reader = StreamReader(sink, server_ports)
+    reader = StreamReader(sink, server_ports, stats)
     try:
         reader.feed_records(iter_records(stream, name))
     except CaptureError:

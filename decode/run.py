@@ -17,7 +17,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from pwcap.capture import CaptureError, read_streams
+from pwcap.capture import CaptureError, CaptureStats, read_streams
 from pwcap.capture.events import ClientBy, Connection, Direction
 from pwcap.decode.api import ConnectionDecoder, DecodeOptions, Row, RowSink
 from pwcap.decode.dataset import DatasetWriter
@@ -243,6 +243,7 @@ class CaptureResult:
     size: int
     seconds: float
     cut_off: str | None = None  # the reader's message when the capture ends mid-record
+    stats: CaptureStats = field(default_factory=CaptureStats)  # what reassembly saw
 
 
 @dataclass
@@ -260,6 +261,14 @@ class Summary:
     @property
     def input_bytes(self) -> int:
         return sum(capture.size for capture in self.captures)
+
+    def capture_totals(self) -> CaptureStats:
+        """The reassembly counters of every capture, added up."""
+        total = CaptureStats()
+        for capture in self.captures:
+            for name, value in capture.stats.as_dict().items():
+                setattr(total, name, getattr(total, name) + value)
+        return total
 
     @property
     def cut_off(self) -> list[CaptureResult]:
@@ -378,8 +387,9 @@ def _decode_one(
     progress.capture(path, done, pipeline.stream_bytes)
     started = time.perf_counter()
     cut_off = None
+    stats = CaptureStats()
     try:
-        read_streams(str(path), pipeline, server_ports=registry.server_ports)
+        read_streams(str(path), pipeline, server_ports=registry.server_ports, stats=stats)
     except CaptureError as error:
         if pipeline.events == 0 and pipeline.open_connections() == 0 and not _is_cut(error):
             raise InputError(f"{path}: {error}") from None
@@ -396,7 +406,7 @@ def _decode_one(
         )
     writer.flush_full()
     return (
-        CaptureResult(path, size, time.perf_counter() - started, cut_off),
+        CaptureResult(path, size, time.perf_counter() - started, cut_off, stats),
         pipeline.connections,
     )
 

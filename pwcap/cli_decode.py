@@ -8,6 +8,7 @@ from collections import Counter
 from typing import TYPE_CHECKING, TextIO
 
 if TYPE_CHECKING:  # imported lazily at run time: `pwcap --help` stays fast
+    from pwcap.capture import CaptureStats
     from pwcap.decode.run import Summary
 
 EPILOG = """\
@@ -104,11 +105,27 @@ def print_summary(summary: Summary, out: TextIO) -> None:
         f" {frames / seconds:,.0f} frames/s",
         file=out,
     )
+    print(f"packets      {_packets(summary.capture_totals())}", file=out)
     print(f"connections  {_tally(summary.connections)}", file=out)
     print(f"frames       {_tally(summary.commands, TOP_COMMANDS)}", file=out)
     print(f"messages     {summary.rows['messages']:,}", file=out)
     print(f"anomalies    {_tally(summary.anomalies)}", file=out)
     print(f"written to   {summary.out}", file=out)
+
+
+def _packets(stats: CaptureStats) -> str:
+    """What reassembly made of the records: skipped, repaired and lost, in one line."""
+    skipped = stats.records - stats.tcp_segments
+    parts = [f"{stats.tcp_segments:,} TCP", f"{skipped:,} other skipped"]
+    if stats.retransmitted_bytes:
+        parts.append(f"{stats.retransmitted_bytes:,} B seen twice")
+    if stats.reordered_segments:
+        parts.append(f"{stats.reordered_segments:,} segments held for order")
+    if stats.gaps:
+        parts.append(f"{stats.gap_bytes:,} B missing in {stats.gaps:,} gaps")
+    if stats.ip_fragments:
+        parts.append(f"{stats.ip_fragments:,} IP fragments")
+    return f"{stats.records:,} ({', '.join(parts)})"
 
 
 def _tally(counts: Counter, top: int | None = None) -> str:
