@@ -12,6 +12,7 @@ import gzip
 import io
 import os
 import struct
+import zlib
 from collections.abc import Iterator
 from typing import BinaryIO
 
@@ -60,8 +61,54 @@ def open_capture(source: str | os.PathLike[str] | BinaryIO | bytes) -> tuple[Bin
         stream = source
         name = str(getattr(source, "name", "<stream>"))
     if _peek(stream, 2) == _GZIP_MAGIC:
-        stream = gzip.GzipFile(fileobj=stream, mode="rb")  # type: ignore[assignment]
+        stream = _Gunzip(stream, owned=stream is not source)  # type: ignore[assignment]
     return stream, name
+
+
+class _Gunzip(io.RawIOBase):
+    """Gzip members decompressed as read, every byte before a cut handed out first.
+
+    ``gzip.GzipFile`` raises at a cut and drops what that read had already decompressed,
+    so a cut ``.pcap.gz`` would lose the records before the cut: here the cut is raised
+    (as ``EOFError``) only on the read after the last byte.
+    """
+
+    def __init__(self, raw: BinaryIO, owned: bool) -> None:
+        super().__init__()
+        self._raw = raw
+        self._owned = owned  # opened by open_capture, so closed with this stream
+        self._inflate = zlib.decompressobj(wbits=31)
+        self._input = b""
+
+    def readable(self) -> bool:
+        return True
+
+    def read(self, size: int = -1) -> bytes:
+        limit = size if size > 0 else CHUNK
+        while True:
+            if self._inflate.eof:  # the next member, if any
+                self._input = self._inflate.unused_data + self._input
+                if not self._input:
+                    self._input = self._raw.read(CHUNK)
+                    if not self._input:
+                        return b""
+                self._inflate = zlib.decompressobj(wbits=31)
+            if not self._input:
+                self._input = self._raw.read(CHUNK)
+                if not self._input:
+                    raise EOFError("gzip stream cut off before its end")
+            try:
+                out = self._inflate.decompress(self._input, limit)
+            except zlib.error as error:
+                raise gzip.BadGzipFile(f"corrupt gzip data: {error}") from None
+            self._input = self._inflate.unconsumed_tail
+            if out:
+                return out
+
+    def close(self) -> None:
+        if self._owned:
+            self._raw.close()
+        super().close()
 
 
 def _peek(stream: BinaryIO, size: int) -> bytes:
