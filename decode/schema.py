@@ -64,7 +64,7 @@ FRAMES: list[Column] = [
     Column("ledger_id", I64, "ledger id of the message id the command carries"),
     Column("entry_id", I64, "entry id of the message id the command carries"),
     Column("partition", I32, "partition of the message id (Pulsar) or of the request (Kafka)"),
-    Column("batch_index", I32, "batch index of the message id, -1 or null when not a batch"),
+    Column("batch_index", I32, "batch index of the message id; null when not a batch"),
     Column("num_message_ids", I32, "message ids listed (ACK, REDELIVER_UNACKNOWLEDGED_MESSAGES)"),
     Column(
         "message_ids",
@@ -184,10 +184,13 @@ ANOMALIES: list[Column] = [
     Column(
         "kind",
         STR,
-        "what went wrong: `gap`, `resync`, `bad_checksum`, `bad_magic`, "
-        "`truncated_frame`, `oversize_frame`, `bad_protobuf`, `decompression_failed`, "
-        "`unknown_command`, `protocol_violation`, `unmatched_response`, "
-        "`truncated_capture`, ...",
+        "what went wrong. Stream: `gap` (bytes the capture missed), `resync` (bytes skipped "
+        "to the next frame boundary), `truncated_capture`. Framing: `truncated_frame`, "
+        "`oversize_frame`, `bad_frame_header`. Content: `bad_protobuf`, `unknown_command`, "
+        "`bad_checksum`, `bad_magic`, `bad_batch`, `bad_message`, `decompression_failed`, "
+        "`chunk_missing` (a chunked message ended without all its chunks), `chunk_evicted` "
+        "(too many chunked messages open at once). Conversation: `protocol_violation`, "
+        "`unmatched_response`, `pairing_lost` (Kafka 0.7: a gap broke in-order pairing)",
     ),
     Column("stream_offset", I64, "offset in the direction's stream (null if not stream-bound)"),
     Column("size", I64, "bytes concerned (missing, skipped, or the frame's size)"),
