@@ -47,10 +47,8 @@ class CaptureError(Exception):
 
 
 def open_capture(source: str | os.PathLike[str] | BinaryIO | bytes) -> tuple[BinaryIO, str]:
-    """A binary stream of the (decompressed) capture, and a name for messages.
-
-    Gzip is recognised by its magic bytes, not by the file name.
-    """
+    """A binary stream of the capture, and a name for messages (:func:`iter_records`
+    undoes gzip)."""
     if isinstance(source, bytes | bytearray | memoryview):
         stream: BinaryIO = io.BytesIO(source)
         name = "<bytes>"
@@ -60,8 +58,6 @@ def open_capture(source: str | os.PathLike[str] | BinaryIO | bytes) -> tuple[Bin
     else:
         stream = source
         name = str(getattr(source, "name", "<stream>"))
-    if _peek(stream, 2) == _GZIP_MAGIC:
-        stream = _Gunzip(stream, owned=stream is not source)  # type: ignore[assignment]
     return stream, name
 
 
@@ -73,12 +69,11 @@ class _Gunzip(io.RawIOBase):
     (as ``EOFError``) only on the read after the last byte.
     """
 
-    def __init__(self, raw: BinaryIO, owned: bool) -> None:
+    def __init__(self, raw: BinaryIO, head: bytes) -> None:
         super().__init__()
         self._raw = raw
-        self._owned = owned  # opened by open_capture, so closed with this stream
         self._inflate = zlib.decompressobj(wbits=31)
-        self._input = b""
+        self._input = head  # compressed bytes already read from ``raw``
 
     def readable(self) -> bool:
         return True
@@ -105,32 +100,25 @@ class _Gunzip(io.RawIOBase):
             if out:
                 return out
 
-    def close(self) -> None:
-        if self._owned:
-            self._raw.close()
-        super().close()
-
-
-def _peek(stream: BinaryIO, size: int) -> bytes:
-    peek = getattr(stream, "peek", None)
-    if peek is not None:
-        return peek(size)[:size]
-    start = stream.tell()
-    head = stream.read(size)
-    stream.seek(start)
-    return head
-
 
 def iter_records(stream: BinaryIO, name: str = "<stream>") -> Iterator[Record]:
     """Every record of a pcap or pcapng stream, in file order.
 
-    Raises :class:`CaptureError` at once for a stream that is not a capture, and after the
-    last whole record for a capture cut off mid-record.
+    Gzip is recognised by its magic bytes, not by a file name. Raises
+    :class:`CaptureError` at once for a stream that is not a capture, and after the last
+    whole record for a capture cut off mid-record.
     """
     try:
         head = stream.read(CHUNK)
+        while 0 < len(head) < 4:  # a short read (a pipe, a socket): the magic needs more
+            more = stream.read(CHUNK)
+            if not more:
+                break
+            head += more
     except (OSError, EOFError, gzip.BadGzipFile) as error:
         raise CaptureError(f"{name}: unreadable: {error}") from None
+    if head[:2] == _GZIP_MAGIC:
+        return iter_records(_Gunzip(stream, head), name)  # type: ignore[arg-type]
     if not head:
         raise CaptureError(f"{name}: empty file, not a pcap or pcapng capture")
     if head[:4] in _PCAP_MAGICS:
