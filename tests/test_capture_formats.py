@@ -19,7 +19,7 @@ from functools import cache
 from pathlib import Path
 
 import pytest
-from pwcap.capture import CaptureError, CaptureStats, Direction, read_streams
+from pwcap.capture import CaptureError, CaptureStats, Direction, read_streams, records
 
 from tests.conftest import SAMPLES
 from tests.corpus.pcapfile import read_pcap, tcp_segment
@@ -118,7 +118,19 @@ def sll2(ip: bytes) -> bytes:
     return struct.pack(">HHIHBB8s", ethertype(ip), 0, 1, 772, 0, 6, b"\x00" * 6) + ip
 
 
+def with_ip_options(ip: bytes) -> bytes:
+    """The IPv4 packet with 8 bytes of options (NOPs, then end of list) in its header."""
+    header = (ip[0] & 0x0F) * 4
+    (total,) = struct.unpack_from(">H", ip, 2)
+    head = bytearray(ip[:header] + b"\x01" * 7 + b"\x00")
+    head[0] = 0x40 | (header + 8) // 4
+    struct.pack_into(">H", head, 2, total + 8)
+    return bytes(head) + ip[header:]
+
+
 LINKS: dict[str, tuple[int, Callable[[bytes], bytes]]] = {
+    "ethernet_with_trailer": (1, lambda ip: ethernet(ip) + b"\xee" * 6),  # padding, FCS
+    "ethernet_ipv4_options": (1, lambda ip: ethernet(with_ip_options(ip))),
     "ethernet_802.1q": (1, lambda ip: ethernet(ip, (0x8100,))),
     "ethernet_qinq": (1, lambda ip: ethernet(ip, (0x88A8, 0x8100))),
     "null_little_endian": (0, lambda ip: null(ip, "<")),
@@ -165,6 +177,19 @@ def test_link_types(name: str) -> None:
     sink, stats = read(pcap(framed(link), linktype))
     assert streams(sink) == original()
     assert stats.malformed == stats.unsupported_link == stats.non_tcp == 0
+
+
+def test_traffic_other_than_tcp_is_skipped() -> None:
+    arp = MACS + b"\x08\x06" + bytes(28)
+    udp = bytes.fromhex("4500001c000000004011000008080808c0a80001") + bytes(8)
+    icmp6 = struct.pack(">IHBB", 6 << 28, 8, 58, 64) + bytes(32) + bytes(8)
+    frames = []
+    for ts, frame in framed(ethernet):
+        frames += [(ts, arp), (ts, ethernet(udp)), (ts, frame), (ts, ethernet(icmp6))]
+    sink, stats = read(pcap(frames, 1))
+    assert streams(sink) == original()
+    assert stats.non_tcp == 3 * len(ip_packets())
+    assert stats.malformed == 0
 
 
 # -- IPv6 -------------------------------------------------------------------------------------
@@ -305,10 +330,15 @@ class Pcapng:
             return -(-ts_us * 2**20 // 10**6)
         return ts_us
 
-    def enhanced(self, interface: int, ts_us: int, frame: bytes) -> None:
+    def enhanced(self, interface: int, ts_us: int, frame: bytes, orig_len: int = 0) -> None:
         ts = self.units(interface, ts_us)
         head = struct.pack(
-            self.order + "IIIII", interface, ts >> 32, ts & 0xFFFFFFFF, len(frame), len(frame)
+            self.order + "IIIII",
+            interface,
+            ts >> 32,
+            ts & 0xFFFFFFFF,
+            len(frame),
+            orig_len or len(frame),
         )
         self.block(EPB, head + frame + self.option(1, b"a comment"))
 
@@ -387,6 +417,21 @@ def test_pcapng_simple_packet_blocks_carry_no_timestamp_but_the_same_bytes(order
     assert without_timestamps(streams(read(writer.bytes())[0])) == without_timestamps(original())
 
 
+def test_pcapng_packets_cut_by_the_snaplen_give_the_same_gaps_as_in_pcap() -> None:
+    capture = SAMPLES / "pulsar_snaplen96.pcap"
+    writer = Pcapng()
+    writer.section(">")
+    writer.interface(1, NANO)
+    for record in read_pcap(capture).records:
+        writer.enhanced(0, record.ts_us, record.data, record.orig_len)
+    sink, stats = read(writer.bytes())
+    expected_sink, expected_stats = read(capture)
+    assert stats.truncated == expected_stats.truncated > 0
+    assert streams(sink) == streams(expected_sink)
+    (recorded,) = sink.connections.values()
+    assert all(stream.gaps for stream in recorded.streams)
+
+
 # -- sources: path, file object, bytes, gzip --------------------------------------------------
 
 
@@ -412,6 +457,47 @@ def test_gzip_compressed_captures_are_read_transparently(tmp_path: Path) -> None
         packed = gzip.compress(data)
         for kind, source in sources(tmp_path, packed, f"capture.{container}.gz").items():
             assert streams(read(source)[0]) == original(), (container, kind)
+
+
+class Trickle(io.RawIOBase):
+    """A stream that cannot seek or peek and returns at most 3 bytes per read (a pipe)."""
+
+    def __init__(self, data: bytes) -> None:
+        super().__init__()
+        self._data = io.BytesIO(data)
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer: bytearray) -> int:  # type: ignore[override]
+        piece = self._data.read(min(len(buffer), 3))
+        buffer[: len(piece)] = piece
+        return len(piece)
+
+
+def test_a_stream_that_returns_a_few_bytes_per_read() -> None:
+    data = SAMPLE.read_bytes()
+    for container, source in (("pcap", data), ("pcap.gz", gzip.compress(data))):
+        assert streams(read(Trickle(source))[0]) == original(), container
+
+
+@pytest.mark.parametrize("chunk", [64, 1000])
+def test_records_spanning_read_chunks(monkeypatch: pytest.MonkeyPatch, chunk: int) -> None:
+    """The reader pulls the file in chunks; a record or block split between two chunks
+    (which a 4 MiB chunk leaves to large captures) is read whole."""
+    monkeypatch.setattr(records, "CHUNK", chunk)
+    writer = Pcapng()
+    writer.section("<")
+    writer.interface(1)
+    for ts, frame in framed(ethernet):
+        writer.enhanced(0, ts, frame)
+    data = SAMPLE.read_bytes()
+    for container, source in (
+        ("pcap", data),
+        ("pcapng", writer.bytes()),
+        ("pcap.gz", gzip.compress(data)),
+    ):
+        assert streams(read(source)[0]) == original(), container
 
 
 # -- errors -----------------------------------------------------------------------------------
