@@ -197,6 +197,8 @@ def write_tables(tables: Mapping[str, DataFrame], output: str) -> dict[str, str]
         final = jvm.org.apache.hadoop.fs.Path(output, name)
         fs = final.getFileSystem(hadoop_conf)
         temporary = jvm.org.apache.hadoop.fs.Path(output, f".{name}.tmp-{uuid.uuid4().hex}")
+        # Parquet's own microsecond timestamps, as the decoded dataset has, not legacy INT96.
+        spark.conf.set("spark.sql.parquet.outputTimestampType", "TIMESTAMP_MICROS")
         frame.write.parquet(temporary.toString())
         if fs.exists(final):
             fs.delete(final, True)

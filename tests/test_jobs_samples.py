@@ -8,7 +8,10 @@ import contextlib
 import io
 import json
 from collections import Counter, defaultdict
+from pathlib import Path
 
+import pyarrow as pa
+import pyarrow.parquet as pq
 import pytest
 from pwcap.jobs import latency, permits, redelivery
 from pwcap.jobs.common import read_table, write_tables
@@ -280,3 +283,7 @@ def test_a_capture_without_redelivery_or_starvation_gives_empty_typed_tables(
         back = spark.read.parquet(path)
         assert back.count() == 0
         assert back.schema == analyzed["schemas"][name]
+    # timestamps as Parquet's microsecond type (what DuckDB and pyarrow read natively)
+    folder = Path(written["starvation_intervals"].removeprefix("file:"))
+    start = pq.read_schema(next(folder.glob("*.parquet")))
+    assert start.field("start_ts").type == pa.timestamp("us", tz="UTC")
