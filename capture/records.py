@@ -226,6 +226,10 @@ def _parse_idb(buf: bytes, pos: int, length: int, endian: str) -> _Interface:
     return interface
 
 
+def _undeclared(name: str, index: int, at: int) -> CaptureError:
+    return CaptureError(f"{name}: packet block at byte {at} names undeclared interface {index}")
+
+
 def _pcapng_records(stream: BinaryIO, buf: bytes, name: str) -> Iterator[Record]:
     """pcapng: sections (each with its byte order) of interfaces and packet blocks."""
     endian = "<"
@@ -262,6 +266,8 @@ def _pcapng_records(stream: BinaryIO, buf: bytes, name: str) -> Iterator[Record]
                 break
             if block == _EPB:
                 index, high, low, caplen, orig_len = epb(buf, pos + 8)
+                if index >= len(interfaces):
+                    raise _undeclared(name, index, consumed + pos)
                 interface = interfaces[index]
                 last_ts = ((high << 32 | low) * interface.mul // interface.div) + (
                     interface.offset_us
@@ -270,12 +276,16 @@ def _pcapng_records(stream: BinaryIO, buf: bytes, name: str) -> Iterator[Record]
                 yield last_ts, interface.linktype, view[start : start + caplen], orig_len
             elif block == _SPB:
                 orig_len = u32(buf, pos + 8)[0]
+                if not interfaces:
+                    raise _undeclared(name, 0, consumed + pos)
                 interface = interfaces[0]
                 caplen = min(orig_len, interface.snaplen, length - 16)
                 yield last_ts, interface.linktype, view[pos + 12 : pos + 12 + caplen], orig_len
             elif block == _PB:
                 index = struct.unpack_from(endian + "H", buf, pos + 8)[0]
                 high, low, caplen, orig_len = struct.unpack_from(endian + "IIII", buf, pos + 12)
+                if index >= len(interfaces):
+                    raise _undeclared(name, index, consumed + pos)
                 interface = interfaces[index]
                 last_ts = ((high << 32 | low) * interface.mul // interface.div) + (
                     interface.offset_us
