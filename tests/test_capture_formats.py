@@ -256,15 +256,18 @@ def fragments(ip: bytes, ident: int, size: int) -> list[bytes]:
     return pieces
 
 
-def test_ipv4_fragments_are_put_back_together_in_any_order() -> None:
+@pytest.mark.parametrize("size", [8, 48], ids=["tcp_header_split", "payload_split"])
+def test_ipv4_fragments_are_put_back_together_in_any_order(size: int) -> None:
     frames = []
     split = 0
     for index, (ts, ip) in enumerate(ip_packets()):
-        pieces = fragments(ip, ident=index, size=48)
+        pieces = fragments(ip, ident=index, size=size)
         if len(pieces) > 1:
             split += 1
             if index % 2:
                 pieces.reverse()  # the last fragment first: the length is known early
+            else:
+                pieces.insert(1, pieces[0])  # a fragment seen twice
         frames += [(ts, ethernet(piece)) for piece in pieces]
     sink, stats = read(pcap(frames, 1))
     assert split > 50
@@ -522,6 +525,26 @@ def test_not_a_capture_is_a_one_line_error_and_nothing_delivered(
         assert message and "\n" not in message, kind
         assert not caught.value.truncated, kind
         assert sink.events == 0, kind
+
+
+def test_a_pcapng_packet_of_an_undeclared_interface_is_an_error_after_the_packets_before_it() -> (
+    None
+):
+    writer = Pcapng()
+    writer.section("<")
+    writer.interface(1)
+    frames = framed(ethernet)
+    for ts, frame in frames[:40]:
+        writer.enhanced(0, ts, frame)
+    good = writer.bytes()
+    writer.interfaces.append((MICRO, 0))  # known to the writer only: no description block
+    writer.enhanced(1, *frames[40])
+    sink = RecordingSink()
+    with pytest.raises(CaptureError, match="interface 1") as caught:
+        read_streams(writer.bytes(), sink)
+    assert not caught.value.truncated
+    assert streams(sink) == streams(read(good)[0])
+    assert {r.close_reason for r in sink.connections.values()} == {"end_of_capture"}
 
 
 def _pcapng_of_sample() -> tuple[bytes, list[int]]:
