@@ -22,7 +22,7 @@ SAMPLES = Path(__file__).resolve().parent.parent / "sample_pcaps"
 
 
 def _clean_recordings() -> list[str]:
-    """Recorded (not derived) Pulsar samples with whole packets: what the minimal reader handles."""
+    """Recorded (not derived) Pulsar samples with whole packets: every frame is complete."""
     names = []
     for journal in sorted(SAMPLES.glob("pulsar_*.broker.jsonl")):
         name = journal.name.removesuffix(".broker.jsonl")
