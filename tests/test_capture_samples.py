@@ -19,7 +19,7 @@ from pwcap.capture import ClientBy, Direction, read_streams
 
 from tests.conftest import SAMPLES, sample_captures
 from tests.corpus.pcapfile import read_pcap, tcp_segment
-from tests.corpus.streams import reassemble
+from tests.corpus.streams import read_packets, reassemble
 from tests.stream_sink import Gap, RecordingSink
 
 
@@ -112,6 +112,22 @@ def test_real_capture_connections_are_the_journals(capture: Path) -> None:
         assert recorded.conn.gaps == 0
 
 
+@pytest.mark.parametrize("capture", REAL, ids=_ids(REAL))
+def test_real_capture_bytes_carry_the_timestamp_of_the_packet_that_carried_them(
+    capture: Path,
+) -> None:
+    carried: dict[tuple[str, str], list[tuple[int, int]]] = {}
+    for packet in read_packets(capture):
+        if packet.payload:
+            stamp = (round(packet.ts * 1_000_000), len(packet.payload))
+            carried.setdefault((packet.src, packet.dst), []).append(stamp)
+    delivered = streams_of(capture).directed_streams()
+
+    assert set(delivered) == set(carried)
+    for sender, stream in delivered.items():
+        assert [(ts, size) for _, size, ts in stream.timestamps] == carried[sender]
+
+
 # -- derived captures ---------------------------------------------------------------------
 
 
@@ -188,12 +204,27 @@ def test_midstream_capture_gives_the_original_streams_from_the_first_captured_by
 
     assert set(derived) == set(original)  # no handshake, yet the broker's port is the server
     for (client, server), recorded in derived.items():
-        assert recorded.conn.client_by is not ClientBy.SYN
+        assert recorded.conn.client_by is ClientBy.GUESS  # no SYN, no known port: lower port
         for direction in Direction:
             start = first[f"{client}>{server}:{direction.label}"]
             stream = recorded.stream(direction)
             assert not stream.gaps
             assert stream.data == original[client, server].stream(direction).data[start:]
+
+
+@pytest.mark.parametrize("capture", MIDSTREAM, ids=_ids(MIDSTREAM))
+def test_midstream_capture_with_the_server_port_given_names_the_client_by_port(
+    capture: Path,
+) -> None:
+    guessed = streams_of(capture).directed_streams()
+    ports = {int(c["broker"].rsplit(":", 1)[1]) for c in _truth(capture)["connections"]}
+    sink = RecordingSink()
+    read_streams(capture, sink, server_ports=ports)
+
+    assert {r.conn.client_by for r in sink.connections.values()} == {ClientBy.PORT}
+    assert {k: v.data for k, v in sink.directed_streams().items()} == {
+        k: v.data for k, v in guessed.items()
+    }
 
 
 # -- snaplen ------------------------------------------------------------------------------
