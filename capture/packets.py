@@ -92,7 +92,7 @@ class PacketParser:
             if whole is None:
                 return None
             return self._tcp(src, dst, memoryview(whole), 0, len(whole), len(whole))
-        end = offset + total if total else offset + orig_len  # total 0: segmentation offload
+        end = offset + total if total else orig_len  # total 0: segmentation offload
         return self._tcp(src, dst, data, offset + header, end, len(data))
 
     def _ipv6(self, data: memoryview, offset: int, orig_len: int) -> Segment | None:
@@ -100,7 +100,7 @@ class PacketParser:
         proto = data[offset + 6]
         src = bytes(data[offset + 8 : offset + 24])
         dst = bytes(data[offset + 24 : offset + 40])
-        end = offset + 40 + payload_len if payload_len else offset + orig_len
+        end = offset + 40 + payload_len if payload_len else orig_len
         offset += 40
         while proto != _TCP:
             if proto in _IPV6_EXTENSIONS:
