@@ -179,6 +179,28 @@ def test_link_types(name: str) -> None:
     assert stats.malformed == stats.unsupported_link == stats.non_tcp == 0
 
 
+def without_ip_length(ip: bytes) -> bytes:
+    """The packet as captured before segmentation offload split it: IP length 0."""
+    field = 2 if ip[0] >> 4 == 4 else 4
+    return ip[:field] + b"\x00\x00" + ip[field + 2 :]
+
+
+@pytest.mark.parametrize(
+    ("linktype", "link"),
+    [
+        (1, lambda ip: ethernet(without_ip_length(ip))),
+        (276, lambda ip: sll2(without_ip_length(ipv6(ip, extensions=True)))),
+    ],
+    ids=["ethernet_ipv4", "linux_sll2_ipv6"],
+)
+def test_an_ip_length_of_zero_means_up_to_the_end_of_the_frame(
+    linktype: int, link: Callable[[bytes], bytes]
+) -> None:
+    sink, stats = read(pcap(framed(link), linktype))
+    assert streams(sink) == original()
+    assert stats.truncated == stats.gaps == 0
+
+
 def test_traffic_other_than_tcp_is_skipped() -> None:
     arp = MACS + b"\x08\x06" + bytes(28)
     udp = bytes.fromhex("4500001c000000004011000008080808c0a80001") + bytes(8)
