@@ -478,9 +478,15 @@ def test_gzip_compressed_captures_are_read_transparently(tmp_path: Path) -> None
     writer.interface(1, NANO)
     for ts, frame in framed(ethernet):
         writer.enhanced(0, ts, frame)
-    for container, data in (("pcap", SAMPLE.read_bytes()), ("pcapng", writer.bytes())):
-        packed = gzip.compress(data)
-        for kind, source in sources(tmp_path, packed, f"capture.{container}.gz").items():
+    data = SAMPLE.read_bytes()
+    half = len(data) // 2
+    packed = {
+        "pcap": gzip.compress(data),
+        "pcapng": gzip.compress(writer.bytes()),
+        "pcap_in_two_members": gzip.compress(data[:half]) + gzip.compress(data[half:]),
+    }
+    for container, compressed in packed.items():
+        for kind, source in sources(tmp_path, compressed, f"{container}.gz").items():
             assert streams(read(source)[0]) == original(), (container, kind)
 
 
