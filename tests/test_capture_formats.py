@@ -3,8 +3,9 @@
 One real sample (``pulsar_plain.pcap``: Ethernet, little-endian microsecond pcap) is
 rewritten here into other files (pcap byte orders and resolutions, pcapng blocks, gzip,
 link layers, IPv6 with extension headers, IPv4 fragments), and each must read back into
-exactly the streams, segment timestamps and close reasons of the original. The writers
-are deliberately small and written from the format specifications, not from the reader.
+exactly the streams, segment timestamps and close reasons of the original (whose own
+bytes and timestamps ``test_capture_samples`` checks against dpkt and the broker journal).
+The writers are small and follow the format specifications, not the reader.
 """
 
 from __future__ import annotations
@@ -19,10 +20,10 @@ from functools import cache
 from pathlib import Path
 
 import pytest
-from pwcap.capture import CaptureError, CaptureStats, Direction, read_streams, records
+from pwcap.capture import CaptureError, CaptureStats, read_streams, records
 
 from tests.conftest import SAMPLES
-from tests.corpus.pcapfile import read_pcap, tcp_segment
+from tests.corpus.pcapfile import read_pcap
 from tests.stream_sink import RecordingSink
 
 SAMPLE = SAMPLES / "pulsar_plain.pcap"
@@ -40,9 +41,9 @@ def ip_packets() -> tuple[tuple[int, bytes], ...]:
     return tuple(packets)
 
 
-def read(source: Source, server_ports: tuple[int, ...] = ()) -> tuple[RecordingSink, CaptureStats]:
+def read(source: Source) -> tuple[RecordingSink, CaptureStats]:
     sink = RecordingSink()
-    stats = read_streams(source, sink, server_ports)
+    stats = read_streams(source, sink)
     return sink, stats
 
 
@@ -70,21 +71,6 @@ def without_timestamps(summary: dict[tuple[int, int], tuple]) -> dict[tuple[int,
         key: (reason, [(pieces, [(o, n) for o, n, _ in stamps]) for pieces, stamps in dirs])
         for key, (reason, dirs) in summary.items()
     }
-
-
-def test_each_delivered_piece_carries_its_records_timestamp() -> None:
-    expected: dict[str, list[tuple[int, int]]] = {}
-    for record in read_pcap(SAMPLE).records:
-        segment = tcp_segment(record)
-        assert segment is not None
-        if segment.payload_len:
-            expected.setdefault(segment.src, []).append((record.ts_us, segment.payload_len))
-    sink, _ = read(SAMPLE)
-    (recorded,) = sink.connections.values()
-    for direction, sender in ((Direction.C2B, recorded.client), (Direction.B2C, recorded.server)):
-        stamps = recorded.stream(direction).timestamps
-        assert [(ts, size) for _, size, ts in stamps] == expected[sender]
-    assert recorded.close_reason == "fin"
 
 
 # -- link layers ----------------------------------------------------------------------------
@@ -179,28 +165,6 @@ def test_link_types(name: str) -> None:
     assert stats.malformed == stats.unsupported_link == stats.non_tcp == 0
 
 
-def without_ip_length(ip: bytes) -> bytes:
-    """The packet as captured before segmentation offload split it: IP length 0."""
-    field = 2 if ip[0] >> 4 == 4 else 4
-    return ip[:field] + b"\x00\x00" + ip[field + 2 :]
-
-
-@pytest.mark.parametrize(
-    ("linktype", "link"),
-    [
-        (1, lambda ip: ethernet(without_ip_length(ip))),
-        (276, lambda ip: sll2(without_ip_length(ipv6(ip, extensions=True)))),
-    ],
-    ids=["ethernet_ipv4", "linux_sll2_ipv6"],
-)
-def test_an_ip_length_of_zero_means_up_to_the_end_of_the_frame(
-    linktype: int, link: Callable[[bytes], bytes]
-) -> None:
-    sink, stats = read(pcap(framed(link), linktype))
-    assert streams(sink) == original()
-    assert stats.truncated == stats.gaps == 0
-
-
 def test_traffic_other_than_tcp_is_skipped() -> None:
     arp = MACS + b"\x08\x06" + bytes(28)
     udp = bytes.fromhex("4500001c000000004011000008080808c0a80001") + bytes(8)
@@ -257,6 +221,28 @@ def test_ipv6(linktype: int, link: Callable[[bytes], bytes], extensions: bool) -
     assert streams(sink) == original()
     (recorded,) = sink.connections.values()
     assert recorded.conn.client_ip == "2001:db8::7f00:1"
+
+
+def without_ip_length(ip: bytes) -> bytes:
+    """The packet as captured before segmentation offload split it: IP length 0."""
+    field = 2 if ip[0] >> 4 == 4 else 4
+    return ip[:field] + b"\x00\x00" + ip[field + 2 :]
+
+
+@pytest.mark.parametrize(
+    ("linktype", "link"),
+    [
+        (1, lambda ip: ethernet(without_ip_length(ip))),
+        (276, lambda ip: sll2(without_ip_length(ipv6(ip, extensions=True)))),
+    ],
+    ids=["ethernet_ipv4", "linux_sll2_ipv6"],
+)
+def test_an_ip_length_of_zero_means_up_to_the_end_of_the_frame(
+    linktype: int, link: Callable[[bytes], bytes]
+) -> None:
+    sink, stats = read(pcap(framed(link), linktype))
+    assert streams(sink) == original()
+    assert stats.truncated == stats.gaps == 0
 
 
 # -- IPv4 fragments -----------------------------------------------------------------------
@@ -385,15 +371,24 @@ class Pcapng:
         return b"".join(self.parts)
 
 
-@pytest.mark.parametrize("order", ["<", ">"], ids=["little_endian", "big_endian"])
-@pytest.mark.parametrize("tsresol", [MICRO, NANO, BINARY_20], ids=["us", "ns", "2^-20s"])
-def test_pcapng_enhanced_packet_blocks(order: str, tsresol: int) -> None:
+def sample_pcapng(order: str = "<", tsresol: int = MICRO) -> tuple[bytes, list[int]]:
+    """The sample as one pcapng section of Ethernet enhanced packet blocks, and the file
+    offset where each packet block ends."""
     writer = Pcapng()
     writer.section(order)
     writer.interface(1, tsresol)
+    ends = []
     for ts, frame in framed(ethernet):
         writer.enhanced(0, ts, frame)
-    assert streams(read(writer.bytes())[0]) == original()
+        ends.append(sum(map(len, writer.parts)))
+    return writer.bytes(), ends
+
+
+@pytest.mark.parametrize("order", ["<", ">"], ids=["little_endian", "big_endian"])
+@pytest.mark.parametrize("tsresol", [MICRO, NANO, BINARY_20], ids=["us", "ns", "2^-20s"])
+def test_pcapng_enhanced_packet_blocks(order: str, tsresol: int) -> None:
+    data, _ = sample_pcapng(order, tsresol)
+    assert streams(read(data)[0]) == original()
 
 
 def test_pcapng_sections_with_interfaces_of_different_link_types_and_resolutions() -> None:
@@ -473,16 +468,11 @@ def test_every_kind_of_source_reads_the_same(tmp_path: Path) -> None:
 
 
 def test_gzip_compressed_captures_are_read_transparently(tmp_path: Path) -> None:
-    writer = Pcapng()
-    writer.section(">")
-    writer.interface(1, NANO)
-    for ts, frame in framed(ethernet):
-        writer.enhanced(0, ts, frame)
     data = SAMPLE.read_bytes()
     half = len(data) // 2
     packed = {
         "pcap": gzip.compress(data),
-        "pcapng": gzip.compress(writer.bytes()),
+        "pcapng": gzip.compress(sample_pcapng(">", NANO)[0]),
         "pcap_in_two_members": gzip.compress(data[:half]) + gzip.compress(data[half:]),
     }
     for container, compressed in packed.items():
@@ -517,15 +507,10 @@ def test_records_spanning_read_chunks(monkeypatch: pytest.MonkeyPatch, chunk: in
     """The reader pulls the file in chunks; a record or block split between two chunks
     (which a 4 MiB chunk leaves to large captures) is read whole."""
     monkeypatch.setattr(records, "CHUNK", chunk)
-    writer = Pcapng()
-    writer.section("<")
-    writer.interface(1)
-    for ts, frame in framed(ethernet):
-        writer.enhanced(0, ts, frame)
     data = SAMPLE.read_bytes()
     for container, source in (
         ("pcap", data),
-        ("pcapng", writer.bytes()),
+        ("pcapng", sample_pcapng()[0]),
         ("pcap.gz", gzip.compress(data)),
     ):
         assert streams(read(source)[0]) == original(), container
@@ -555,9 +540,8 @@ def test_not_a_capture_is_a_one_line_error_and_nothing_delivered(
         assert sink.events == 0, kind
 
 
-def test_a_pcapng_packet_of_an_undeclared_interface_is_an_error_after_the_packets_before_it() -> (
-    None
-):
+def test_a_packet_of_an_undeclared_pcapng_interface_is_an_error() -> None:
+    """Packets before it are delivered, as for a cut capture."""
     writer = Pcapng()
     writer.section("<")
     writer.interface(1)
@@ -575,19 +559,8 @@ def test_a_pcapng_packet_of_an_undeclared_interface_is_an_error_after_the_packet
     assert {r.close_reason for r in sink.connections.values()} == {"end_of_capture"}
 
 
-def _pcapng_of_sample() -> tuple[bytes, list[int]]:
-    """The sample as pcapng, and the file offset where each packet block ends."""
-    writer = Pcapng()
-    writer.section("<")
-    writer.interface(1)
-    ends = []
-    for ts, frame in framed(ethernet):
-        writer.enhanced(0, ts, frame)
-        ends.append(sum(map(len, writer.parts)))
-    return writer.bytes(), ends
-
-
-def _pcap_of_sample() -> tuple[bytes, list[int]]:
+def sample_pcap() -> tuple[bytes, list[int]]:
+    """The sample's bytes, and the file offset where each record ends."""
     data = SAMPLE.read_bytes()
     ends = []
     offset = 24
@@ -612,7 +585,7 @@ def test_a_capture_cut_mid_record_delivers_everything_before_the_cut_then_fails(
     tmp_path: Path, case: str
 ) -> None:
     container, into = CUTS[case]
-    data, ends = _pcapng_of_sample() if container == "pcapng" else _pcap_of_sample()
+    data, ends = sample_pcapng() if container == "pcapng" else sample_pcap()
     if container == "pcap.gz":
         packed = gzip.compress(data)
         cut = packed[: len(packed) // 2]
