@@ -391,9 +391,9 @@ def test_pcapng_enhanced_packet_blocks(order: str, tsresol: int) -> None:
     assert streams(read(data)[0]) == original()
 
 
-def test_pcapng_sections_with_interfaces_of_different_link_types_and_resolutions() -> None:
-    """Three sections in alternating byte orders; each declares its own interfaces, so
-    interface 0 means a different link type and clock in each."""
+def sectioned_pcapng() -> bytes:
+    """The sample in three sections of alternating byte orders; each declares its own two
+    interfaces, so interface 0 means a different link type and clock in each."""
     writer = Pcapng()
     packets = ip_packets()
     third = len(packets) // 3
@@ -414,7 +414,11 @@ def test_pcapng_sections_with_interfaces_of_different_link_types_and_resolutions
         for index, (ts, ip) in enumerate(part):
             interface, link = interfaces[index % 2]
             writer.enhanced(interface, ts, link(ip))
-    assert streams(read(writer.bytes())[0]) == original()
+    return writer.bytes()
+
+
+def test_pcapng_sections_with_interfaces_of_different_link_types_and_resolutions() -> None:
+    assert streams(read(sectioned_pcapng())[0]) == original()
 
 
 @pytest.mark.parametrize("order", ["<", ">"], ids=["little_endian", "big_endian"])
@@ -502,7 +506,7 @@ def test_a_stream_that_returns_a_few_bytes_per_read() -> None:
         assert streams(read(Trickle(source))[0]) == original(), container
 
 
-@pytest.mark.parametrize("chunk", [64, 1000])
+@pytest.mark.parametrize("chunk", [13, 64, 1000])
 def test_records_spanning_read_chunks(monkeypatch: pytest.MonkeyPatch, chunk: int) -> None:
     """The reader pulls the file in chunks; a record or block split between two chunks
     (which a 4 MiB chunk leaves to large captures) is read whole."""
@@ -511,6 +515,7 @@ def test_records_spanning_read_chunks(monkeypatch: pytest.MonkeyPatch, chunk: in
     for container, source in (
         ("pcap", data),
         ("pcapng", sample_pcapng()[0]),
+        ("pcapng_sections", sectioned_pcapng()),
         ("pcap.gz", gzip.compress(data)),
     ):
         assert streams(read(source)[0]) == original(), container
