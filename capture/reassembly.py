@@ -298,7 +298,7 @@ class Reassembler:
         key = (src, sport, dst, dport)
         half = self._halves.get(key)
         if flags & SYN:
-            half = self._syn(ts, key, half, seq, flags)
+            half = self._syn(ts, key, half, seq, ack, flags)
             if half is None:
                 return
             seq += 1  # the SYN takes one sequence number; any data follows it
@@ -345,14 +345,17 @@ class Reassembler:
 
     # -- connection lifetime ------------------------------------------------------------------
 
-    def _syn(self, ts: int, key: Key, half: _Half | None, seq: int, flags: int) -> _Half | None:
+    def _syn(
+        self, ts: int, key: Key, half: _Half | None, seq: int, ack: int, flags: int
+    ) -> _Half | None:
         """The half a SYN or SYN-ACK belongs to, opening (or reopening) its connection."""
         src, sport, dst, dport = key
         isn = (seq + 1) & _MASK
         if flags & ACK:  # SYN-ACK: the sender is the server
-            if half is None:  # the client's SYN was not captured
+            if half is None:  # the client's SYN was not captured (or comes later)
                 self._closed.pop(key, None)
                 half = self._open_connection(ts, (dst, dport, src, sport), ClientBy.SYN).peer
+                half.peer.start(ack)  # it acknowledges the client's ISN: a late SYN matches
             if not half.started:
                 half.start(isn)
             return half
