@@ -230,7 +230,7 @@ def settle(one: _Half, other: _Half, ts: int) -> None:
     deliver whatever waited behind them."""
     while True:
         drain_in_time_order(one, other)
-        for half in (one, other):
+        for half in sorted((one, other), key=_first_held_ts):  # unblock the earlier bytes
             if half.missing_acknowledged() and not (half.held and half.held[0][0] <= half.next):
                 until = min(half.owed, half.held[0][0]) if half.held else half.owed
                 if not half.held and until == half.next + 1 and half.fin is None:
@@ -248,6 +248,10 @@ def settle(one: _Half, other: _Half, ts: int) -> None:
 
 def _held_offset(item: _Held) -> int:
     return item[0]
+
+
+def _first_held_ts(half: _Half) -> float:
+    return half.held[0][1] if half.held else float("inf")
 
 
 def flush(one: _Half, other: _Half, ts: int) -> None:
@@ -411,7 +415,9 @@ class Reassembler:
             if not half.started:
                 half.start(seq)
             half.fin = half.offset(seq) + size
-        settle(half, half.peer, ts)  # a closing side sends nothing more to wait for
+            half.owed = min(half.owed, half.fin)  # an ACK of the FIN seen before the FIN
+        if half.peer.fin is not None:  # both sides closed: only retransmissions may follow
+            settle(half, half.peer, ts)
         if half.done() and half.peer.done():
             self._close(half, ts, "fin")
 
