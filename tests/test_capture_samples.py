@@ -18,7 +18,7 @@ import pytest
 from pwcap.capture import ClientBy, Direction, read_streams
 
 from tests.conftest import SAMPLES, sample_captures
-from tests.corpus.pcapfile import read_pcap, tcp_segment
+from tests.corpus.pcapfile import Capture, read_pcap, tcp_segment, write_pcap
 from tests.corpus.streams import read_packets, reassemble
 from tests.stream_sink import Gap, RecordingSink
 
@@ -128,6 +128,35 @@ def test_real_capture_bytes_carry_the_timestamp_of_the_packet_that_carried_them(
     assert set(delivered) == set(carried)
     for sender, stream in delivered.items():
         assert [(ts, size) for _, size, ts in stream.timestamps] == carried[sender]
+
+
+REARRANGED = {
+    "every_record_twice": lambda n: [i for i in range(n) for _ in range(2)],
+    "neighbours_swapped": lambda n: [j for i in range(0, n, 2) for j in (i + 1, i) if j < n],
+}
+
+
+@pytest.mark.parametrize("how", list(REARRANGED))
+@pytest.mark.parametrize("capture", REAL, ids=_ids(REAL))
+def test_real_capture_with_records_repeated_or_swapped_gives_the_same_streams(
+    tmp_path: Path, capture: Path, how: str
+) -> None:
+    """Our own derived variants of every recording: each record captured twice, or each
+    pair of neighbouring records in reverse order (SYN-ACK before SYN, FIN before the last
+    data), as a multi-queue NIC or a merged capture shows them."""
+    original = read_pcap(capture)
+    order = REARRANGED[how](len(original.records))
+    path = tmp_path / capture.name
+    write_pcap(
+        path, Capture(original.linktype, original.snaplen, [original.records[i] for i in order])
+    )
+    sink = RecordingSink()
+    read_streams(path, sink)
+
+    expected = {sender: s.data for sender, s in streams_of(capture).directed_streams().items()}
+    assert {sender: s.data for sender, s in sink.directed_streams().items()} == expected
+    assert not any(s.gaps for s in sink.directed_streams().values())
+    assert {r.close_reason for r in sink.connections.values()} == {"fin"}
 
 
 # -- derived captures ---------------------------------------------------------------------
