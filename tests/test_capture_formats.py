@@ -123,6 +123,8 @@ LINKS: dict[str, tuple[int, Callable[[bytes], bytes]]] = {
     "null_big_endian": (0, lambda ip: null(ip, ">")),
     "loop": (108, lambda ip: null(ip, ">")),
     "raw_101": (101, bytes),
+    "raw_12": (12, bytes),  # DLT_RAW's number on some BSDs
+    "raw_14": (14, bytes),  # ... and on OpenBSD
     "raw_ipv4_228": (228, bytes),
     "linux_sll": (113, sll),
     "linux_sll2": (276, sll2),
