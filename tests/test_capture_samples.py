@@ -20,7 +20,7 @@ from pwcap.capture import ClientBy, Direction, read_streams
 from tests.conftest import SAMPLES, sample_captures
 from tests.corpus.pcapfile import Capture, read_pcap, tcp_segment, write_pcap
 from tests.corpus.streams import read_packets, reassemble
-from tests.stream_sink import Gap, RecordingSink
+from tests.stream_sink import RecordingSink
 
 
 def _journal_path(capture: Path) -> Path:
@@ -170,14 +170,14 @@ def _of_kind(kind: str) -> list[Path]:
     return [p for p in DERIVED if _truth(p)["manifest"]["kind"] == kind]
 
 
-def _changes(capture: Path, field: str) -> dict[tuple[str, str, Direction], list[Gap]]:
-    """The manifest's byte ranges per (client, server, direction), as gaps at ts 0."""
-    ranges: dict[tuple[str, str, Direction], list[Gap]] = {}
-    for entry in _truth(capture)["manifest"][field]:
+def missing_ranges(capture: Path) -> dict[tuple[str, str, Direction], list[tuple[int, int]]]:
+    """The manifest's removed byte ranges (offset, length) per (client, server, direction)."""
+    ranges: dict[tuple[str, str, Direction], list[tuple[int, int]]] = {}
+    for entry in _truth(capture)["manifest"]["missing"]:
         direction = Direction.C2B if entry["direction"] == "c2b" else Direction.B2C
         key = (entry["client"], entry["server"], direction)
-        ranges.setdefault(key, []).append(Gap(entry["offset"], entry["length"], 0))
-    return {key: sorted(gaps, key=lambda gap: gap.offset) for key, gaps in ranges.items()}
+        ranges.setdefault(key, []).append((entry["offset"], entry["length"]))
+    return {key: sorted(spans) for key, spans in ranges.items()}
 
 
 LOST = _of_kind("lost")
@@ -185,7 +185,7 @@ LOST = _of_kind("lost")
 
 @pytest.mark.parametrize("capture", LOST, ids=_ids(LOST))
 def test_lost_segments_become_gaps_exactly_where_bytes_were_removed(capture: Path) -> None:
-    missing = _changes(capture, "missing")
+    missing = missing_ranges(capture)
     original = _original(capture).by_endpoints()
     derived = streams_of(capture).by_endpoints()
 
@@ -195,12 +195,10 @@ def test_lost_segments_become_gaps_exactly_where_bytes_were_removed(capture: Pat
             stream = recorded.stream(direction)
             whole = original[client, server].stream(direction).data
             expected = missing.get((client, server, direction), [])
-            assert [(g.offset, g.size) for g in stream.gaps] == [
-                (g.offset, g.size) for g in expected
-            ]
+            assert [(gap.offset, gap.size) for gap in stream.gaps] == expected
             holed = bytearray(whole)
-            for gap in expected:
-                holed[gap.offset : gap.offset + gap.size] = b"\xff" * gap.size
+            for offset, size in expected:
+                holed[offset : offset + size] = b"\xff" * size
             assert stream.filled(0xFF) == bytes(holed)
         assert recorded.close_reason == "fin"
 
