@@ -29,6 +29,13 @@ _u16 = struct.Struct(">H").unpack_from
 _tcp = struct.Struct(">HHIIBB").unpack_from
 _ipv4 = struct.Struct(">BxHHHxB").unpack_from  # version/ihl, total length, id, frag, proto
 
+_IPV4_TCP = "BxHxxHxB2x4s4sHHIIBB"  # version/ihl, length, fragment, protocol, addresses; TCP
+_FAST_PATHS = {  # link type -> one struct from the link header through the TCP flags
+    ETHERNET: struct.Struct(">12xH" + _IPV4_TCP),
+    LINUX_SLL: struct.Struct(">14xH" + _IPV4_TCP),
+    LINUX_SLL2: struct.Struct(">H18x" + _IPV4_TCP),
+}
+
 MAX_FRAGMENT_DATAGRAMS = 256  # pending IPv4 datagrams being put back together
 MAX_FRAGMENT_BYTES = 1 << 22
 
@@ -43,6 +50,18 @@ class PacketParser:
 
     def parse(self, linktype: int, data: memoryview, orig_len: int) -> Segment | None:
         """The TCP segment in one record, or None (counted in the stats) for anything else."""
+        fast = _FAST_PATHS.get(linktype)
+        if fast is not None and len(data) >= fast.size:
+            # One unpack for the usual packet: link header, IPv4 without options, TCP.
+            ethertype, version_ihl, total, fragment, proto, src, dst, *tcp = fast.unpack_from(data)
+            whole = ethertype == _IPV4 and version_ihl == 0x45 and not fragment & 0x3FFF
+            if whole and proto == _TCP:
+                ip = fast.size - 34  # where the IPv4 header starts
+                end = ip + total if total else orig_len
+                start = ip + 20 + (tcp[4] >> 4) * 4
+                if end <= len(data):
+                    sport, dport, seq, ack, _, flags = tcp
+                    return src, sport, dst, dport, seq, ack, flags, data[start:end], 0
         try:
             if linktype == ETHERNET:
                 ethertype = _u16(data, 12)[0]

@@ -179,7 +179,6 @@ class _Half:
             conn = self.conn
             self.sink.on_data(conn, direction, ts, self.next, bytes(payload))
             conn.bytes[direction] += len(payload)
-            self.stats.delivered_bytes += len(payload)
             self.next += len(payload)
         if cut:
             self._gap(ts, cut, direction)
@@ -425,6 +424,7 @@ class Reassembler:
         conn = half.conn
         keys = self._open.pop(conn.conn_id)
         flush(half, half.peer, ts)
+        self.stats.delivered_bytes += sum(conn.bytes)  # counted once, not per delivery
         for key in keys:
             del self._halves[key]
             self._closed[key] = None
