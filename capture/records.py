@@ -136,6 +136,20 @@ def _read(stream: BinaryIO, size: int, name: str) -> bytes:
         raise CaptureError(f"{name}: read failed: {error}", truncated=True) from None
 
 
+def _refill(
+    stream: BinaryIO, buf: bytes, pos: int, need: int, consumed: int, name: str
+) -> tuple[bytes, memoryview, int] | None:
+    """``buf`` from ``pos`` on, then the next chunk (at least ``need`` bytes unless the
+    stream ends), a view of it, and its position in the stream; None at a clean end."""
+    more = _read(stream, max(CHUNK, need), name)
+    if not more:
+        if pos < len(buf):
+            raise _cut(name, consumed + pos)
+        return None
+    buf = buf[pos:] + more
+    return buf, memoryview(buf), consumed + pos
+
+
 def _cut(name: str, at: int) -> CaptureError:
     return CaptureError(
         f"{name}: capture cut off in the middle of a record at byte {at}", truncated=True
@@ -176,14 +190,10 @@ def _pcap_records(stream: BinaryIO, buf: bytes, name: str) -> Iterator[Record]:
             )
             pos = stop
         need = 16 if pos + 16 > end else stop - pos
-        more = _read(stream, max(CHUNK, need), name)
-        if not more:
-            if pos < end:
-                raise _cut(name, consumed + pos)
+        refilled = _refill(stream, buf, pos, need, consumed, name)
+        if refilled is None:
             return
-        consumed += pos
-        buf = buf[pos:] + more
-        view = memoryview(buf)
+        buf, view, consumed = refilled
         pos = 0
 
 
@@ -264,8 +274,10 @@ def _pcapng_records(stream: BinaryIO, buf: bytes, name: str) -> Iterator[Record]
                 )
             if pos + length > end:
                 break
-            if block == _EPB:
+            if block in (_EPB, _PB):
                 index, high, low, caplen, orig_len = epb(buf, pos + 8)
+                if block == _PB:  # obsolete: a 16-bit interface id, then a drop count
+                    index = struct.unpack_from(endian + "H", buf, pos + 8)[0]
                 if index >= len(interfaces):
                     raise _undeclared(name, index, consumed + pos)
                 interface = interfaces[index]
@@ -281,27 +293,12 @@ def _pcapng_records(stream: BinaryIO, buf: bytes, name: str) -> Iterator[Record]
                 interface = interfaces[0]
                 caplen = min(orig_len, interface.snaplen, length - 16)
                 yield last_ts, interface.linktype, view[pos + 12 : pos + 12 + caplen], orig_len
-            elif block == _PB:
-                index = struct.unpack_from(endian + "H", buf, pos + 8)[0]
-                high, low, caplen, orig_len = struct.unpack_from(endian + "IIII", buf, pos + 12)
-                if index >= len(interfaces):
-                    raise _undeclared(name, index, consumed + pos)
-                interface = interfaces[index]
-                last_ts = ((high << 32 | low) * interface.mul // interface.div) + (
-                    interface.offset_us
-                )
-                start = pos + 28
-                yield last_ts, interface.linktype, view[start : start + caplen], orig_len
             elif block == _IDB:
                 interfaces.append(_parse_idb(buf, pos, length, endian))
             pos += length
         need = 12 if pos + 12 > end else header(buf, pos)[1]
-        more = _read(stream, max(CHUNK, need), name)
-        if not more:
-            if pos < end:
-                raise _cut(name, consumed + pos)
+        refilled = _refill(stream, buf, pos, need, consumed, name)
+        if refilled is None:
             return
-        consumed += pos
-        buf = buf[pos:] + more
-        view = memoryview(buf)
+        buf, view, consumed = refilled
         pos = 0

@@ -26,7 +26,6 @@ class CaptureStats:
     connections: int = 0
     delivered_bytes: int = 0
     retransmitted_bytes: int = 0  # bytes seen again after delivery (delivered once)
-    overlap_conflicts: int = 0  # retransmitted bytes that differ from the first copy
     reordered_segments: int = 0  # segments held because they arrived early
     gaps: int = 0
     gap_bytes: int = 0
