@@ -392,7 +392,7 @@ def _decode_one(
         read_streams(str(path), pipeline, server_ports=registry.server_ports, stats=stats)
     except CaptureError as error:
         if pipeline.events == 0 and pipeline.open_connections() == 0 and not _is_cut(error):
-            raise InputError(f"{path}: {error}") from None
+            raise InputError(str(error)) from None  # the reader names the file
         cut_off = str(error)
     pipeline.close_all("end_of_capture")
     if cut_off is not None:

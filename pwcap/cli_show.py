@@ -209,6 +209,6 @@ def _capture_frames(path: Path, hints: dict[str, list[int]], show: FrameCallback
         read_streams(str(path), pipeline, server_ports=registry.server_ports)
     except CaptureError as error:
         if pipeline.events == 0:
-            raise _ShowError(f"{path}: {error}") from None
-        print(f"pwcap show: warning: {path}: {error}", file=sys.stderr)
+            raise _ShowError(str(error)) from None
+        print(f"pwcap show: warning: {error}", file=sys.stderr)
     pipeline.close_all("end_of_capture")
