@@ -86,8 +86,7 @@ def run(args: argparse.Namespace) -> int:
         print_summary(summary, sys.stdout)
     for capture in summary.cut_off:
         print(
-            f"pwcap decode: warning: {capture.cut_off}"
-            " (decoded up to the cut; dataset written)",
+            f"pwcap decode: warning: {capture.cut_off} (decoded up to the cut; dataset written)",
             file=sys.stderr,
         )
     return EXIT_CUT_OFF if summary.cut_off else 0
