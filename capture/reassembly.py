@@ -363,7 +363,7 @@ class Reassembler:
                 half.start(isn)
             return half
         if half is not None:
-            if half.started and half.base == isn and half.next == 0:
+            if half.started and half.base == isn:
                 return half  # the same SYN again
             self._close(half, ts, "reused")
         self._closed.pop(key, None)
