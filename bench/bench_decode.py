@@ -199,6 +199,21 @@ class _Tcp:
         for pos in range(0, len(data), MSS):
             yield self.packet(direction, 0x18, data[pos : pos + MSS])
 
+    def exchange(self, client: bytes, broker: bytes) -> Iterator[bytes]:
+        """Both directions' segments taking turns, each acknowledging only what the other
+        side has sent before it (as on a real wire: an ACK never runs ahead of the data)."""
+        client_chunks = _chunks(client)
+        broker_chunks = _chunks(broker)
+        for i in range(max(len(client_chunks), len(broker_chunks))):
+            if i < len(client_chunks):
+                yield self.packet(0, 0x18, client_chunks[i])
+            if i < len(broker_chunks):
+                yield self.packet(1, 0x18, broker_chunks[i])
+
+
+def _chunks(data: bytes) -> list[bytes]:
+    return [data[pos : pos + MSS] for pos in range(0, len(data), MSS)]
+
 
 def write_capture(path: Path, shape: str, size: int) -> int:
     """Write about ``size`` bytes of pcap; return the number of Pulsar frames in it."""
@@ -230,13 +245,8 @@ def write_capture(path: Path, shape: str, size: int) -> int:
             frames += _count_frames(setup[0]) + _count_frames(setup[1])
         while written < size:
             for conn in conns:  # the connections take turns, a block each
-                client = list(conn.segments(0, block[0]))
-                broker = list(conn.segments(1, block[1]))
-                for i in range(max(len(client), len(broker))):
-                    if i < len(client):
-                        emit(client[i])
-                    if i < len(broker):
-                        emit(broker[i])
+                for packet in conn.exchange(*block):
+                    emit(packet)
                 frames += frames_per_block
         for conn in conns:
             emit(conn.packet(0, 0x11))
