@@ -288,7 +288,13 @@ from pwcap.decode.run import decode_captures
 cpu, wall = time.process_time(), time.perf_counter()
 summary = decode_captures([sys.argv[1]], sys.argv[2], overwrite=True)
 cpu, wall = time.process_time() - cpu, time.perf_counter() - wall
-rss_kb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+# VmHWM is this process's own peak: ru_maxrss would also count the pages the parent had
+# resident when it forked us (its mmap of the capture), since Linux carries it over exec.
+try:
+    with open("/proc/self/status") as status:
+        rss_kb = next(int(line.split()[1]) for line in status if line.startswith("VmHWM:"))
+except OSError:
+    rss_kb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
 print(json.dumps({"rows": summary.rows, "cpu": cpu, "wall": wall, "rss_kb": rss_kb}))
 """
 
