@@ -32,6 +32,7 @@ def session(app_name: str, verbose: bool = False) -> SparkSession:
     active = SparkSession.getActiveSession()
     if active is not None:
         return active
+    _local_on_loopback()
     # Join spark-submit's JVM (or start one) first, so the conf carries its --master / --conf.
     SparkContext._ensure_initialized()
     conf = SparkConf().setIfMissing("spark.master", "local[*]")
@@ -53,6 +54,15 @@ def session(app_name: str, verbose: bool = False) -> SparkSession:
     else:
         logging.getLogger("py4j").setLevel(logging.WARNING)
     return spark
+
+
+def _local_on_loopback() -> None:
+    """A JVM we start ourselves runs Spark locally: bind it to loopback, which keeps it off
+    the network and spares the user the warning about the host name resolving to it."""
+    launched_by_spark_submit = "PYSPARK_GATEWAY_PORT" in os.environ
+    master_given = "--master" in os.environ.get("PYSPARK_SUBMIT_ARGS", "")
+    if not launched_by_spark_submit and not master_given:
+        os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
 
 
 def run_job(
