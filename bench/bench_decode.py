@@ -32,6 +32,7 @@ import sys
 import tempfile
 import time
 from collections.abc import Iterator
+from itertools import zip_longest
 from pathlib import Path
 
 import crc32c
@@ -200,19 +201,11 @@ class _Tcp:
             yield self.packet(direction, 0x18, data[pos : pos + MSS])
 
     def exchange(self, client: bytes, broker: bytes) -> Iterator[bytes]:
-        """Both directions' segments taking turns, each acknowledging only what the other
-        side has sent before it (as on a real wire: an ACK never runs ahead of the data)."""
-        client_chunks = _chunks(client)
-        broker_chunks = _chunks(broker)
-        for i in range(max(len(client_chunks), len(broker_chunks))):
-            if i < len(client_chunks):
-                yield self.packet(0, 0x18, client_chunks[i])
-            if i < len(broker_chunks):
-                yield self.packet(1, 0x18, broker_chunks[i])
-
-
-def _chunks(data: bytes) -> list[bytes]:
-    return [data[pos : pos + MSS] for pos in range(0, len(data), MSS)]
+        """Both directions' segments taking turns. The generators run lazily, so each
+        packet acknowledges only what the other side has sent before it (as on a real
+        wire: an ACK never runs ahead of the data)."""
+        for pair in zip_longest(self.segments(0, client), self.segments(1, broker)):
+            yield from (packet for packet in pair if packet is not None)
 
 
 def write_capture(path: Path, shape: str, size: int) -> int:
