@@ -1,8 +1,7 @@
 """Map the repository's top-level folders onto import names under ``pwcap``.
 
-The folders keep the short names the project was specified with (``capture/``,
-``decode/``, ``jobs/``); installed, they live only under ``pwcap`` so nothing generic
-lands in site-packages.
+The folders keep short names (``capture/``, ``decode/``, ``tables/``, ``jobs/``);
+installed, they live only under ``pwcap`` so nothing generic lands in site-packages.
 """
 
 from setuptools import find_packages, setup
@@ -12,6 +11,7 @@ ROOTS = {
     "pwcap.capture": "capture",
     "pwcap.decode": "decode",
     "pwcap.jobs": "jobs",
+    "pwcap.tables": "tables",
 }
 
 packages: list[str] = []

@@ -5,18 +5,17 @@ connection's reassembled byte stream (exactly the :class:`pwcap.capture.events.S
 calls, minus the connection argument) and emits rows into a :class:`RowSink`. It never
 opens files or sockets, so tests, the CLI and a Spark task drive it the same way.
 
-Rows are plain dicts keyed by the column names of :mod:`pwcap.decode.schema`; a column
+Rows are plain dicts keyed by the column names of :mod:`pwcap.tables.schema`; a column
 left out of a row is null. Timestamps in rows are integer microseconds since the epoch.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Protocol
 
 from pwcap.capture.events import Connection, Direction
-
-Row = dict[str, Any]
+from pwcap.tables.schema import Row
 
 
 class RowSink(Protocol):

@@ -5,7 +5,7 @@ reassembly and the protocol decoders: it picks each connection's decoder through
 :mod:`pwcap.decode.registry`, reports every gap in a decoded stream as an ``anomalies`` row
 (the decoders only resynchronise after one), and writes the ``connections`` row when a
 connection ends. :func:`decode_captures` drives it over many captures into a
-:class:`pwcap.decode.dataset.DatasetWriter` and returns a :class:`Summary`.
+:class:`pwcap.tables.dataset.DatasetWriter` and returns a :class:`Summary`.
 """
 
 from __future__ import annotations
@@ -20,8 +20,8 @@ from pathlib import Path
 from pwcap.capture import CaptureError, CaptureStats, read_streams
 from pwcap.capture.events import ClientBy, Connection, Direction
 from pwcap.decode.api import ConnectionDecoder, DecodeOptions, Row, RowSink
-from pwcap.decode.dataset import DatasetWriter
 from pwcap.decode.registry import UNKNOWN, Decision, Protocol, Registry, Sniffer
+from pwcap.tables.dataset import DatasetWriter
 
 CAPTURE_SUFFIXES = (".pcap", ".pcapng", ".cap", ".pcap.gz", ".pcapng.gz")
 _LABELS = ("c2b", "b2c")

@@ -16,8 +16,8 @@ import uuid
 from collections.abc import Callable, Mapping
 
 import pyarrow as pa
-from pwcap.decode.schema import arrow_schema
 from pwcap.jobs.args import add_arguments
+from pwcap.tables.schema import arrow_schema
 from pyspark import SparkConf, SparkContext
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F

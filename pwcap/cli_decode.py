@@ -59,9 +59,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from pwcap.decode.dataset import DatasetError
     from pwcap.decode.run import InputError, Settings, decode_captures
     from pwcap.progress import ProgressBar, wanted
+    from pwcap.tables.dataset import DatasetError
 
     settings = Settings(
         payloads=args.payloads,

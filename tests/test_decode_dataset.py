@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pyarrow.parquet as pq
 import pytest
-from pwcap.decode import dataset
-from pwcap.decode.dataset import DatasetError, DatasetWriter
-from pwcap.decode.schema import TABLES, arrow_schema
+from pwcap.tables import dataset
+from pwcap.tables.dataset import DatasetError, DatasetWriter
+from pwcap.tables.schema import TABLES, arrow_schema
 
 T0 = 1_700_000_000_000_000
 

@@ -16,7 +16,7 @@ from pathlib import Path
 import duckdb
 import pyarrow.parquet as pq
 import pytest
-from pwcap.decode.schema import TABLES, arrow_schema
+from pwcap.tables.schema import TABLES, arrow_schema
 
 from tests.corpus.pcapfile import read_pcap
 

@@ -16,7 +16,7 @@ from pwcap.decode.kafka07 import (
     looks_like_request,
     looks_like_response,
 )
-from pwcap.decode.schema import arrow_schema
+from pwcap.tables.schema import arrow_schema
 
 from tests.kafka07_frames import (
     FETCH,

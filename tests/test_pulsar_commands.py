@@ -7,7 +7,7 @@ import pytest
 from pwcap.capture.events import Direction
 from pwcap.decode.pulsar import commands
 from pwcap.decode.pulsar._pb import pulsar_api_pb2 as pb
-from pwcap.decode.schema import arrow_schema
+from pwcap.tables.schema import arrow_schema
 
 from tests.pulsar_frames import command, decoder, frame, sample_command
 

@@ -14,7 +14,7 @@ import pyarrow as pa
 import pytest
 from pwcap.capture import read_streams
 from pwcap.decode.api import DecodeOptions
-from pwcap.decode.schema import arrow_schema
+from pwcap.tables.schema import arrow_schema
 
 from tests.pulsar_frames import DecodingStreams, RecordingSink
 

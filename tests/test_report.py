@@ -1,6 +1,6 @@
 """``pwcap report``: the HTML page over a decoded dataset and its analytics.
 
-A small dataset is built here row by row with pyarrow (schema from ``decode/schema.py``):
+A small dataset is built here row by row with pyarrow (schema from ``tables/schema.py``):
 one Pulsar client that looks up, produces and consumes with a starved consumer and one
 redelivered message, plus a TLS connection and two anomalies. The real analytics jobs run
 on it in the shared Spark session, and the page is checked against the rows put in.
@@ -19,7 +19,7 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
-from pwcap.decode.schema import arrow_schema
+from pwcap.tables.schema import arrow_schema
 
 from pwcap.cli import main
 from pwcap.report import render

@@ -4,14 +4,14 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from pwcap.decode import schema
+from pwcap.tables import schema
 
 DOC = Path(__file__).resolve().parent.parent / "docs" / "schema.md"
 
 
 def test_the_doc_is_what_the_schema_module_renders():
     assert DOC.read_text() == schema.markdown(), (
-        "docs/schema.md is stale: run `python -m pwcap.decode.schema > docs/schema.md`"
+        "docs/schema.md is stale: run `python -m pwcap.tables.schema > docs/schema.md`"
     )
 
 

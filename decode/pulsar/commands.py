@@ -16,7 +16,7 @@ from typing import Any
 from google.protobuf.descriptor import Descriptor, FieldDescriptor
 from pwcap.decode.pulsar._pb.pulsar_api_pb2 import BaseCommand, MessageIdData
 from pwcap.decode.pulsar.info import is_secret, summarize
-from pwcap.decode.schema import FRAMES, I32
+from pwcap.tables.schema import FRAMES, I32
 
 _I32_COLUMNS = frozenset(column.name for column in FRAMES if column.type == I32)
 

@@ -4,7 +4,7 @@ Decoders hand over rows as dicts (:class:`pwcap.decode.api.RowSink`). Appending 
 a list is the cheapest thing the hot path can do, so the writer's ``frame`` / ``message`` /
 ``anomaly`` are plain ``list.append``; the caller calls :meth:`DatasetWriter.flush_full`
 once per capture record, and every ``batch_rows`` rows become one Arrow record batch
-(converted in C++ against the schema of :mod:`pwcap.decode.schema`). Batches are written
+(converted in C++ against the schema of :mod:`pwcap.tables.schema`). Batches are written
 as a row group once ``row_group_rows`` have gathered, so memory holds at most one row
 group per table in Arrow form plus one batch of dicts, whatever the capture size.
 
@@ -26,8 +26,7 @@ from types import TracebackType
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
-from pwcap.decode.api import Row
-from pwcap.decode.schema import TABLES, arrow_schema
+from pwcap.tables.schema import TABLES, Row, arrow_schema
 
 BATCH_ROWS = 16_384  # dicts held per table before conversion to Arrow
 ROW_GROUP_ROWS = 131_072  # rows per Parquet row group, at most

@@ -1,7 +1,7 @@
 """Every column of every table pwcap writes: its name, Arrow type and meaning.
 
 This module is the single place the dataset is documented; ``docs/schema.md`` is
-generated from it (``python -m pwcap.decode.schema > docs/schema.md``) and a test keeps
+generated from it (``python -m pwcap.tables.schema > docs/schema.md``) and a test keeps
 the two equal. Column names are a public contract that dashboards and the Spark jobs
 rely on: add columns freely, never rename or repurpose one.
 
@@ -13,8 +13,11 @@ has no unsigned 64-bit type; Pulsar ids never reach 2**63 in practice). Every ro
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 import pyarrow as pa
+
+Row = dict[str, Any]  # one row as a decoder emits it: column name -> value (absent: null)
 
 TS = pa.timestamp("us", tz="UTC")
 STR = pa.string()
@@ -215,7 +218,7 @@ def markdown() -> str:
     lines = [
         "# pwcap dataset columns",
         "",
-        "Generated from `decode/schema.py` by `python -m pwcap.decode.schema`; do not edit.",
+        "Generated from `tables/schema.py` by `python -m pwcap.tables.schema`; do not edit.",
         "Timestamps are capture timestamps, UTC, microseconds.",
     ]
     for table, columns in TABLES.items():
