@@ -1,50 +1,58 @@
-"""End-to-end benchmark of ``pwcap decode`` on large synthetic captures, in one table.
+"""``pwcap decode`` against its peers on large synthetic captures: issue 10's and 11's targets.
 
-Two shapes of Pulsar traffic, written as Ethernet/IPv4/TCP pcap files:
+Two shapes of Pulsar traffic, written as Ethernet/IPv4/TCP pcap files (1 GB by default,
+kept under ``--data`` for the next run):
 
 - ``small``: async producers and consumers: SEND / SEND_RECEIPT / MESSAGE / ACK of one
   small message each, many frames packed in every segment;
 - ``large``: batched SENDs and MESSAGEs of about 100 KiB (200 messages of 512 bytes each)
   and chunked 1 MiB messages, every frame spanning many segments.
 
-For each capture the table shows, side by side: the bare cost of iterating its records
-in Python (``struct.unpack_from`` over ``mmap``: the floor for any Python reader), the
-full ``pwcap decode`` with Parquet written (run in a subprocess: CPU seconds, frames/s,
-MB/s and peak RSS), and tshark reading the same file with ``-T fields -e frame.number``,
-once as is and once with ``-d tcp.port==6650,data``. (tshark without a Pulsar dissector
-runs its heuristic dissectors over every segment; SMPP's claims Pulsar streams and makes
-the run super-linear: the ``data`` variant is the fair baseline.)
+For each capture one table, the contenders taking turns on the same file: ``pwcap
+decode`` (Parquet written, one process), tshark with the Pulsar plugin, tshark with the
+port handed to the ``data`` dissector, and ``cat`` (see ``contenders.py``), then the
+issue's target and whether it is met. ``--jobs`` adds ``pwcap decode --jobs 2`` against
+``--jobs 1`` (skipped while pwcap has no ``--jobs``); ``--profile`` profiles pwcap on a
+smaller capture of the same shape.
 
-    python bench/bench_decode.py [--size 300M] [--shape small large] [--keep DIR]
-        [--no-tshark] [--profile]
+    python bench/bench_decode.py [--size 1G] [--shape small large] [--runs 1]
+        [--data DIR] [--jobs] [--profile [--profile-size 30M]]
 """
 
 from __future__ import annotations
 
 import argparse
-import json
-import mmap
-import os
-import shutil
 import struct
-import subprocess
 import sys
-import tempfile
-import time
 from collections.abc import Iterator
 from itertools import zip_longest
 from pathlib import Path
 
 import crc32c
+from contenders import (
+    decoded_frames,
+    one_process,
+    peers,
+    pwcap_decode,
+    pwcap_has_jobs,
+    pwcap_version,
+)
+from options import add_options, parse_size
+from profile_decode import profile_decode
 from pwcap.decode.pulsar._pb import pulsar_api_pb2 as pb
 from pwcap.decode.pulsar.commands import SPECS_BY_NAME
+from scoreboard import contest, print_table
 
 PCAP_HEADER = struct.Struct("<IHHiIII")
 RECORD = struct.Struct("<IIII")
 ETH_IP_TCP = struct.Struct(">6s6sH BBHHHBBH4s4s HHIIBBHHH")
 MSS = 1448
 CONNECTIONS = 4
-TARGETS = {"small": "300,000 frames/s", "large": "50 MB/s"}
+SERVER_PORT = 6650
+TARGETS = {"small": 300_000, "large": 150}  # per CPU-second, issue 10
+UNITS = {"small": "frames", "large": "MB"}
+MEMORY_MB = 400
+JOBS_SPEEDUP = 1.7  # issue 11
 
 
 # -- Pulsar frames ---------------------------------------------------------------------------
@@ -163,7 +171,7 @@ class _Tcp:
 
     def __init__(self, index: int) -> None:
         self.client = bytes([10, 0, 0, 1 + index]), 40000 + index
-        self.server = bytes([10, 0, 1, 1]), 6650
+        self.server = bytes([10, 0, 1, 1]), SERVER_PORT
         self.seq = [1000, 5000]  # next sequence number per direction
 
     def packet(self, direction: int, flags: int, payload: bytes = b"") -> bytes:
@@ -255,143 +263,87 @@ def _count_frames(stream: bytes) -> int:
     return count
 
 
-# -- the contenders -----------------------------------------------------------------------------
+# -- the runs ---------------------------------------------------------------------------------
 
 
-def iterate_records(path: Path) -> float:
-    """CPU seconds to walk every record header of the file: the Python floor."""
-    started = time.process_time()
-    with path.open("rb") as handle, mmap.mmap(handle.fileno(), 0, access=mmap.ACCESS_READ) as m:
-        unpack = RECORD.unpack_from
-        pos = PCAP_HEADER.size
-        end = len(m)
-        count = 0
-        while pos < end:
-            caplen = unpack(m, pos)[2]
-            pos += 16 + caplen
-            count += 1
-    return time.process_time() - started
+def cached_capture(data: Path, shape: str, size: int) -> tuple[Path, int]:
+    """The capture of ``shape`` and ``size`` under ``data`` (written the first time: a
+    1 GB one takes a minute) and its frame count."""
+    capture = data / f"decode_{shape}_{size / 1e6:g}M.pcap"
+    count = capture.with_suffix(".frames")
+    if not count.exists():  # written after the capture: a capture without it is unfinished
+        count.write_text(str(write_capture(capture, shape, size)))
+    return capture, int(count.read_text())
 
 
-# Run inside the child: decode, then report its own CPU time, peak RSS and row counts.
-# CPU time counts every thread (the Parquet writer's too) but not the interpreter start-up.
-_CHILD = """
-import json, resource, sys, time
-from pwcap.decode.run import decode_captures
-cpu, wall = time.process_time(), time.perf_counter()
-summary = decode_captures([sys.argv[1]], sys.argv[2], overwrite=True)
-cpu, wall = time.process_time() - cpu, time.perf_counter() - wall
-# VmHWM is this process's own peak: ru_maxrss would also count the pages the parent had
-# resident when it forked us (its mmap of the capture), since Linux carries it over exec.
-try:
-    with open("/proc/self/status") as status:
-        rss_kb = next(int(line.split()[1]) for line in status if line.startswith("VmHWM:"))
-except OSError:
-    rss_kb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-print(json.dumps({"rows": summary.rows, "cpu": cpu, "wall": wall, "rss_kb": rss_kb}))
-"""
-
-_PROFILE = """
-import sys
-from pyinstrument import Profiler
-from pwcap.decode.run import decode_captures
-profiler = Profiler(interval=0.002)
-profiler.start()
-decode_captures([sys.argv[1]], sys.argv[2], overwrite=True)
-profiler.stop()
-print(profiler.output_text(unicode=False, color=False, show_all=False), file=sys.stderr)
-"""
+def check_frames(out: Path, frames: int) -> None:
+    decoded = decoded_frames(out)
+    if decoded != frames:
+        sys.exit(f"pwcap decoded {decoded:,} frames of {frames:,}: figures not comparable")
 
 
-def pwcap_decode(path: Path, out: Path, profile: bool) -> dict:
-    if profile:
-        subprocess.run([sys.executable, "-c", _PROFILE, str(path), str(out)], check=True)
-    done = subprocess.run(
-        [sys.executable, "-c", _CHILD, str(path), str(out)],
-        check=True,
-        capture_output=True,
-        text=True,
-    )
-    return json.loads(done.stdout)
-
-
-def tshark(path: Path, *extra: str) -> float | None:
-    """CPU seconds of tshark listing every frame number (None when tshark is absent)."""
-    if shutil.which("tshark") is None:
-        return None
-    before = os.times()
-    subprocess.run(
-        ["tshark", "-r", str(path), "-T", "fields", "-e", "frame.number", *extra],
-        check=True,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
-    after = os.times()
-    return (after.children_user - before.children_user) + (
-        after.children_system - before.children_system
+def decode_against_peers(capture: Path, shape: str, frames: int, args: argparse.Namespace) -> None:
+    megabytes = capture.stat().st_size / 1e6
+    out = args.data / f"out_{shape}"
+    others, notes = peers(capture, [SERVER_PORT])
+    print(f"\n{shape} frames: {capture} ({megabytes:,.0f} MB, {frames:,} frames)")
+    for note in notes:
+        print(f"  {note}")
+    results = contest([pwcap_decode(capture, out, *one_process()), *others], args.runs)
+    check_frames(out, frames)
+    print_table(results, frames, megabytes)
+    pwcap = results[0]
+    goal = TARGETS[shape]
+    reached = (frames if shape == "small" else megabytes) / pwcap.cpu
+    met = reached >= goal and pwcap.peak_mb <= MEMORY_MB
+    print(
+        f"  issue 10 target: {goal:,} {UNITS[shape]} per CPU-second, peak RSS <= {MEMORY_MB} MB:"
+        f" {reached:,.0f} and {pwcap.peak_mb:.0f} MB: {'met' if met else 'NOT met'}"
     )
 
 
-# -- the table ------------------------------------------------------------------------------------
-
-
-def _size(text: str) -> int:
-    units = {"K": 1e3, "M": 1e6, "G": 1e9}
-    scale = units.get(text[-1:].upper())
-    return int(float(text[:-1]) * scale) if scale else int(text)
+def compare_jobs(capture: Path, shape: str, frames: int, args: argparse.Namespace) -> None:
+    """Issue 11: ``--jobs 2`` against ``--jobs 1`` on the same capture, wall time (the
+    point of workers) and the peak of the whole process tree."""
+    if not pwcap_has_jobs():
+        print("  --jobs comparison skipped: pwcap decode has no --jobs option yet")
+        return
+    outs = {jobs: args.data / f"out_{shape}_jobs{jobs}" for jobs in ("2", "1")}
+    runs = [pwcap_decode(capture, out, "--jobs", jobs) for jobs, out in outs.items()]
+    results = contest(runs, args.runs)
+    for out in outs.values():
+        check_frames(out, frames)
+    print_table(results, frames, capture.stat().st_size / 1e6)
+    speedup = results[1].wall / results[0].wall
+    print(
+        f"  issue 11 target: --jobs 2 at least {JOBS_SPEEDUP}x --jobs 1 (wall): {speedup:.2f}x,"
+        f" whole-run peak {results[0].tree_peak_mb:.0f} MB:"
+        f" {'met' if speedup >= JOBS_SPEEDUP else 'NOT met'}"
+    )
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--size", type=_size, default=_size("300M"), help="e.g. 300M, 1G")
+    add_options(parser, size="1G", runs=1)
     parser.add_argument(
         "--shape", nargs="+", choices=sorted(SHAPES), default=sorted(SHAPES, reverse=True)
     )
-    parser.add_argument("--keep", type=Path, help="write the captures here and keep them")
-    parser.add_argument("--no-tshark", action="store_true")
-    parser.add_argument("--profile", action="store_true", help="pyinstrument profile to stderr")
-    args = parser.parse_args()
-    workdir = Path(tempfile.mkdtemp(prefix="pwcap-bench-"))
-    where = args.keep or workdir
-    where.mkdir(parents=True, exist_ok=True)
-    rows = []
-    try:
-        for shape in args.shape:
-            capture = where / f"bench_{shape}.pcap"
-            frames = write_capture(capture, shape, args.size)
-            mb = capture.stat().st_size / 1e6
-            floor = iterate_records(capture)
-            decoded = pwcap_decode(capture, workdir / f"out_{shape}", args.profile)
-            assert decoded["rows"]["frames"] == frames, (decoded["rows"], frames)
-            plain = None if args.no_tshark else tshark(capture)
-            data = None if args.no_tshark else tshark(capture, "-d", "tcp.port==6650,data")
-            rows.append((shape, mb, frames, floor, decoded, plain, data))
-    finally:
-        shutil.rmtree(workdir, ignore_errors=True)
-    print_table(rows)
-
-
-def print_table(rows: list) -> None:
-    def rate(frames: int, mb: float, seconds: float | None) -> str:
-        if seconds is None:
-            return f"{'-':>30}"
-        return f"{seconds:7.2f} s {frames / seconds:>11,.0f} f/s {mb / seconds:6.1f} MB/s"
-
-    print(
-        f"{'shape':6} {'MB':>7} {'frames':>11}  {'contender':28} {'CPU time, frames/s, MB/s':>37}"
+    parser.add_argument("--jobs", action="store_true", help="also --jobs 2 against --jobs 1")
+    parser.add_argument(
+        "--profile-size", type=parse_size, default=parse_size("30M"), help="capture to profile"
     )
-    for shape, mb, frames, floor, decoded, plain, data in rows:
-        lead = f"{shape:6} {mb:7.0f} {frames:11,}"
-        print(f"{lead}  {'records (Python floor)':28} {rate(frames, mb, floor)}")
-        blank = " " * len(lead)
-        rss = decoded["rss_kb"] / 1024
-        print(
-            f"{blank}  {'pwcap decode (Parquet)':28} {rate(frames, mb, decoded['cpu'])}"
-            f"  wall {decoded['wall']:.2f} s, peak RSS {rss:,.0f} MB"
-            f"  (target {TARGETS[shape]}, < 400 MB)"
-        )
-        print(f"{blank}  {'tshark':28} {rate(frames, mb, plain)}")
-        print(f"{blank}  {'tshark -d tcp.port==6650,data':28} {rate(frames, mb, data)}")
+    args = parser.parse_args()
+    args.data.mkdir(parents=True, exist_ok=True)
+    print(pwcap_version())
+    for shape in args.shape:
+        capture, frames = cached_capture(args.data, shape, args.size)
+        decode_against_peers(capture, shape, frames, args)
+        if args.jobs:
+            compare_jobs(capture, shape, frames, args)
+        if args.profile:
+            sample, sample_frames = cached_capture(args.data, shape, args.profile_size)
+            print(f"  profile of {sample} ({sample_frames:,} frames):")
+            profile_decode(sample, args.data / f"out_{shape}_profile", sample_frames)
 
 
 if __name__ == "__main__":

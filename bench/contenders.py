@@ -1,0 +1,99 @@
+"""The commands a decode benchmark runs on one capture: ``pwcap decode`` and its peers.
+
+- ``pwcap decode`` with the Parquet dataset written (the product, as a user runs it);
+- tshark with the apache/pulsar Wireshark plugin (the tool operators use today), when
+  ``tshark -G protocols`` lists ``apache.pulsar``; the Pulsar ports are given with ``-d``
+  so the plugin also dissects connections to a port other than its built-in 6650;
+- tshark with those ports handed to the ``data`` dissector: the cost of tshark's reading,
+  link/IP/TCP dissection and reassembly alone (plain tshark is no baseline: its SMPP
+  heuristic claims Pulsar streams and runs super-linearly);
+- ``cat``: the bare cost of reading the capture.
+
+Both tshark runs print one field, the frame number, so output costs next to nothing.
+"""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+import pyarrow.parquet as pq
+
+PULSAR_FILTER = "apache.pulsar"  # the protocol name the plugin registers
+PLUGIN = "tshark + Pulsar plugin"
+TSHARK_DATA = "tshark, ports as data"
+
+
+@dataclass(frozen=True)
+class Contender:
+    """A command and the name its row carries in the table."""
+
+    name: str
+    argv: list[str]
+
+
+def _pwcap(*args: str) -> list[str]:
+    return [sys.executable, "-m", "pwcap.cli", *args]
+
+
+def _said(argv: list[str]) -> str:
+    done = subprocess.run(argv, capture_output=True, text=True, check=False)
+    return done.stdout if done.returncode == 0 else ""
+
+
+def pwcap_version() -> str:
+    """What ``pwcap --version`` says (which decode path is built), if it says anything."""
+    return _said(_pwcap("--version")).strip() or "pwcap (no --version)"
+
+
+def pwcap_has_jobs() -> bool:
+    return "--jobs" in _said(_pwcap("decode", "--help"))
+
+
+def one_process() -> list[str]:
+    """``pwcap decode``'s options for one process (the per-core figures), once it has
+    ``--jobs``: its default then is every core."""
+    return ["--jobs", "1"] if pwcap_has_jobs() else []
+
+
+def pwcap_decode(capture: Path, out: Path, *extra: str) -> Contender:
+    name = " ".join(("pwcap decode", *extra)) + " (Parquet)"
+    argv = _pwcap("decode", str(capture), "-o", str(out), "--overwrite", "-q", *extra)
+    return Contender(name, argv)
+
+
+def has_pulsar_plugin() -> bool:
+    if shutil.which("tshark") is None:
+        return False
+    listed = _said(["tshark", "-G", "protocols"]).splitlines()
+    return any(line.split("\t")[-1] == PULSAR_FILTER for line in listed)
+
+
+def _tshark(capture: Path, ports: list[int], dissector: str) -> list[str]:
+    forced = [arg for port in ports for arg in ("-d", f"tcp.port=={port},{dissector}")]
+    return ["tshark", "-r", str(capture), *forced, "-T", "fields", "-e", "frame.number"]
+
+
+def peers(capture: Path, ports: list[int]) -> tuple[list[Contender], list[str]]:
+    """The peers available on this machine, and a note for each one left out."""
+    found, notes = [], []
+    if shutil.which("tshark") is None:
+        notes.append("tshark is not installed: no tshark peers")
+    elif not has_pulsar_plugin():
+        notes.append(f"tshark lists no {PULSAR_FILTER} protocol: no Pulsar plugin peer")
+    else:
+        argv = _tshark(capture, ports, PULSAR_FILTER)
+        found.append(Contender(PLUGIN, argv))
+    if shutil.which("tshark") is not None:
+        found.append(Contender(TSHARK_DATA, _tshark(capture, ports, "data")))
+    found.append(Contender("cat (reading the file)", ["cat", str(capture)]))
+    return found, notes
+
+
+def decoded_frames(dataset: Path) -> int:
+    """Rows in a written dataset's frames table, from the Parquet footers alone."""
+    parts = (dataset / "frames").rglob("*.parquet")
+    return sum(pq.ParquetFile(part).metadata.num_rows for part in parts)

@@ -1,0 +1,117 @@
+"""Run one command as a child process and measure it from outside, as the OS accounts it.
+
+CPU time is the child's user and system time from ``wait4`` (its own and that of every
+descendant it waited for, so worker processes count). Peak memory is read from ``/proc``
+while the command runs: each process's ``VmHWM`` (its own high-water mark, which the
+``ru_maxrss`` of a spawned child is not: Linux carries the parent's peak over ``exec``) and
+the sum of ``VmRSS`` over the whole process tree at each sample (what a run with workers
+holds at once). Sampling every 10 ms can miss growth in a process's last 10 ms; figures
+are reported in MB of 2**20 bytes.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import tempfile
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+SAMPLE_SECONDS = 0.01
+
+
+@dataclass(frozen=True)
+class Measurement:
+    """One finished run of a command."""
+
+    user: float
+    sys: float
+    wall: float
+    peak_mb: float  # the largest single process of the run
+    tree_peak_mb: float  # the most the whole process tree held at once
+    returncode: int
+    error: str  # the end of what it wrote to stderr, when it failed
+
+    @property
+    def cpu(self) -> float:
+        return self.user + self.sys
+
+
+def _status_kb(pid: int, keys: tuple[str, ...]) -> dict[str, int]:
+    try:
+        lines = Path(f"/proc/{pid}/status").read_text().splitlines()
+    except OSError:  # the process ended between listing and reading
+        return {}
+    values = {}
+    for line in lines:
+        key, _, rest = line.partition(":")
+        if key in keys:
+            values[key] = int(rest.split()[0])
+    return values
+
+
+def _tree(pid: int) -> list[int]:
+    """``pid`` and its live descendants, through each thread's ``children`` list."""
+    found, todo = [], [pid]
+    while todo:
+        current = todo.pop()
+        found.append(current)
+        try:
+            tids = os.listdir(f"/proc/{current}/task")
+        except OSError:
+            continue
+        for tid in tids:
+            try:
+                children = Path(f"/proc/{current}/task/{tid}/children").read_text()
+                todo.extend(int(child) for child in children.split())
+            except OSError:
+                pass
+    return found
+
+
+class _MemorySampler(threading.Thread):
+    """Polls the process tree of ``pid`` until told to stop."""
+
+    def __init__(self, pid: int) -> None:
+        super().__init__(daemon=True)
+        self.pid = pid
+        self.hwm_kb: dict[int, int] = {}
+        self.tree_kb = 0
+        self.done = threading.Event()
+
+    def run(self) -> None:
+        while not self.done.is_set():
+            total = 0
+            for pid in _tree(self.pid):
+                status = _status_kb(pid, ("VmHWM", "VmRSS"))
+                total += status.get("VmRSS", 0)
+                self.hwm_kb[pid] = max(self.hwm_kb.get(pid, 0), status.get("VmHWM", 0))
+            self.tree_kb = max(self.tree_kb, total)
+            self.done.wait(SAMPLE_SECONDS)
+
+
+def measure(argv: list[str]) -> Measurement:
+    """Run ``argv`` to the end, its output discarded, and return what it cost."""
+    with tempfile.TemporaryFile() as stderr:
+        started = time.perf_counter()
+        child = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=stderr)
+        sampler = _MemorySampler(child.pid)
+        sampler.start()
+        _, status, usage = os.wait4(child.pid, 0)
+        wall = time.perf_counter() - started
+        sampler.done.set()
+        sampler.join()
+        child.returncode = os.waitstatus_to_exitcode(status)  # reaped here, not by Popen
+        stderr.seek(0)
+        said = stderr.read().decode(errors="replace").strip()
+    return Measurement(
+        user=usage.ru_utime,
+        sys=usage.ru_stime,
+        wall=wall,
+        peak_mb=max(sampler.hwm_kb.values(), default=0) / 1024,
+        tree_peak_mb=sampler.tree_kb / 1024,
+        returncode=child.returncode,
+        error=said[-300:] if child.returncode else "",
+    )
