@@ -161,7 +161,7 @@ def main() -> None:
         f" {', '.join(map(str, replica.ports))})"
     )
     for note in notes:
-        print(note)
+        print(f"  {note}")
     results = contest([pwcap_decode(capture, out, *one_process()), *others], args.runs)
     decoded = decoded_frames(out)
     if decoded != replica.frames:

@@ -72,23 +72,30 @@ def has_pulsar_plugin() -> bool:
     return any(line.split("\t")[-1] == PULSAR_FILTER for line in listed)
 
 
+def _pulsar_plugin_file() -> str:
+    """The plugin's line in ``tshark -G plugins``: file, version, path."""
+    listed = _said(["tshark", "-G", "plugins"]).splitlines()
+    return next((" ".join(line.split()) for line in listed if "pulsar" in line.lower()), "")
+
+
 def _tshark(capture: Path, ports: list[int], dissector: str) -> list[str]:
     forced = [arg for port in ports for arg in ("-d", f"tcp.port=={port},{dissector}")]
     return ["tshark", "-r", str(capture), *forced, "-T", "fields", "-e", "frame.number"]
 
 
 def peers(capture: Path, ports: list[int]) -> tuple[list[Contender], list[str]]:
-    """The peers available on this machine, and a note for each one left out."""
+    """The peers available on this machine, and a note saying which they are."""
     found, notes = [], []
     if shutil.which("tshark") is None:
         notes.append("tshark is not installed: no tshark peers")
     elif not has_pulsar_plugin():
         notes.append(f"tshark lists no {PULSAR_FILTER} protocol: no Pulsar plugin peer")
     else:
-        argv = _tshark(capture, ports, PULSAR_FILTER)
-        found.append(Contender(PLUGIN, argv))
+        found.append(Contender(PLUGIN, _tshark(capture, ports, PULSAR_FILTER)))
+        notes.append(f"{PLUGIN}: {_pulsar_plugin_file()}")
     if shutil.which("tshark") is not None:
         found.append(Contender(TSHARK_DATA, _tshark(capture, ports, "data")))
+        notes.append(_said(["tshark", "--version"]).partition("\n")[0])
     found.append(Contender("cat (reading the file)", ["cat", str(capture)]))
     return found, notes
 
