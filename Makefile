@@ -18,8 +18,8 @@ setup: $(STAMP)
 
 demo: setup
 	$(BIN)/pwcap decode sample_pcaps --overwrite -o out/dataset
-	$(BIN)/pwcap analyze out/dataset -o out/analytics
-	$(BIN)/pwcap report out/dataset --analytics out/analytics -o out/report.html
+	$(BIN)/pwcap analyze out/dataset --overwrite -o out/analytics
+	$(BIN)/pwcap report out/dataset --analytics out/analytics --overwrite -o out/report.html
 	@echo
 	@echo "decoded tables:   out/dataset/{frames,messages,connections,anomalies}"
 	@echo "analytics tables: out/analytics"

@@ -11,6 +11,12 @@ import argparse
 import importlib
 import sys
 
+from pwcap import __version__
+
+DESCRIPTION = (
+    "pwcap: decode packet captures of Pulsar and Kafka 0.7 traffic into Parquet tables,"
+    " analyse them and report."
+)
 SUBCOMMANDS = {
     "decode": ("pwcap.cli_decode", "decode captures into a Parquet dataset"),
     "show": ("pwcap.cli_show", "print one line per frame, like a packet list"),
@@ -19,12 +25,25 @@ SUBCOMMANDS = {
 }
 
 
+def version_text() -> str:
+    """What ``pwcap --version`` prints: the version and which decoder engine runs.
+
+    The compiled (Cython) hot path reports itself through ``pwcap.engine()`` once it
+    exists; until then the version is all there is to say.
+    """
+    import pwcap
+
+    engine = getattr(pwcap, "engine", None)
+    return f"pwcap {__version__}" + (f" ({engine()})" if engine is not None else "")
+
+
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="pwcap", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog="pwcap", description=DESCRIPTION)
+    parser.add_argument("--version", action="version", version=version_text())
     subparsers = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     modules = {}
     for name, (module_name, help_text) in SUBCOMMANDS.items():
-        sub = subparsers.add_parser(name, help=help_text)
+        sub = subparsers.add_parser(name, help=help_text, description=help_text)
         module = importlib.import_module(module_name)
         module.add_arguments(sub)
         modules[name] = module

@@ -4,8 +4,11 @@ Spark session, then a short summary of what stands out and where the tables are.
 from __future__ import annotations
 
 import argparse
+import sys
+from pathlib import Path
 from typing import Any
 
+from pwcap.cli_paths import PathError, check_dataset, check_new_output
 from pwcap.jobs.args import add_arguments as _add_job_arguments
 
 TOP = 5
@@ -13,6 +16,7 @@ TOP = 5
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     _add_job_arguments(parser)
+    parser.add_argument("--overwrite", action="store_true", help="replace OUT if it exists")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -20,10 +24,14 @@ def run(args: argparse.Namespace) -> int:
     from pwcap.jobs import acks, latency, permits, redelivery
     from pwcap.jobs.common import missing_datasets, read_table, session, write_tables
 
-    missing = missing_datasets(args.datasets)
-    if missing:
-        print(f"pwcap analyze: not a decoded dataset (no frames/): {', '.join(missing)}")
-        return 2
+    try:
+        for dataset in missing_datasets(args.datasets):
+            check_dataset(Path(dataset))  # says why, in one line
+        if "://" not in args.output:
+            check_new_output(Path(args.output), args.overwrite)
+    except PathError as error:
+        print(f"pwcap analyze: error: {error}", file=sys.stderr)
+        return 1
     spark = session("pwcap-analyze", args.verbose)
     frames, messages, connections = (
         read_table(spark, args.datasets, name).cache()

@@ -5,7 +5,10 @@ from __future__ import annotations
 import argparse
 import sys
 from collections import Counter
+from pathlib import Path
 from typing import TYPE_CHECKING, TextIO
+
+from pwcap.cli_paths import describe
 
 if TYPE_CHECKING:  # imported lazily at run time: `pwcap --help` stays fast
     from pwcap.capture import CaptureStats
@@ -41,7 +44,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--pulsar-port",
-        type=_port,
+        type=port,
         action="append",
         default=[],
         metavar="P",
@@ -49,7 +52,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--kafka07-port",
-        type=_port,
+        type=port,
         action="append",
         default=[],
         metavar="P",
@@ -77,7 +80,7 @@ def run(args: argparse.Namespace) -> int:
         _error(str(error))
         return EXIT_UNUSABLE
     except OSError as error:
-        _error(f"{error.filename or ''}: {error.strerror or error}".lstrip(": "))
+        _error(describe(error, _written_path(error, args.output)))
         return EXIT_UNUSABLE
     except KeyboardInterrupt:
         _error(f"interrupted; {args.output} was not written")
@@ -139,6 +142,13 @@ def _tally(counts: Counter, top: int | None = None) -> str:
     return f"{total:,} ({', '.join(parts)})"
 
 
+def _written_path(error: OSError, output: str) -> Path | None:
+    """``output`` when the failing file is inside the run's temporary copy of it
+    (``OUT.tmp-XXXX``): the user never typed that name."""
+    failed = str(error.filename or "")
+    return Path(output) if failed.startswith(f"{Path(output)}.tmp-") else None
+
+
 def _error(message: str) -> None:
     print(f"pwcap decode: error: {message}", file=sys.stderr)
 
@@ -157,7 +167,8 @@ def _size(text: str) -> int:
     return value
 
 
-def _port(text: str) -> int:
+def port(text: str) -> int:
+    """A TCP port number given on the command line."""
     try:
         port = int(text)
     except ValueError:

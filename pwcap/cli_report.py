@@ -3,9 +3,14 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import sys
 from pathlib import Path
+
+from pwcap.cli_paths import PathError, check_dataset, check_new_output, describe
+
+EXIT_UNUSABLE = 1
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -14,21 +19,44 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--analytics", type=Path, help="analytics folder (pwcap analyze -o); optional"
     )
     parser.add_argument("-o", "--output", type=Path, required=True, help="HTML file to write")
+    parser.add_argument("--overwrite", action="store_true", help="replace OUTPUT if it exists")
 
 
 def run(args: argparse.Namespace) -> int:
     from pwcap.report import render
 
-    if not args.dataset.is_dir():
-        print(f"pwcap report: not a dataset folder: {args.dataset}", file=sys.stderr)
-        return 2
-    if args.analytics is not None and not args.analytics.is_dir():
-        print(f"pwcap report: not an analytics folder: {args.analytics}", file=sys.stderr)
-        return 2
-    html = render(args.dataset, args.analytics)
-    # Written beside the target and renamed: a reader never sees half a page.
-    temporary = args.output.with_name(f".{args.output.name}.tmp")
-    temporary.write_text(html, encoding="utf-8")
-    os.replace(temporary, args.output)
+    try:
+        check_dataset(args.dataset)
+        if args.analytics is not None and not args.analytics.is_dir():
+            raise PathError(f"{args.analytics}: not an analytics folder (pwcap analyze -o)")
+        if args.output.is_dir():
+            raise PathError(f"{args.output} is a folder; give the HTML file to write")
+        if args.output.parent.exists() and not args.output.parent.is_dir():
+            raise PathError(f"{args.output.parent} is not a folder")
+        check_new_output(args.output, args.overwrite)
+        html = render(args.dataset, args.analytics)
+        _write(args.output, html)
+    except PathError as error:
+        return _error(str(error))
+    except OSError as error:
+        return _error(describe(error, args.output))
     print(f"{args.output} ({len(html.encode()) / 1024:,.0f} KiB)")
     return 0
+
+
+def _write(path: Path, html: str) -> None:
+    """Written beside the target and renamed: a reader never sees half a page, and a
+    failed write leaves nothing behind."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    temporary = path.with_name(f".{path.name}.tmp")
+    try:
+        temporary.write_text(html, encoding="utf-8")
+        os.replace(temporary, path)
+    finally:
+        with contextlib.suppress(FileNotFoundError):
+            temporary.unlink()
+
+
+def _error(message: str) -> int:
+    print(f"pwcap report: error: {message}", file=sys.stderr)
+    return EXIT_UNUSABLE

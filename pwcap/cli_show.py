@@ -2,7 +2,11 @@
 
 Reads a capture directly (decoding on the fly, nothing written) or the ``frames`` table
 of a dataset directory that ``pwcap decode`` wrote. Frames appear in decode order: the
-order in which their last byte was captured.
+order in which their last byte was captured. Each frame keeps its number in the full
+listing and its time since the capture's first frame, whatever the filters, so a line
+found in a filtered listing can be found again in the whole one. Decoding a capture,
+what the decoder could not take at face value (gaps, resyncs, bad frames) is shown
+inline where it happened, as tshark's expert info is.
 """
 
 from __future__ import annotations
@@ -11,8 +15,11 @@ import argparse
 import os
 import sys
 from collections.abc import Callable, Iterator
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
+
+from pwcap.cli_decode import port
 
 FrameCallback = Callable[[dict[str, Any]], None]
 
@@ -35,6 +42,7 @@ ID_COLUMNS = (
 )
 COLUMNS = [
     "ts",
+    "capture",
     "conn_id",
     "direction",
     "command",
@@ -58,7 +66,9 @@ class _Enough(BaseException):
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("file", metavar="FILE", help="a capture, or a dataset directory")
+    parser.add_argument(
+        "file", metavar="FILE", help="a capture (- for standard input), or a dataset directory"
+    )
     parser.add_argument("--conn", type=int, action="append", metavar="ID", help="only this conn_id")
     parser.add_argument(
         "--command",
@@ -69,20 +79,50 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="only these commands (SEND, MESSAGE, ...; any case)",
     )
     parser.add_argument("--limit", type=int, metavar="N", help="stop after N frames")
-    parser.add_argument("--pulsar-port", type=int, action="append", default=[], metavar="P")
-    parser.add_argument("--kafka07-port", type=int, action="append", default=[], metavar="P")
+    parser.add_argument(
+        "--absolute-time",
+        action="store_true",
+        help="print capture times (UTC) instead of seconds since the capture's first frame",
+    )
+    parser.add_argument(
+        "--pulsar-port",
+        type=port,
+        action="append",
+        default=[],
+        metavar="P",
+        help="decode connections to this port as Pulsar (repeatable)",
+    )
+    parser.add_argument(
+        "--kafka07-port",
+        type=port,
+        action="append",
+        default=[],
+        metavar="P",
+        help="decode connections to this port as Kafka 0.7 (repeatable)",
+    )
 
 
 def run(args: argparse.Namespace) -> int:
     path = Path(args.file)
+    unknown = sorted({c.upper() for c in args.commands or ()} - command_names())
+    if unknown:
+        return _error(
+            f"unknown command {', '.join(unknown)};"
+            f" the commands are: {', '.join(sorted(command_names()))}"
+        )
     keep = _Filter(args.conn, args.commands, args.limit)
-    printer = _Printer(sys.stdout)
+    printer = _Printer(sys.stdout, args.absolute_time)
 
     def show(row: dict[str, Any]) -> None:
+        number = printer.count(row)
         if keep(row):
-            printer.print(row)
+            printer.print(number, row)
             if keep.full:
                 raise _Enough
+
+    def expert_info(row: dict[str, Any]) -> None:
+        if keep.connection(row):
+            printer.anomaly(row)
 
     try:
         if keep.full:
@@ -92,7 +132,7 @@ def run(args: argparse.Namespace) -> int:
                 show(row)
         elif path.is_file():
             hints = {"pulsar": args.pulsar_port, "kafka07": args.kafka07_port}
-            _capture_frames(path, hints, show)
+            _capture_frames(path, hints, show, expert_info)
         else:
             return _error(f"{path}: no such file or directory")
     except _Enough:
@@ -117,8 +157,11 @@ class _Filter:
         self._left = limit
         self.full = limit is not None and limit <= 0
 
+    def connection(self, row: dict[str, Any]) -> bool:
+        return self._conns is None or row.get("conn_id") in self._conns
+
     def __call__(self, row: dict[str, Any]) -> bool:
-        if self._conns is not None and row["conn_id"] not in self._conns:
+        if not self.connection(row):
             return False
         if self._commands is not None and (row["command"] or "") not in self._commands:
             return False
@@ -129,24 +172,50 @@ class _Filter:
 
 
 class _Printer:
-    """Numbers the lines and shows time relative to the first frame, as tshark does."""
+    """Frame numbers and times as in the whole listing: the n-th frame of the source, and
+    seconds since its capture's first frame (or the capture time itself)."""
 
-    def __init__(self, out: Any) -> None:
+    def __init__(self, out: Any, absolute: bool) -> None:
         self._out = out
+        self._absolute = absolute
         self._number = 0
-        self._t0: int | None = None
+        self._first: dict[str, int] = {}  # capture -> time of its first frame
 
-    def print(self, row: dict[str, Any]) -> None:
+    def count(self, row: dict[str, Any]) -> int:
+        """Every frame of the source passes here, shown or not: its number in the listing."""
         self._number += 1
-        ts = row["ts"]
-        if self._t0 is None:
-            self._t0 = ts
+        self._first.setdefault(row.get("capture") or "", row["ts"])
+        return self._number
+
+    def print(self, number: int, row: dict[str, Any]) -> None:
         command = row["command"] or f"type {row['command_type']}"
         print(
-            f"{self._number:>6} {(ts - self._t0) / 1e6:>11.6f} {row['conn_id']:>19}"
+            f"{number:>6} {self._time(row)} {row['conn_id']:>19}"
             f" {ARROWS.get(row['direction'], '?')} {command:<28} {_details(row)}".rstrip(),
             file=self._out,
         )
+
+    def anomaly(self, row: dict[str, Any]) -> None:
+        """An anomaly between the frames, marked like an expert-info line."""
+        if row.get("ts") is None:
+            when = " " * 11
+        else:
+            self._first.setdefault(row.get("capture") or "", row["ts"])
+            when = self._time(row)
+        arrow = ARROWS.get(row.get("direction") or "", " ")
+        where = f" at offset {row['stream_offset']}" if row.get("stream_offset") is not None else ""
+        conn = row.get("conn_id")
+        print(
+            f"{'!':>6} {when} {'' if conn is None else conn:>19} {arrow}"
+            f" [{row['kind']}]{where} {row.get('detail') or ''}".rstrip(),
+            file=self._out,
+        )
+
+    def _time(self, row: dict[str, Any]) -> str:
+        ts = row["ts"]
+        if self._absolute:
+            return datetime.fromtimestamp(ts / 1e6, UTC).strftime("%Y-%m-%d %H:%M:%S.%f")
+        return f"{(ts - self._first[row.get('capture') or '']) / 1e6:>11.6f}"
 
 
 def _details(row: dict[str, Any]) -> str:
@@ -160,6 +229,15 @@ def _details(row: dict[str, Any]) -> str:
     if row.get("info"):
         parts.append(row["info"])
     return " ".join(parts)
+
+
+def command_names() -> set[str]:
+    """Every command name ``--command`` can match: Pulsar's and Kafka 0.7's."""
+    from pwcap.decode.kafka07.wire import ANSWERED, REQUEST_NAMES
+    from pwcap.decode.pulsar._pb.pulsar_api_pb2 import BaseCommand
+
+    kafka = [*REQUEST_NAMES, *(f"{REQUEST_NAMES[t]}_RESPONSE" for t in ANSWERED)]
+    return {*BaseCommand.Type.keys(), *kafka}
 
 
 def _error(message: str) -> int:
@@ -187,7 +265,9 @@ def _dataset_frames(directory: Path) -> Iterator[dict[str, Any]]:
             yield from table.to_pylist()
 
 
-def _capture_frames(path: Path, hints: dict[str, list[int]], show: FrameCallback) -> None:
+def _capture_frames(
+    path: Path, hints: dict[str, list[int]], on_frame: FrameCallback, on_anomaly: FrameCallback
+) -> None:
     """Decode the capture on the fly, showing each frame as its decoder emits it."""
     from pwcap.capture import CaptureError, read_streams
     from pwcap.decode.api import DecodeOptions
@@ -195,13 +275,11 @@ def _capture_frames(path: Path, hints: dict[str, list[int]], show: FrameCallback
     from pwcap.decode.run import Pipeline
 
     class _Rows:
-        frame = staticmethod(show)
+        frame = staticmethod(on_frame)
+        anomaly = staticmethod(on_anomaly)
 
         def message(self, row: dict[str, Any]) -> None:
             """Messages are not shown: their frames are."""
-
-        def anomaly(self, row: dict[str, Any]) -> None:
-            """Anomalies are in the dataset (`pwcap decode`), not in the packet list."""
 
     registry = Registry(hints)
     pipeline = Pipeline(_Rows(), lambda row: None, registry, DecodeOptions(capture=path.name))

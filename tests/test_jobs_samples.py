@@ -51,7 +51,7 @@ REDELIVERY_SCENARIOS = [
 @pytest.fixture(scope="module")
 def analyzed(spark, sample_dataset, tmp_path_factory) -> dict:
     """Every table as a list of row dicts, plus the printed summary, from one run."""
-    out = tmp_path_factory.mktemp("analytics")
+    out = tmp_path_factory.mktemp("analytics") / "out"
     parser = argparse.ArgumentParser()
     cli_analyze.add_arguments(parser)
     printed = io.StringIO()

@@ -1,0 +1,169 @@
+"""The command line around decoding, as a new user meets it: ``--version``, help, path
+errors of ``report`` and ``analyze``, one overwrite rule, and ``show``'s listing.
+
+Exit status and stderr are checked on the real process (``python -m pwcap.cli``) where
+a traceback would show; the rest calls the CLI in-process.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from pwcap import __version__
+from pwcap.cli import main
+from pwcap.cli_show import command_names
+
+SAMPLES = Path(__file__).resolve().parent.parent / "sample_pcaps"
+PLAIN = SAMPLES / "pulsar_plain.pcap"
+LOST = SAMPLES / "pulsar_derived_lost.pcap"  # the plain capture with segments cut out
+
+
+def pwcap(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-m", "pwcap.cli", *args], capture_output=True, text=True, timeout=300
+    )
+
+
+def one_line_error(done: subprocess.CompletedProcess, command: str) -> str:
+    """The error, after checking it is one line, non-zero, and no traceback."""
+    assert done.returncode == 1, done.stderr
+    assert done.stderr.count("\n") == 1 and "Traceback" not in done.stderr, done.stderr
+    assert done.stderr.startswith(f"pwcap {command}: error: ")
+    return done.stderr
+
+
+# -- version and help ---------------------------------------------------------------------
+
+
+def test_version_names_the_version():
+    done = pwcap("--version")
+    assert done.returncode == 0 and done.stdout.startswith(f"pwcap {__version__}")
+
+
+def test_help_is_plain_text_and_every_option_of_show_is_explained():
+    top = pwcap("--help").stdout
+    assert "``" not in top and "--version" in top
+    show = pwcap("show", "--help").stdout
+    for option in ("--pulsar-port", "--kafka07-port", "--absolute-time"):
+        explained = show.split(option, 1)[1].split("\n  -", 1)[0]
+        assert len(explained.split()) > 3, f"{option} has no help text"
+
+
+# -- report: every path problem is one line ------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def dataset(tmp_path_factory) -> Path:
+    out = tmp_path_factory.mktemp("cli") / "dataset"
+    assert main(["decode", str(PLAIN), "-o", str(out), "-q"]) == 0
+    return out
+
+
+def test_report_into_a_folder_that_does_not_exist_yet_creates_it(dataset, tmp_path):
+    page = tmp_path / "new" / "deeper" / "report.html"
+    assert pwcap("report", str(dataset), "-o", str(page)).returncode == 0
+    assert page.read_text().startswith("<!DOCTYPE html>")
+    assert [p.name for p in page.parent.iterdir()] == ["report.html"]
+
+
+@pytest.mark.parametrize(
+    ("target", "says"),
+    [
+        ("a_folder", "is a folder"),
+        ("a_file/report.html", "is not a folder"),
+    ],
+)
+def test_report_to_an_unusable_path_is_one_line_and_leaves_nothing(dataset, tmp_path, target, says):
+    (tmp_path / "a_folder").mkdir()
+    (tmp_path / "a_file").write_text("mine")
+    before = sorted(p.name for p in tmp_path.rglob("*"))
+    error = one_line_error(pwcap("report", str(dataset), "-o", str(tmp_path / target)), "report")
+    assert says in error and str(tmp_path / target.split("/")[0]) in error
+    assert sorted(p.name for p in tmp_path.rglob("*")) == before  # no .report.html.tmp
+
+
+def test_report_of_a_folder_of_captures_says_to_decode_it_first(tmp_path):
+    error = one_line_error(pwcap("report", str(SAMPLES), "-o", str(tmp_path / "r.html")), "report")
+    assert "capture files" in error and "pwcap decode" in error
+    assert not (tmp_path / "r.html").exists()
+
+
+def test_analyze_of_a_folder_of_captures_says_to_decode_it_first(tmp_path):
+    error = one_line_error(pwcap("analyze", str(SAMPLES), "-o", str(tmp_path / "a")), "analyze")
+    assert "capture files" in error and "pwcap decode" in error
+    assert not (tmp_path / "a").exists()
+
+
+@pytest.mark.parametrize("command", ["decode", "analyze", "report"])
+def test_existing_output_is_replaced_only_with_overwrite(dataset, tmp_path, command):
+    """One rule for the three commands that write: refuse, name the option."""
+    source = {"decode": PLAIN, "analyze": dataset, "report": dataset}[command]
+    out = tmp_path / "out"
+    out.write_text("mine") if command == "report" else out.mkdir()
+    error = one_line_error(pwcap(command, str(source), "-o", str(out)), command)
+    assert f"{out} already exists (use --overwrite to replace it)" in error
+    assert out.exists() and (command != "report" or out.read_text() == "mine")
+
+
+def test_report_replaces_its_page_with_overwrite(dataset, tmp_path):
+    page = tmp_path / "report.html"
+    page.write_text("old")
+    assert pwcap("report", str(dataset), "-o", str(page), "--overwrite").returncode == 0
+    assert page.read_text().startswith("<!DOCTYPE html>")
+
+
+def test_decode_errors_name_the_output_given_not_the_temporary_one(tmp_path):
+    """/proc takes no new folders: the run fails creating its temporary dataset there."""
+    error = one_line_error(pwcap("decode", str(PLAIN), "-o", "/proc/pwcap-out"), "decode")
+    assert "/proc/pwcap-out:" in error and ".tmp-" not in error
+
+
+# -- show -----------------------------------------------------------------------------------
+
+
+def test_show_an_unknown_command_is_an_error_listing_the_names():
+    error = one_line_error(pwcap("show", str(PLAIN), "--command", "SEND", "BOGUS"), "show")
+    assert "unknown command BOGUS" in error
+    assert {"SEND", "MESSAGE", "FETCH_RESPONSE", "MULTIPRODUCE"} <= command_names()
+    assert all(name in error for name in command_names())
+
+
+def listing(capsys, *args: str) -> list[str]:
+    assert main(["show", *args]) == 0
+    return capsys.readouterr().out.splitlines()
+
+
+def test_filtered_frames_keep_their_number_and_time_from_the_whole_listing(capsys):
+    whole = listing(capsys, str(PLAIN))
+    sends = listing(capsys, str(PLAIN), "--command", "SEND", "--limit", "5")
+    assert len(sends) == 5
+    for line in sends:
+        number = int(line.split()[0])
+        assert whole[number - 1] == line  # the same frame, the same line
+    assert float(whole[0].split()[1]) == 0.0 and float(sends[0].split()[1]) > 0
+
+
+def test_absolute_times_are_the_capture_times_in_utc(capsys):
+    (first,) = listing(capsys, str(PLAIN), "--absolute-time", "--limit", "1")
+    day, clock = first.split()[1:3]
+    assert day.startswith("20") and clock.count(":") == 2 and "." in clock
+
+
+def test_a_lossy_capture_shows_its_gaps_inline(capsys):
+    """The derived capture lost segments: each gap is a marked line where it happened,
+    between numbered frames, and the frame numbers run on undisturbed."""
+    lines = listing(capsys, str(LOST))
+    marks = [i for i, line in enumerate(lines) if line.split()[0] == "!"]
+    assert marks and all("[gap]" in lines[i] and "bytes missing" in lines[i] for i in marks)
+    numbers = [int(line.split()[0]) for line in lines if line.split()[0] != "!"]
+    assert numbers == list(range(1, len(numbers) + 1))
+    clean = listing(capsys, str(PLAIN))
+    assert not any(line.split()[0] == "!" for line in clean)
+
+
+def test_anomalies_follow_the_connection_filter(capsys):
+    assert not [line for line in listing(capsys, str(LOST), "--conn", "1") if "[gap]" in line]
