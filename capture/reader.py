@@ -22,10 +22,11 @@ class StreamReader:
         sink: StreamSink,
         server_ports: Iterable[int] = (),
         stats: CaptureStats | None = None,
+        scope: str = "",
     ) -> None:
         self.stats = stats if stats is not None else CaptureStats()
         self._parse = PacketParser(self.stats).parse
-        self._reassembler = Reassembler(sink, self.stats, server_ports)
+        self._reassembler = Reassembler(sink, self.stats, server_ports, scope)
 
     def feed(self, ts: int, linktype: int, data: memoryview | bytes, orig_len: int) -> None:
         """One capture record: ``ts`` in microseconds, ``data`` as captured."""
@@ -63,16 +64,18 @@ def read_streams(
     sink: StreamSink,
     server_ports: Iterable[int] = (),
     stats: CaptureStats | None = None,
+    scope: str = "",
 ) -> CaptureStats:
     """Feed ``sink`` every TCP stream of a pcap / pcapng capture (gzip or not).
 
     Raises :class:`CaptureError` with a one-line reason for input that is not a capture;
     for a capture cut off mid-record, only after everything before the cut was delivered
     and every connection closed (``end_of_capture``). Pass ``stats`` to keep the counters
-    of a run that ends in an error.
+    of a run that ends in an error. ``scope`` (the capture's name in the dataset) makes
+    the connection ids unique to this capture.
     """
     stream, name = open_capture(source)
-    reader = StreamReader(sink, server_ports, stats)
+    reader = StreamReader(sink, server_ports, stats, scope)
     try:
         reader.feed_records(iter_records(stream, name))
     except CaptureError:

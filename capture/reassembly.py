@@ -45,9 +45,15 @@ Key = tuple[bytes, int, bytes, int]
 _Held = tuple[int, int, bytes, int, int]
 
 
-def connection_id(client_ip: str, client_port: int, server_ip: str, port: int, ts: int) -> int:
-    """A 63-bit id that is the same for the same connection in any run (fits Parquet int64)."""
-    text = f"{client_ip}|{client_port}|{server_ip}|{port}|{ts}".encode()
+def connection_id(
+    scope: str, client_ip: str, client_port: int, server_ip: str, port: int, ts: int
+) -> int:
+    """A 63-bit id that is the same for the same connection in any run (fits Parquet int64).
+
+    ``scope`` names the capture: the same connection seen in two captures (a capture and
+    a filtered copy of it, two taps on one link) gets two ids, so a dataset of many
+    captures never mixes their rows."""
+    text = f"{scope}|{client_ip}|{client_port}|{server_ip}|{port}|{ts}".encode()
     return int.from_bytes(hashlib.blake2b(text, digest_size=8).digest(), "big") >> 1
 
 
@@ -274,10 +280,12 @@ class Reassembler:
         sink: StreamSink,
         stats: CaptureStats | None = None,
         server_ports: Iterable[int] = (),
+        scope: str = "",
     ) -> None:
         self.sink = sink
         self.stats = stats if stats is not None else CaptureStats()
         self.server_ports = frozenset(server_ports)
+        self.scope = scope  # the capture's name, part of every connection id
         self._halves: dict[Key, _Half] = {}  # keyed by (sender ip, port, receiver ip, port)
         self._open: dict[int, tuple[Key, Key]] = {}  # conn_id -> its two keys
         self._closed: dict[Key, None] = {}  # recently closed pairs, oldest first
@@ -386,7 +394,7 @@ class Reassembler:
         src, sport, dst, dport = key
         client_ip, server_ip = address(src), address(dst)
         conn = Connection(
-            connection_id(client_ip, sport, server_ip, dport, ts),
+            connection_id(self.scope, client_ip, sport, server_ip, dport, ts),
             client_ip,
             sport,
             server_ip,

@@ -10,7 +10,6 @@ connection ends. :func:`decode_captures` drives it over many captures into a
 
 from __future__ import annotations
 
-import glob
 import time
 from collections import Counter
 from collections.abc import Callable, Iterable, Mapping
@@ -20,17 +19,13 @@ from pathlib import Path
 from pwcap.capture import CaptureError, CaptureStats, read_streams
 from pwcap.capture.events import ClientBy, Connection, Direction
 from pwcap.decode.api import ConnectionDecoder, DecodeOptions, Row, RowSink
+from pwcap.decode.inputs import CaptureInput, InputError, expand_inputs
 from pwcap.decode.registry import UNKNOWN, Decision, Protocol, Registry, Sniffer
 from pwcap.tables.dataset import DatasetWriter
 
-CAPTURE_SUFFIXES = (".pcap", ".pcapng", ".cap", ".pcap.gz", ".pcapng.gz")
 _LABELS = ("c2b", "b2c")
 CHECK_EVERY = 64  # capture records between two calls of a pipeline's ``after_data``
 _CLIENT_BY = {ClientBy.SYN: "syn", ClientBy.PORT: "port", ClientBy.GUESS: "guess"}
-
-
-class InputError(Exception):
-    """Unusable input: a missing file, nothing matched, or a file that is not a capture."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -257,6 +252,7 @@ class Summary:
     commands: Counter[str | None]  # frames by command (None: unknown type)
     anomalies: Counter[str]  # by kind
     seconds: float
+    skipped: list[tuple[Path, str]] = field(default_factory=list)  # not captures, and why
 
     @property
     def input_bytes(self) -> int:
@@ -273,40 +269,6 @@ class Summary:
     @property
     def cut_off(self) -> list[CaptureResult]:
         return [capture for capture in self.captures if capture.cut_off]
-
-
-def expand_inputs(patterns: Iterable[str]) -> list[Path]:
-    """Files as given, folders as the captures inside them, globs as what they match."""
-    found: list[Path] = []
-    for pattern in patterns:
-        path = Path(pattern)
-        if glob.has_magic(pattern):
-            matches = sorted(Path(p) for p in glob.glob(pattern, recursive=True))
-            files = [p for p in matches if p.is_file()]
-            if not files:
-                raise InputError(f"{pattern}: no file matches")
-            found.extend(files)
-        elif path.is_dir():
-            files = sorted(p for p in path.rglob("*") if p.is_file() and _is_capture_name(p))
-            if not files:
-                raise InputError(f"{pattern}: no capture files (.pcap, .pcapng) in this folder")
-            found.extend(files)
-        elif path.is_file():
-            found.append(path)
-        elif path.exists():
-            raise InputError(f"{pattern}: not a regular file")
-        else:
-            raise InputError(f"{pattern}: no such file")
-    if not found:
-        raise InputError("no input captures given")
-    first_spelling: dict[Path, Path] = {}  # a file named twice is decoded once
-    for path in found:
-        first_spelling.setdefault(path.resolve(), path)
-    return list(first_spelling.values())
-
-
-def _is_capture_name(path: Path) -> bool:
-    return path.name.lower().endswith(CAPTURE_SUFFIXES)
 
 
 class Progress:
@@ -336,20 +298,20 @@ def decode_captures(
     """
     settings = settings or Settings()
     progress = progress or Progress()
-    paths = expand_inputs(str(p) for p in inputs)
-    sizes = [p.stat().st_size for p in paths]
+    expanded = expand_inputs(str(p) for p in inputs)
+    captures = expanded.captures
     registry = Registry(settings.hints)
     started = time.perf_counter()
     results: list[CaptureResult] = []
     connections: Counter[str] = Counter()
-    progress.start(sum(sizes))
+    progress.start(sum(capture.size for capture in captures))
     with DatasetWriter(Path(out), overwrite=overwrite, payloads=settings.payloads) as writer:
         done = 0
-        for path, size in zip(paths, sizes, strict=True):
-            result, counted = _decode_one(path, size, done, writer, registry, settings, progress)
+        for capture in captures:
+            result, counted = _decode_one(capture, done, writer, registry, settings, progress)
             results.append(result)
             connections.update(counted)
-            done += size
+            done += capture.size
         progress.finish()
         rows = writer.row_counts()
         tables = writer.tables
@@ -361,12 +323,12 @@ def decode_captures(
         commands=tables["frames"].counted,
         anomalies=tables["anomalies"].counted,
         seconds=time.perf_counter() - started,
+        skipped=expanded.skipped,
     )
 
 
 def _decode_one(
-    path: Path,
-    size: int,
+    capture: CaptureInput,
     done: int,
     writer: DatasetWriter,
     registry: Registry,
@@ -374,7 +336,7 @@ def _decode_one(
     progress: Progress,
 ) -> tuple[CaptureResult, Counter[str]]:
     options = DecodeOptions(
-        capture=path.name, max_frame_size=settings.max_frame_size, payloads=settings.payloads
+        capture=capture.name, max_frame_size=settings.max_frame_size, payloads=settings.payloads
     )
     flush = writer.flush_full
     tick = progress.tick
@@ -384,12 +346,19 @@ def _decode_one(
         tick()
 
     pipeline = Pipeline(writer, writer.connection, registry, options, after_data)
+    path = Path(capture.shown)
     progress.capture(path, done, pipeline.stream_bytes)
     started = time.perf_counter()
     cut_off = None
     stats = CaptureStats()
     try:
-        read_streams(str(path), pipeline, server_ports=registry.server_ports, stats=stats)
+        read_streams(
+            capture.source(),
+            pipeline,
+            server_ports=registry.server_ports,
+            stats=stats,
+            scope=capture.name,
+        )
     except CaptureError as error:
         if pipeline.events == 0 and pipeline.open_connections() == 0 and not _is_cut(error):
             raise InputError(str(error)) from None  # the reader names the file
@@ -399,14 +368,16 @@ def _decode_one(
         writer.anomaly(
             {
                 "ts": pipeline.last_ts or None,
-                "capture": path.name,
+                "capture": capture.name,
                 "kind": "truncated_capture",
                 "detail": cut_off,
             }
         )
     writer.flush_full()
     return (
-        CaptureResult(path, size, time.perf_counter() - started, cut_off, stats),
+        CaptureResult(
+            path, capture.size or stats.record_bytes, time.perf_counter() - started, cut_off, stats
+        ),
         pipeline.connections,
     )
 

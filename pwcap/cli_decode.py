@@ -29,7 +29,12 @@ TOP_COMMANDS = 8
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.epilog = EPILOG
     parser.formatter_class = argparse.RawDescriptionHelpFormatter
-    parser.add_argument("inputs", nargs="+", metavar="IN", help="capture files, folders, globs")
+    parser.add_argument(
+        "inputs",
+        nargs="+",
+        metavar="IN",
+        help="capture files, folders, globs, or - for standard input (tcpdump -w -)",
+    )
     parser.add_argument("-o", "--output", required=True, metavar="OUT", help="dataset directory")
     parser.add_argument(
         "--overwrite", action="store_true", help="replace OUT if it is an earlier pwcap dataset"
@@ -62,7 +67,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from pwcap.decode.run import InputError, Settings, decode_captures
+    from pwcap.decode.inputs import InputError
+    from pwcap.decode.run import Settings, decode_captures
     from pwcap.progress import ProgressBar, wanted
     from pwcap.tables.dataset import DatasetError
 
@@ -112,6 +118,10 @@ def print_summary(summary: Summary, out: TextIO) -> None:
     print(f"frames       {_tally(summary.commands, TOP_COMMANDS)}", file=out)
     print(f"messages     {summary.rows['messages']:,}", file=out)
     print(f"anomalies    {_tally(summary.anomalies)}", file=out)
+    if summary.skipped:
+        from pwcap.decode.inputs import skipped_summary
+
+        print(f"skipped      {skipped_summary(summary.skipped)}", file=out)
     print(f"written to   {summary.out}", file=out)
 
 

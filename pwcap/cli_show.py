@@ -130,7 +130,7 @@ def run(args: argparse.Namespace) -> int:
         if path.is_dir():
             for row in _dataset_frames(path):
                 show(row)
-        elif path.is_file():
+        elif path.is_file() or args.file == "-":
             hints = {"pulsar": args.pulsar_port, "kafka07": args.kafka07_port}
             _capture_frames(path, hints, show, expert_info)
         else:
@@ -282,9 +282,11 @@ def _capture_frames(
             """Messages are not shown: their frames are."""
 
     registry = Registry(hints)
-    pipeline = Pipeline(_Rows(), lambda row: None, registry, DecodeOptions(capture=path.name))
+    name = path.name or "-"  # the name `pwcap decode` gives it: the same connection ids
+    pipeline = Pipeline(_Rows(), lambda row: None, registry, DecodeOptions(capture=name))
+    source = sys.stdin.buffer if str(path) == "-" else str(path)
     try:
-        read_streams(str(path), pipeline, server_ports=registry.server_ports)
+        read_streams(source, pipeline, server_ports=registry.server_ports, scope=name)
     except CaptureError as error:
         if pipeline.events == 0:
             raise _ShowError(str(error)) from None

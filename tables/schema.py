@@ -39,8 +39,18 @@ class Column:
 def _common(what: str) -> list[Column]:
     return [
         Column("ts", TS, f"capture time of the last byte of the {what}"),
-        Column("capture", STR, "file name of the capture the row came from"),
-        Column("conn_id", I64, "connection id, unique per connection and stable across runs"),
+        Column(
+            "capture",
+            STR,
+            "the capture the row came from: its path below the folder or glob given to"
+            " `pwcap decode` (its file name when given directly; `-` for standard input)",
+        ),
+        Column(
+            "conn_id",
+            I64,
+            "connection id, unique per (capture, connection) and stable across runs: a hash"
+            " of the capture's name, both endpoints and the connection's first packet time",
+        ),
         Column("direction", STR, "`c2b` (client to broker) or `b2c` (broker to client)"),
         Column("protocol", STR, "`pulsar` or `kafka07`"),
     ]
@@ -152,8 +162,8 @@ MESSAGES: list[Column] = [
 ]
 
 CONNECTIONS: list[Column] = [
-    Column("conn_id", I64, "connection id"),
-    Column("capture", STR, "file name of the capture"),
+    Column("conn_id", I64, "connection id (see `frames`)"),
+    Column("capture", STR, "the capture (see `frames`)"),
     Column("protocol", STR, "`pulsar`, `kafka07`, `tls` (encrypted, not decoded) or `unknown`"),
     Column("client_ip", STR, "client address"),
     Column("client_port", I32, "client port"),
