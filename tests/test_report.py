@@ -332,7 +332,7 @@ def parse(html: str) -> Page:
     return page
 
 
-SECTIONS = {"overview", "connections", "frames", "anomalies", "latency", "permits", "redelivery"}
+SECTIONS = {"answers", "connections", "frames", "anomalies", "latency", "permits", "redelivery"}
 
 
 def test_page_is_well_formed_with_every_section(dataset: Path, analytics: Path) -> None:
@@ -389,13 +389,13 @@ def test_permit_section_names_the_starved_consumer(dataset: Path, analytics: Pat
 
 def test_redelivery_section_counts_the_redelivered_entry(dataset: Path, analytics: Path) -> None:
     text = parse(render(dataset, analytics)).text("redelivery")
-    row = f"{SHOWN} {SUBSCRIPTION} 4 1 25.0% 1 0"
+    row = f"1 {SHOWN} {SUBSCRIPTION} 4 25.0% 1 0"  # redeliveries first: the order of the rows
     assert row in text
 
 
 def test_without_analytics_the_page_says_what_is_missing(dataset: Path) -> None:
     page = parse(render(dataset))
-    assert "no analytics folder given" in page.text("overview")
+    assert "no analytics folder given" in page.text("answers")
     for section in ("latency", "permits", "redelivery"):
         assert "is missing" in page.text(section)
 
@@ -510,9 +510,9 @@ def test_sample_captures_report_matches_their_tables(sample_dataset: Path) -> No
     connections = pq.read_table(sample_dataset / "connections", columns=["protocol"])
     protocols = Counter(connections["protocol"].to_pylist())
     assert {f"{p}: {n:,}" for p, n in protocols.items()} <= set(page.charts["connections"])
-    overview = page.text("overview")
+    answers = page.text("answers")
     for name, table in (("frames", frames), ("connections", connections)):
-        assert f"{table.num_rows:,} {name} rows" in overview
+        assert f"{table.num_rows:,} {name} rows" in answers
 
 
 DOC = Path(__file__).resolve().parent.parent / "docs" / "dashboards.md"
@@ -576,7 +576,62 @@ def test_tables_without_rows_render_as_empty_sections(
             names.append(table.name)
     page = parse(render(tmp_path / "dataset", tmp_path / "analytics"))
     assert set(page.sections) == SECTIONS
-    overview = page.text("overview")
-    assert all(f"0 {name} rows" in overview for name in names)
+    answers = page.text("answers")
+    assert all(f"0 {name} rows" in answers for name in names)
     assert "is missing" not in " ".join(page.text(s) for s in SECTIONS)
     assert "No message was delivered twice" in page.text("redelivery")
+
+
+# -- the answers first ------------------------------------------------------------------------
+
+
+def test_answers_come_first_each_linking_to_its_section(dataset: Path, analytics: Path) -> None:
+    html = render(dataset, analytics)
+    page = parse(html)
+    assert next(iter(page.sections)) == "answers"
+    links = re.findall(r'class="answer" href="#(\w+)"', html)
+    assert len(links) == 6 and set(links) <= set(page.sections)
+
+
+def test_answers_say_what_the_tables_say(dataset: Path, analytics: Path) -> None:
+    """Each answer is checked against the analytics tables, queried here with DuckDB."""
+    duckdb = pytest.importorskip("duckdb")
+    from pwcap.report.markup import micros
+
+    text = parse(render(dataset, analytics)).text("answers")
+    pairs = f"'{analytics}/latency_pairs/*.parquet'"
+    ((kind, p99),) = duckdb.sql(
+        f"select kind, quantile_cont(latency_us, 0.99) p from {pairs}"
+        " where latency_us is not null group by kind, topic order by p desc limit 1"
+    ).fetchall()
+    assert f"Worst p99 latency {micros(p99)} {micros(p99)} {kind} ·" in text
+    ((unanswered,),) = duckdb.sql(
+        f"select count(*) from {pairs} where outcome = 'unanswered' and kind != 'delivery_ack'"
+    ).fetchall()
+    assert f"Unanswered requests {unanswered:,}" in text
+    # One consumer, starved once for 304 ms; one redelivery of four deliveries; two
+    # anomalies; the connections span 0 to 501 ms of one capture.
+    assert "Starved consumers 1 of 1 304 ms starved in all" in text
+    assert "Redelivery rate 25.0% 1 redeliveries of 4 deliveries" in text
+    assert "Anomalies 2 gap 1 bad_checksum 1" in text or "Anomalies 2 bad_checksum 1 gap 1" in text
+    assert "Capture span 501 ms from 2026-11-22 12:00:00 to 2026-11-22 12:00:00 UTC" in text
+
+
+def test_the_page_names_its_version_and_when_it_was_made(dataset: Path) -> None:
+    from pwcap import __version__
+
+    html = render(dataset)
+    header = html.split("</header>")[0]
+    assert f"pwcap {__version__}, generated {datetime.now(UTC):%Y-%m-%d}" in header
+
+
+def test_sample_report_ids_are_plain_and_anomalies_in_time_order(sample_dataset: Path) -> None:
+    html = render(sample_dataset)
+    ids = pq.read_table(sample_dataset / "connections", columns=["conn_id"])["conn_id"]
+    shown = [i for i in ids.to_pylist() if str(i) in html]
+    assert shown and not any(f"{i:,}" in html for i in ids.to_pylist())
+    section = html.split('<section id="anomalies">')[1].split("</section>")[0]
+    times = re.findall(r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d(?:\.\d+)?", section)
+    stamps = pq.read_table(sample_dataset / "anomalies", columns=["ts"])["ts"].to_pylist()
+    earliest = sorted(t for t in stamps if t is not None)[: len(times)]
+    assert times == [t.strftime("%Y-%m-%d %H:%M:%S.%f") for t in earliest]

@@ -7,14 +7,17 @@ whatever the capture size, and every string from the capture is escaped.
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
 from pathlib import Path
 
+from pwcap import __version__
 from pwcap.report import analytics, decoded
+from pwcap.report.answers import answers, capture_spans
 from pwcap.report.markup import page
 from pwcap.report.tables import ANALYTICS_TABLES, DECODED_TABLES, Source
 
 NAV = [
-    ("overview", "Overview"),
+    ("answers", "Answers"),
     ("connections", "Connections"),
     ("frames", "Frames"),
     ("anomalies", "Anomalies"),
@@ -28,15 +31,18 @@ def render(dataset: Path, analytics_dir: Path | None = None) -> str:
     """The report's HTML for the decoded ``dataset`` and, when given, its analytics."""
     data = Source(dataset, DECODED_TABLES)
     results = Source(analytics_dir, ANALYTICS_TABLES)
+    spans = capture_spans(data)
+    kinds = analytics.latency_kinds(results, spans)  # shared by the answers and its section
     body = [
-        decoded.overview(data, results),
+        answers(data, results, kinds, spans),
         decoded.connections(data),
         decoded.frames(data),
         decoded.anomalies(data),
-        analytics.latency(results),
+        analytics.latency(results, kinds),
         analytics.permits(results),
         analytics.redelivery(results),
     ]
     subtitle = f"dataset {dataset}" + (f" · analytics {analytics_dir}" if analytics_dir else "")
-    subtitle += " · capture times in UTC"
+    generated = datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC")
+    subtitle += f" · capture times in UTC · pwcap {__version__}, generated {generated}"
     return page("pwcap report", subtitle, NAV, body)

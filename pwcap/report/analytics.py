@@ -14,6 +14,7 @@ from pwcap.report import markup as m
 from pwcap.report import svg
 from pwcap.report.decoded import MAX_BARS, TOP, missing
 from pwcap.report.tables import Source, count_by, read_columns, sum_by, top_rows, value_range
+from pwcap.report.timeaxis import BrokenAxis
 
 PERCENTILES = {"p50": 0.5, "p90": 0.9, "p99": 0.99, "max": 1.0}
 TIME_BINS = 120  # points per series of a chart over time
@@ -28,30 +29,49 @@ def _micros_column(column: pa.ChunkedArray) -> pa.ChunkedArray:
 
 
 class LatencyKinds:
-    """Percentiles and p99-over-time of each kind of pair, read one kind at a time so
-    memory holds one kind's latencies (8 bytes each), never the whole pairs table."""
+    """Percentiles (by kind, and by kind and topic) and p99-over-time of each kind of
+    pair, read one kind at a time so memory holds one kind's latencies, never the whole
+    pairs table. Time bins lie on ``axis``, which skips the hours no capture recorded."""
 
-    def __init__(self, pairs: ds.Dataset) -> None:
+    def __init__(self, pairs: ds.Dataset, axis: BrokenAxis) -> None:
         self.outcomes = count_by(pairs, ["kind", "outcome"])
         answered = pc.field("latency_us").is_valid()
-        bounds = value_range(pairs, "request_ts", answered)
-        self.t0, self.t1 = (_micros(bounds[0]), _micros(bounds[1])) if bounds else (0, 0)
-        self.width = max(1, (self.t1 - self.t0) // TIME_BINS + 1)
+        self.axis = axis
+        self.width = axis.length / TIME_BINS
         kinds = Counter[str]()
         for (kind, _), n in self.outcomes.items():
             if kind is not None:
                 kinds[kind] += n
         self.busiest = [kind for kind, _ in kinds.most_common(SERIES)]
         self.rows: list[dict[str, Any]] = []
+        self.by_topic: list[dict[str, Any]] = []  # kind, topic, count, p99
         self.series: list[tuple[str, list[svg.Point]]] = []
         for kind in kinds:
             where = (pc.field("kind") == kind) & answered
-            latency = read_columns(pairs, ["request_ts", "latency_us"], where)
+            latency = read_columns(pairs, ["request_ts", "latency_us", "topic"], where)
+            if "topic" not in latency.column_names:  # an older analytics table
+                latency = latency.append_column("topic", pa.nulls(latency.num_rows, pa.string()))
             self.rows.append(self._percentiles(kind, latency["latency_us"]))
+            self.by_topic += [
+                {"kind": kind, "topic": topic, "count": n, "p99": p99}
+                for topic, n, p99 in quantile_by(latency, "topic", "latency_us", 0.99)
+            ]
             if kind in self.busiest:
                 self.series.append((kind, self._over_time(latency)))
         self.rows.sort(key=lambda r: -(r.get("p99") or -1))
+        self.by_topic.sort(key=lambda r: -r["p99"])
         self.series.sort(key=lambda s: self.busiest.index(s[0]))
+
+    def unanswered(self) -> Counter[str]:
+        """Requests never answered within the capture, by kind (a delivery without an ack
+        is not a request: the unacked messages are counted with redelivery)."""
+        return Counter(
+            {
+                kind: n
+                for (kind, outcome), n in self.outcomes.items()
+                if outcome == "unanswered" and kind != "delivery_ack"
+            }
+        )
 
     def _percentiles(self, kind: str, latency: pa.ChunkedArray) -> dict[str, Any]:
         count = {o: n for (k, o), n in self.outcomes.items() if k == kind}
@@ -67,25 +87,44 @@ class LatencyKinds:
         return row
 
     def _over_time(self, latency: pa.Table) -> list[svg.Point]:
-        t = _micros_column(latency["request_ts"])
+        position = self.axis.positions(_micros_column(latency["request_ts"]))
         binned = pa.table(
             {
-                "bin": pc.divide(pc.subtract(t, self.t0), self.width),
+                "bin": pc.floor(pc.divide(position, self.width)),
                 "latency_us": pc.cast(latency["latency_us"], pa.float64()),
             }
-        )
+        ).filter(pc.is_valid(position))
         grouped = (
             binned.group_by("bin")
             .aggregate([("latency_us", "tdigest", pc.TDigestOptions(q=0.99))])
             .sort_by("bin")
         )
         return [
-            (self.t0 + b * self.width + self.width / 2, max(q[0], 1.0))
+            (b * self.width + self.width / 2, max(q[0], 1.0))
             for b, q in zip(
                 grouped["bin"].to_pylist(), grouped["latency_us_tdigest"].to_pylist(), strict=True
             )
             if q
         ]
+
+
+def quantile_by(table: pa.Table, key: str, value: str, q: float) -> list[tuple[Any, int, float]]:
+    """(key, count, q-quantile of ``value``) per distinct key, exact with linear
+    interpolation like ``pc.quantile`` and Spark's ``percentile``: one sort, then a
+    look-up per group."""
+    if table.num_rows == 0:
+        return []
+    ordered = table.sort_by([(key, "ascending"), (value, "ascending")])[value]
+    groups = table.group_by(key).aggregate([([], "count_all")]).sort_by(key)
+    found = []
+    start = 0
+    for name, n in zip(groups[key].to_pylist(), groups["count_all"].to_pylist(), strict=True):
+        at = start + q * (n - 1)
+        low = ordered[int(at)].as_py()
+        high = ordered[min(int(at) + 1, start + n - 1)].as_py()
+        found.append((name, n, low + (high - low) * (at - int(at))))
+        start += n
+    return found
 
 
 def _micros(value: datetime) -> int:
@@ -103,8 +142,8 @@ LATENCY_COLUMNS = [
     ("max", "max"),
 ]
 PAIR_COLUMNS = [
-    ("kind", "kind"),
     ("latency_us", "latency"),
+    ("kind", "kind"),
     ("request_ts", "request"),
     ("capture", "capture"),
     ("conn_id", "conn"),
@@ -117,6 +156,7 @@ PAIR_COLUMNS = [
     ("outcome", "outcome"),
 ]
 WINDOW_COLUMNS = [
+    ("p99_us", "p99"),
     ("window_start", "window"),
     ("kind", "kind"),
     ("topic", "topic"),
@@ -126,7 +166,6 @@ WINDOW_COLUMNS = [
     ("errors", "errors"),
     ("unanswered", "unanswered"),
     ("p50_us", "p50"),
-    ("p99_us", "p99"),
     ("p999_us", "p99.9"),
     ("max_us", "max"),
 ]
@@ -134,11 +173,24 @@ DURATION_COLUMNS = ["latency_us", "duration_us", "p50_us", "p99_us", "p999_us", 
 DURATIONS = dict.fromkeys([*PERCENTILES, *DURATION_COLUMNS], m.micros)
 
 
-def latency(analytics: Source) -> str:
+def latency_kinds(analytics: Source, spans: list[tuple[int, int]]) -> LatencyKinds | None:
+    """The latency percentiles, or None without a usable pairs table. ``spans`` are the
+    captures' recording times (µs); without them, the pairs' own time range."""
+    pairs = analytics.get("latency_pairs")
+    if pairs is None or not analytics.has(
+        "latency_pairs", "kind", "latency_us", "outcome", "request_ts"
+    ):
+        return None
+    if not spans:
+        bounds = value_range(pairs, "request_ts")
+        spans = [(_micros(bounds[0]), _micros(bounds[1]))] if bounds else []
+    return LatencyKinds(pairs, BrokenAxis(spans))
+
+
+def latency(analytics: Source, kinds: LatencyKinds | None) -> str:
     pairs_table = analytics.get("latency_pairs")
-    if not analytics.has("latency_pairs", "kind", "latency_us", "outcome", "request_ts"):
+    if kinds is None or pairs_table is None:
         return m.section("latency", "Latency", [missing(analytics, "latency_pairs")])
-    kinds = LatencyKinds(pairs_table)
     by_kind = kinds.rows
     chart_rows = [(r["kind"], r) for r in by_kind[:MAX_BARS] if r["count"]]
     slowest = top_rows(pairs_table, [c for c, _ in PAIR_COLUMNS], "latency_us", TOP)
@@ -149,9 +201,13 @@ def latency(analytics: Source) -> str:
         ),
         m.table(by_kind, LATENCY_COLUMNS, DURATIONS),
         m.subsection(
-            f"p99 latency over time ({len(kinds.series)} busiest kinds, "
-            f"{TIME_BINS} time bins, log scale)",
-            [svg.time_series(kinds.series, m.micros, "latency over time")],
+            f"p99 latency over time ({len(kinds.series)} busiest kinds, {TIME_BINS} time"
+            " bins over the recorded time, log scale; breaks skip hours nothing was recorded)",
+            [
+                svg.time_series(
+                    kinds.series, kinds.axis, m.micros, "p99 latency", "latency over time"
+                )
+            ],
         ),
         m.subsection(f"Slowest {len(slowest)} pairs", [m.table(slowest, PAIR_COLUMNS, DURATIONS)]),
     ]
@@ -239,10 +295,11 @@ def _timeline(analytics: Source, consumer: dict[str, Any]) -> str:
     )
     if not points:
         return m.subsection(title, [m.note("Balance unknown (SUBSCRIBE not in the capture).")])
-    return m.subsection(title, [svg.step_chart(points, spans, "permit balance")])
+    return m.subsection(title, [svg.step_chart(points, spans, "permits", "permit balance")])
 
 
 SUMMARY_COLUMNS = [
+    ("starved_us", "starved"),
     ("capture", "capture"),
     ("conn_id", "conn"),
     ("consumer_id", "consumer"),
@@ -253,12 +310,12 @@ SUMMARY_COLUMNS = [
     ("permits_granted", "permits"),
     ("messages_delivered", "delivered"),
     ("starvation_spans", "spans"),
-    ("starved_us", "starved"),
     ("longest_starvation_us", "longest"),
     ("starved_fraction", "fraction"),
     ("deliveries_beyond_permits", "beyond permits"),
 ]
 INTERVAL_COLUMNS = [
+    ("duration_us", "duration"),
     ("capture", "capture"),
     ("conn_id", "conn"),
     ("consumer_id", "consumer"),
@@ -266,7 +323,6 @@ INTERVAL_COLUMNS = [
     ("subscription", "subscription"),
     ("start_ts", "start"),
     ("end_ts", "end"),
-    ("duration_us", "duration"),
     ("ended_by", "ended by"),
     ("flow_to_delivery_us", "FLOW to delivery"),
     ("backlog_waiting", "backlog waiting"),
@@ -294,14 +350,17 @@ def permits(analytics: Source) -> str:
             [m.table(consumers, SUMMARY_COLUMNS, PERMIT_FORMATS)],
         )
     ]
-    if analytics.has("permit_timeline", "conn_id", "consumer_id", "ts", "balance"):
+    starved = [c for c in consumers if c.get("starved_us")][:CONSUMERS]
+    if not starved:
+        parts.append(m.note("No consumer was ever starved of permits."))
+    elif analytics.has("permit_timeline", "conn_id", "consumer_id", "ts", "balance"):
         parts.append(
             m.note(
-                f"Permit balance over time of the {min(CONSUMERS, len(consumers))} most-starved"
-                " consumers; starvation spans (balance at or below zero) shaded."
+                f"Permit balance over time of the {len(starved)} most-starved consumers;"
+                " starvation spans (balance at or below zero) shaded."
             )
         )
-        parts += [_timeline(analytics, c) for c in consumers[:CONSUMERS]]
+        parts += [_timeline(analytics, c) for c in starved]
     else:
         parts.append(missing(analytics, "permit_timeline"))
     intervals = analytics.get("starvation_intervals")
@@ -335,10 +394,10 @@ REDELIVERY_COLUMNS = [
     ("trigger", "trigger"),
 ]
 SUBSCRIPTION_COLUMNS = [
+    ("redeliveries", "redeliveries"),
     ("topic", "topic"),
     ("subscription", "subscription"),
     ("deliveries", "deliveries"),
-    ("redeliveries", "redeliveries"),
     ("rate", "rate"),
     ("redeliver_with_ids", "REDELIVER with ids"),
     ("redeliver_all", "REDELIVER all"),

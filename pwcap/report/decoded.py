@@ -7,13 +7,10 @@ import pyarrow.compute as pc
 from pwcap.report import markup as m
 from pwcap.report import svg
 from pwcap.report.tables import (
-    DECODED_TABLES,
     Source,
     count_by,
-    count_rows,
-    first_rows,
-    read_columns,
     sum_by,
+    top_rows,
 )
 
 TOP = 25  # rows of any table shown in full
@@ -36,44 +33,8 @@ def _count(n: int) -> str:
     return f"{n:,}"
 
 
-def overview(decoded: Source, analytics: Source) -> str:
-    cards = []
-    for name in DECODED_TABLES:
-        if name in decoded.tables:
-            cards.append((name, count_rows(decoded.get(name))))
-    for name, table in analytics.tables.items():
-        cards.append((name, count_rows(table)))
-    html = "".join(
-        f'<div class="card"><b>{n:,}</b><span>{m.esc(name)} rows</span></div>' for name, n in cards
-    )
-    parts = [f'<div class="cards">{html}</div>']
-    if decoded.has("connections", "capture", "first_ts", "last_ts") and count_rows(
-        decoded.get("connections")
-    ):
-        table = read_columns(decoded.get("connections"), ["capture", "first_ts", "last_ts"])
-        first, last = pc.min(table["first_ts"]).as_py(), pc.max(table["last_ts"]).as_py()
-        captures = pc.count_distinct(table["capture"]).as_py()
-        parts.append(
-            m.note(
-                f"{captures:,} capture file(s), from {m.timestamp(first)} to {m.timestamp(last)}."
-            )
-        )
-    absent = [n for n in DECODED_TABLES if n not in decoded.tables]
-    absent_analytics = list(analytics.problems)
-    if absent:
-        parts.append(missing(decoded, *absent))
-    if absent_analytics:
-        reason = "no analytics folder given (run `pwcap analyze` and pass --analytics)"
-        if analytics.root is not None:
-            reason = f"not found under {analytics.root}"
-        parts.append(
-            f'<p class="missing">Analytics tables missing: {m.esc(", ".join(absent_analytics))}'
-            f" — {m.esc(reason)}.</p>"
-        )
-    return m.section("overview", "Overview", parts)
-
-
 CONNECTION_COLUMNS = [
+    ("frames", "frames"),
     ("conn_id", "conn"),
     ("capture", "capture"),
     ("protocol", "protocol"),
@@ -84,7 +45,6 @@ CONNECTION_COLUMNS = [
     ("auth_method", "auth"),
     ("first_ts", "first"),
     ("last_ts", "last"),
-    ("frames", "frames"),
     ("bytes", "bytes"),
     ("gaps", "gaps"),
     ("anomalies", "anomalies"),
@@ -169,7 +129,11 @@ def anomalies(decoded: Source) -> str:
     counts = count_by(table, ["kind"])
     total = sum(counts.values())
     items = [(str(kind), n) for (kind,), n in counts.most_common(MAX_BARS)]
-    rows = first_rows(table, [c for c, _ in ANOMALY_COLUMNS], TOP)
+    columns = [c for c, _ in ANOMALY_COLUMNS]
+    if decoded.has("anomalies", "ts"):  # the earliest, in time order
+        rows = top_rows(table, columns, "ts", TOP, largest=False)
+    else:
+        rows = table.head(TOP, columns=[c for c in columns if c in table.schema.names]).to_pylist()
     return m.section(
         "anomalies",
         "Anomalies",

@@ -46,19 +46,25 @@ def text(value: Any) -> str:
 
 
 def timestamp(value: datetime | None) -> str:
-    """Capture times are UTC (the page header says so); microseconds matter."""
-    return "" if value is None else value.strftime("%Y-%m-%d %H:%M:%S.%f")
+    """Capture times are UTC (the page header says so); microseconds matter, except on
+    round times (window starts), where they would only widen the column."""
+    if value is None:
+        return ""
+    return value.strftime("%Y-%m-%d %H:%M:%S" + (".%f" if value.microsecond else ""))
 
 
 def micros(value: float | None) -> str:
-    """A duration in microseconds as a person reads it: 850 µs, 12.3 ms, 4.56 s."""
+    """A duration in microseconds as a person reads it: 850 µs, 12.3 ms, 4.56 s, 3 h 41 min."""
     if value is None:
         return "–"
     if abs(value) < 1000:
         return f"{value:,.0f} µs"
     if abs(value) < 1_000_000:
         return f"{value / 1000:,.3g} ms"
-    return f"{value / 1_000_000:,.3g} s"
+    if abs(value) < 60_000_000:
+        return f"{value / 1_000_000:,.3g} s"
+    minutes = round(value / 60_000_000)
+    return f"{minutes // 60} h {minutes % 60:02d} min" if minutes >= 60 else f"{minutes} min"
 
 
 def table(
@@ -76,7 +82,12 @@ def table(
         cells = []
         for key, _ in columns:
             value = row.get(key)
-            shown = formats[key](value) if key in formats and value is not None else text(value)
+            if key in formats and value is not None:
+                shown = formats[key](value)
+            elif key.endswith("_id") and isinstance(value, int):
+                shown = str(value)  # an id is a name: no thousands separators
+            else:
+                shown = text(value)
             numeric = isinstance(value, int | float) and not isinstance(value, bool)
             css = "num" if numeric else "time" if isinstance(value, datetime) else ""
             cells.append(f'<td class="{css}">{shown}</td>' if css else f"<td>{shown}</td>")
@@ -111,7 +122,7 @@ header p { margin:4px 0 0; color:#c5cbd6; font-size:13px; overflow-wrap:anywhere
 nav { padding:8px 24px; background:#fff; border-bottom:1px solid var(--line);
   position:sticky; top:0; z-index:1; }
 nav a { margin-right:16px; color:var(--accent); text-decoration:none; }
-main { max-width:1200px; margin:0 auto; padding:8px 24px 40px; }
+main { max-width:1360px; margin:0 auto; padding:8px 24px 40px; }
 section { background:#fff; border:1px solid var(--line); border-radius:6px;
   padding:4px 18px 14px; margin:16px 0; }
 h2 { font-size:17px; margin:12px 0 8px; }
@@ -128,14 +139,19 @@ td.num { text-align:right; font-variant-numeric:tabular-nums; white-space:nowrap
 .note, .empty { color:var(--muted); margin:6px 0; }
 .missing { color:#8a5a00; background:#fff7e0; border:1px solid #f0dca0; border-radius:4px;
   padding:6px 10px; margin:8px 0; }
-.cards { display:flex; flex-wrap:wrap; gap:10px; margin:8px 0; }
-.card { border:1px solid var(--line); border-radius:6px; padding:8px 12px; min-width:130px; }
-.card b { display:block; font-size:18px; }
-.card span { color:var(--muted); font-size:12px; }
+.answers { display:grid; grid-template-columns:repeat(3, 1fr); gap:10px; margin:8px 0; }
+.answer { border:1px solid var(--line); border-radius:6px; padding:8px 12px; color:var(--fg);
+  text-decoration:none; }
+.answer:hover { border-color:var(--accent); }
+.answer span { color:var(--muted); font-size:12px; }
+.answer b { display:block; font-size:20px; margin:2px 0; }
+.answer ul { margin:0; padding-left:16px; font-size:12px; color:var(--muted); }
+.answer li { overflow-wrap:anywhere; }
 svg { display:block; max-width:100%; height:auto; margin:6px 0; }
 svg text { font:11px system-ui,sans-serif; fill:#1d2330; }
 svg .axis { stroke:#9aa3b2; stroke-width:1; }
 svg .grid { stroke:#e6e9ef; stroke-width:1; }
+svg .break { stroke:#9aa3b2; stroke-width:1; stroke-dasharray:3 3; }
 .legend span { display:inline-block; margin-right:14px; font-size:12px; }
 .legend i { display:inline-block; width:10px; height:10px; margin-right:4px; }
 """

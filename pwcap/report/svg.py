@@ -12,6 +12,7 @@ from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
 
 from pwcap.report.markup import esc
+from pwcap.report.timeaxis import BrokenAxis
 
 PALETTE = ("#2f6fbd", "#d9822b", "#3a9e5c", "#c23b4e", "#7d5ab5", "#2aa3a8", "#8c6d31", "#5b6475")
 WIDTH = 960
@@ -109,32 +110,64 @@ def percentile_bars(
     return f'<div class="legend">{legend}</div>' + _svg(height, body, title)
 
 
+def _when(t: float) -> str:
+    return datetime.fromtimestamp(t / 1e6, UTC).strftime("%Y-%m-%d %H:%M:%S.%f")[:-3]
+
+
 def _time_axis(t0: float, t1: float, left: float, right: float, y: float) -> list[str]:
     """Start, middle and end times under a time axis, in UTC."""
     out = [f'<line class="axis" x1="{left}" x2="{right}" y1="{y}" y2="{y}"/>']
     for fraction, anchor in ((0.0, "start"), (0.5, "middle"), (1.0, "end")):
         t = t0 + (t1 - t0) * fraction
-        when = datetime.fromtimestamp(t / 1e6, UTC).strftime("%Y-%m-%d %H:%M:%S.%f")[:-3]
-        out.append(_label(left + (right - left) * fraction, y + 14, when, anchor))
+        out.append(_label(left + (right - left) * fraction, y + 14, _when(t), anchor))
     return out
+
+
+def _broken_time_axis(
+    axis: BrokenAxis, x: Callable[[float], float], top: float, y: float
+) -> list[str]:
+    """The axis line, a dashed break where idle time was cut, and the time each recorded
+    stretch starts (a label too close to the previous one is left out)."""
+    out = [f'<line class="axis" x1="{x(0)}" x2="{x(axis.length)}" y1="{y}" y2="{y}"/>']
+    last_label = -1e9
+    for i, (start, _, place, _) in enumerate(axis.segments):
+        at = x(place)
+        if i:
+            out.append(f'<line class="break" x1="{at:.1f}" x2="{at:.1f}" y1="{top}" y2="{y + 4}"/>')
+        room = x(axis.length) - at
+        if at - last_label > 170 and room > 170:
+            out.append(_label(at + (3 if i else 0), y + 14, _when(start), "start"))
+            last_label = at
+    if x(axis.length) - last_label > 340:
+        out.append(_label(x(axis.length), y + 14, _when(axis.time_at(axis.length)), "end"))
+    return out
+
+
+def _unit(text: str, top: float, bottom: float) -> str:
+    """The y axis' unit, written upwards along it."""
+    middle = (top + bottom) / 2
+    return (
+        f'<text transform="rotate(-90)" x="{-middle:.1f}" y="12" '
+        f'text-anchor="middle">{esc(text)}</text>'
+    )
 
 
 def time_series(
     series: Sequence[tuple[str, Sequence[Point]]],
+    axis: BrokenAxis,
     fmt: Callable[[float], str],
+    unit: str,
     title: str,
 ) -> str:
-    """Points (time in µs since the epoch, value) per series on a log y axis, because
-    latencies span orders of magnitude. No lines join the points: a dataset of
-    several captures has long empty stretches that a line would bridge."""
+    """Points (place on ``axis`` in µs, value) per series on a log y axis, because
+    latencies span orders of magnitude. No lines join the points: a line would bridge
+    the stretches with nothing to show."""
     points = [p for _, s in series for p in s]
     if not points:
         return ""
     left, right, top, bottom = 80.0, WIDTH - 20.0, 10.0, 230.0
-    t0, t1 = min(p[0] for p in points), max(p[0] for p in points)
-    span = (t1 - t0) or 1.0
     low, high = min(p[1] for p in points), max(p[1] for p in points)
-    body: list[str] = []
+    body: list[str] = [_unit(unit, top, bottom)]
     ticks = _decades(low, high)
     y = _log_scale(ticks[0], ticks[-1], bottom, top)
     for tick in ticks:
@@ -142,13 +175,16 @@ def time_series(
             f'<line class="grid" x1="{left}" x2="{right}" y1="{y(tick):.1f}" y2="{y(tick):.1f}"/>'
         )
         body.append(_label(left - 6, y(tick) + 4, fmt(tick), "end"))
-    body += _time_axis(t0, t1, left, right, bottom)
+
+    def x(position: float) -> float:
+        return left + (right - left) * position / axis.length
+
+    body += _broken_time_axis(axis, x, top, bottom)
     legend = []
     for i, (name, pts) in enumerate(series):
         color = PALETTE[i % len(PALETTE)]
-        coords = [(left + (right - left) * (t - t0) / span, y(v)) for t, v in pts]
         body += [
-            f'<circle cx="{cx:.1f}" cy="{cy:.1f}" r="2.5" fill="{color}"/>' for cx, cy in coords
+            f'<circle cx="{x(t):.1f}" cy="{y(v):.1f}" r="2.5" fill="{color}"/>' for t, v in pts
         ]
         legend.append(f'<span><i style="background:{color}"></i>{esc(name)}</span>')
     return f'<div class="legend">{"".join(legend)}</div>' + _svg(bottom + 24, body, title)
@@ -162,6 +198,7 @@ def _linear(low: float, high: float, start: float, end: float) -> Callable[[floa
 def step_chart(
     points: Sequence[Point],
     spans: Sequence[tuple[float, float]],
+    unit: str,
     title: str,
 ) -> str:
     """A balance over time as a step line (it holds until the next event), with the
@@ -178,7 +215,7 @@ def step_chart(
     def x(t: float) -> float:
         return left + (right - left) * (min(max(t, t0), t1) - t0) / span
 
-    body = []
+    body = [_unit(unit, top, bottom)]
     for start, end in spans:
         body.append(
             f'<rect x="{x(start):.1f}" y="{top}" width="{max(1.0, x(end) - x(start)):.1f}" '

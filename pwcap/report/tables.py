@@ -8,7 +8,6 @@ exists and says what is missing.
 
 from __future__ import annotations
 
-import heapq
 from collections import Counter
 from collections.abc import Iterator, Sequence
 from pathlib import Path
@@ -82,10 +81,6 @@ def batches(
     )
 
 
-def count_rows(table: ds.Dataset | None) -> int:
-    return 0 if table is None else table.count_rows()
-
-
 def count_by(
     table: ds.Dataset, keys: Sequence[str], where: pc.Expression | None = None
 ) -> Counter[tuple[Any, ...]]:
@@ -132,31 +127,20 @@ def top_rows(
     by: str,
     n: int,
     where: pc.Expression | None = None,
+    largest: bool = True,
 ) -> list[dict[str, Any]]:
-    """The ``n`` rows with the largest ``by`` (nulls never), largest first."""
-    best: list[tuple[Any, int, dict[str, Any]]] = []
-    seen = 0
+    """The ``n`` rows with the largest ``by`` (the smallest when not ``largest``; nulls
+    never), in that order; at most ``n`` rows per batch ever reach Python."""
+    best: list[dict[str, Any]] = []
+    order = "descending" if largest else "ascending"
     for batch in batches(table, list(dict.fromkeys([*columns, by])), where):
         batch = batch.filter(pc.is_valid(batch.column(by)))
         if batch.num_rows == 0:
             continue
-        keep = min(n, batch.num_rows)
-        indices = pc.select_k_unstable(batch, keep, [(by, "descending")])
-        for row in batch.take(indices).to_pylist():
-            seen += 1
-            heapq.heappush(best, (row[by], seen, row))
-            if len(best) > n:
-                heapq.heappop(best)
-    return [row for _, _, row in sorted(best, key=lambda item: (-item[0], item[1]))]
-
-
-def first_rows(
-    table: ds.Dataset, columns: Sequence[str], n: int, where: pc.Expression | None = None
-) -> list[dict[str, Any]]:
-    """The first ``n`` rows in file order."""
-    return table.head(
-        n, columns=[c for c in columns if c in table.schema.names], filter=where
-    ).to_pylist()
+        indices = pc.select_k_unstable(batch, min(n, batch.num_rows), [(by, order)])
+        best += batch.take(indices).to_pylist()
+        best = sorted(best, key=lambda row: row[by], reverse=largest)[:n]
+    return best
 
 
 def read_columns(

@@ -1,0 +1,84 @@
+"""Open a report in Debian's headless Chromium (driven by Playwright, no browser download)
+and say what a reader's browser saw: console errors, network requests, and how many
+marks each chart drew. Also writes the README's screenshots:
+
+    python -m tests.report_browser out/report.html docs/
+"""
+
+from __future__ import annotations
+
+import sys
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+
+CHROMIUM = Path("/usr/bin/chromium")
+WIDTH = 1400
+# Nothing may phone home or update itself while the page is open: a test must see the
+# page's own requests alone.
+FLAGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+]
+# Per chart: its label and the marks that carry data (bars, points, lines).
+CHART_MARKS = """() => [...document.querySelectorAll('svg')].map(svg => ({
+    label: svg.getAttribute('aria-label'),
+    marks: [...svg.querySelectorAll('rect, circle, polyline')]
+        .filter(m => m.getBBox().width > 0 || m.getBBox().height > 0).length,
+}))"""
+
+
+@dataclass
+class Visit:
+    console_errors: list[str] = field(default_factory=list)
+    requests: list[str] = field(default_factory=list)
+    charts: list[dict] = field(default_factory=list)
+    width: int = 0  # of the page's content: wider than the window means a side scroll
+
+
+def visit(page_path: Path, screenshots: Path | None = None) -> Visit:
+    """Load the page at 1400 px wide; with ``screenshots``, save the top of the page and
+    the latency and permit sections there."""
+    from playwright.sync_api import sync_playwright
+
+    seen = Visit()
+    with tempfile.TemporaryDirectory() as profile, sync_playwright() as playwright:
+        browser = playwright.chromium.launch_persistent_context(
+            profile,  # a fresh --user-data-dir
+            executable_path=str(CHROMIUM),
+            args=FLAGS,
+            viewport={"width": WIDTH, "height": 1000},
+        )
+        try:
+            page = browser.new_page()
+            page.on(
+                "console",
+                lambda m: seen.console_errors.append(m.text) if m.type == "error" else None,
+            )
+            page.on("pageerror", lambda error: seen.console_errors.append(str(error)))
+            browser.on("request", lambda request: seen.requests.append(request.url))
+            page.goto(page_path.resolve().as_uri(), wait_until="load")
+            seen.charts = page.evaluate(CHART_MARKS)
+            seen.width = page.evaluate("document.documentElement.scrollWidth")
+            if screenshots is not None:
+                screenshots.mkdir(parents=True, exist_ok=True)
+                page.screenshot(path=str(screenshots / "report.png"))
+                page.add_style_tag(content="nav { position: static; }")  # not over a section
+                for section in ("latency", "permits"):
+                    page.locator(f"#{section}").screenshot(
+                        path=str(screenshots / f"report-{section}.png")
+                    )
+        finally:
+            browser.close()
+    return seen
+
+
+if __name__ == "__main__":
+    result = visit(Path(sys.argv[1]), Path(sys.argv[2]))
+    print(f"{len(result.charts)} charts, console errors: {result.console_errors or 'none'}")
