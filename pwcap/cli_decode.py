@@ -47,23 +47,22 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         metavar="N",
         help="largest believable frame in bytes, e.g. 5M (brokers may raise theirs)",
     )
-    parser.add_argument(
-        "--pulsar-port",
-        type=port,
-        action="append",
-        default=[],
-        metavar="P",
-        help="decode connections to this port as Pulsar (repeatable)",
-    )
-    parser.add_argument(
-        "--kafka07-port",
-        type=port,
-        action="append",
-        default=[],
-        metavar="P",
-        help="decode connections to this port as Kafka 0.7 (repeatable)",
-    )
+    add_port_arguments(parser)
     parser.add_argument("-q", "--quiet", action="store_true", help="no progress bar and no summary")
+
+
+def add_port_arguments(parser: argparse.ArgumentParser) -> None:
+    """The protocol hints ``decode`` and ``show`` share: ports whose connections are
+    decoded as a protocol whatever their content looks like."""
+    for protocol, name in (("pulsar", "Pulsar"), ("kafka07", "Kafka 0.7")):
+        parser.add_argument(
+            f"--{protocol}-port",
+            type=port,
+            action="append",
+            default=[],
+            metavar="P",
+            help=f"decode connections to this port as {name} (repeatable)",
+        )
 
 
 def run(args: argparse.Namespace) -> int:

@@ -4,9 +4,9 @@ Reads a capture directly (decoding on the fly, nothing written) or the ``frames`
 of a dataset directory that ``pwcap decode`` wrote. Frames appear in decode order: the
 order in which their last byte was captured. Each frame keeps its number in the full
 listing and its time since the capture's first frame, whatever the filters, so a line
-found in a filtered listing can be found again in the whole one. Decoding a capture,
-what the decoder could not take at face value (gaps, resyncs, bad frames) is shown
-inline where it happened, as tshark's expert info is.
+found in a filtered listing can be found again in the whole one. What the decoder could
+not take at face value (gaps, resyncs, bad frames) is shown inline, as tshark's expert
+info is: where the decoder met it when decoding a capture, by its time in a dataset.
 """
 
 from __future__ import annotations
@@ -14,14 +14,16 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+from collections import Counter
 from collections.abc import Callable, Iterator
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from pwcap.cli_decode import port
+from pwcap.cli_decode import add_port_arguments
 
 FrameCallback = Callable[[dict[str, Any]], None]
+ANOMALY_COLUMNS = ["ts", "capture", "conn_id", "direction", "kind", "stream_offset", "detail"]
 
 ARROWS = {"c2b": "->", "b2c": "<-"}
 # (column, label) of the ids shown after the command, in this order.
@@ -84,22 +86,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         action="store_true",
         help="print capture times (UTC) instead of seconds since the capture's first frame",
     )
-    parser.add_argument(
-        "--pulsar-port",
-        type=port,
-        action="append",
-        default=[],
-        metavar="P",
-        help="decode connections to this port as Pulsar (repeatable)",
-    )
-    parser.add_argument(
-        "--kafka07-port",
-        type=port,
-        action="append",
-        default=[],
-        metavar="P",
-        help="decode connections to this port as Kafka 0.7 (repeatable)",
-    )
+    add_port_arguments(parser)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -128,8 +115,8 @@ def run(args: argparse.Namespace) -> int:
         if keep.full:
             return 0
         if path.is_dir():
-            for row in _dataset_frames(path):
-                show(row)
+            for is_frame, row in _dataset_rows(path):
+                (show if is_frame else expert_info)(row)
         elif path.is_file() or args.file == "-":
             hints = {"pulsar": args.pulsar_port, "kafka07": args.kafka07_port}
             _capture_frames(path, hints, show, expert_info)
@@ -172,20 +159,21 @@ class _Filter:
 
 
 class _Printer:
-    """Frame numbers and times as in the whole listing: the n-th frame of the source, and
-    seconds since its capture's first frame (or the capture time itself)."""
+    """Frame numbers and times as in the whole listing of the capture: its n-th frame,
+    and seconds since its first frame (or the capture time itself)."""
 
     def __init__(self, out: Any, absolute: bool) -> None:
         self._out = out
         self._absolute = absolute
-        self._number = 0
+        self._numbers: Counter[str] = Counter()  # capture -> frames seen
         self._first: dict[str, int] = {}  # capture -> time of its first frame
 
     def count(self, row: dict[str, Any]) -> int:
         """Every frame of the source passes here, shown or not: its number in the listing."""
-        self._number += 1
-        self._first.setdefault(row.get("capture") or "", row["ts"])
-        return self._number
+        capture = row.get("capture") or ""
+        self._numbers[capture] += 1
+        self._first.setdefault(capture, row["ts"])
+        return self._numbers[capture]
 
     def print(self, number: int, row: dict[str, Any]) -> None:
         command = row["command"] or f"type {row['command_type']}"
@@ -248,21 +236,56 @@ def _error(message: str) -> int:
 # -- sources of frame rows -----------------------------------------------------------------
 
 
-def _dataset_frames(directory: Path) -> Iterator[dict[str, Any]]:
-    """The `frames` table, one row group at a time: memory stays small on big datasets."""
+def _dataset_rows(directory: Path) -> Iterator[tuple[bool, dict[str, Any]]]:
+    """(is a frame, row): the `frames` table with the `anomalies` rows merged in where
+    they happened, as decoding the capture shows them."""
+    frames = _table_rows(directory, "frames", COLUMNS)
+    if frames is None:
+        raise _ShowError(f"{directory}: not a pwcap dataset (no frames/*.parquet)")
+    anomalies = _table_rows(directory, "anomalies", ANOMALY_COLUMNS) or iter(())
+    pending = next(anomalies, None)
+    finished: set[str] = set()  # captures whose frames are all listed
+    current = None
+    for frame in frames:
+        if frame["capture"] != current:
+            if current is not None:
+                finished.add(current)
+            current = frame["capture"]
+        while pending is not None and _happened_before(pending, frame, finished):
+            yield False, pending
+            pending = next(anomalies, None)
+        yield True, frame
+    if pending is not None:
+        yield False, pending
+        yield from ((False, row) for row in anomalies)
+
+
+def _happened_before(anomaly: dict[str, Any], frame: dict[str, Any], finished: set[str]) -> bool:
+    if anomaly["capture"] in finished:
+        return True
+    ts = anomaly["ts"]
+    return anomaly["capture"] == frame["capture"] and ts is not None and ts <= frame["ts"]
+
+
+def _table_rows(directory: Path, table: str, columns: list[str]) -> Iterator[dict[str, Any]] | None:
+    """A table's rows, one row group at a time (memory stays small on big datasets);
+    None when the table has no files."""
     import pyarrow.parquet as pq
 
-    files = sorted((directory / "frames").glob("*.parquet"))
+    files = sorted((directory / table).glob("*.parquet"))
     if not files:
-        raise _ShowError(f"{directory}: not a pwcap dataset (no frames/*.parquet)")
-    for file in files:
-        parquet = pq.ParquetFile(file)
-        for group in range(parquet.metadata.num_row_groups):
-            table = parquet.read_row_group(group, columns=COLUMNS)
-            # Microseconds as plain ints: the printer does its own arithmetic.
-            ts = table.column("ts").cast("int64")
-            table = table.set_column(table.schema.get_field_index("ts"), "ts", ts)
-            yield from table.to_pylist()
+        return None
+
+    def rows() -> Iterator[dict[str, Any]]:
+        for file in files:
+            parquet = pq.ParquetFile(file)
+            for group in range(parquet.metadata.num_row_groups):
+                part = parquet.read_row_group(group, columns=columns)
+                # Microseconds as plain ints: the printer does its own arithmetic.
+                ts = part.column("ts").cast("int64")
+                yield from part.set_column(part.schema.get_field_index("ts"), "ts", ts).to_pylist()
+
+    return rows()
 
 
 def _capture_frames(

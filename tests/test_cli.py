@@ -167,3 +167,18 @@ def test_a_lossy_capture_shows_its_gaps_inline(capsys):
 
 def test_anomalies_follow_the_connection_filter(capsys):
     assert not [line for line in listing(capsys, str(LOST), "--conn", "1") if "[gap]" in line]
+
+
+def test_a_dataset_lists_the_same_frames_and_anomalies_as_its_capture(tmp_path, capsys):
+    """Decoding shows an anomaly when the decoder meets it; a dataset has only times, so
+    there each anomaly stands before the first frame not older than it."""
+    assert main(["decode", str(LOST), "-o", str(tmp_path / "out"), "-q"]) == 0
+    from_capture = listing(capsys, str(LOST))
+    from_dataset = listing(capsys, str(tmp_path / "out"))
+    frames = [line for line in from_dataset if line.split()[0] != "!"]
+    assert frames == [line for line in from_capture if line.split()[0] != "!"]
+    assert sorted(from_dataset) == sorted(from_capture)
+    for i, line in enumerate(from_dataset):
+        if line.split()[0] == "!":
+            after = next(f for f in from_dataset[i:] if f.split()[0] != "!")
+            assert float(line.split()[1]) <= float(after.split()[1])
