@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from pwcap.cli_paths import PathError, check_dataset, check_new_output
+from pwcap.cli_paths import PathError, check_dataset, check_new_output, check_writable
 from pwcap.jobs.args import add_arguments as _add_job_arguments
 
 TOP = 5
@@ -29,6 +29,7 @@ def run(args: argparse.Namespace) -> int:
             check_dataset(Path(dataset))  # says why, in one line
         if "://" not in args.output:
             check_new_output(Path(args.output), args.overwrite)
+            check_writable(Path(args.output))
     except PathError as error:
         print(f"pwcap analyze: error: {error}", file=sys.stderr)
         return 1

@@ -3,6 +3,7 @@ answer a wrong path the same way: one line naming the path the user typed."""
 
 from __future__ import annotations
 
+import tempfile
 from pathlib import Path
 
 CAPTURE_SUFFIXES = (".pcap", ".pcapng", ".cap", ".gz")
@@ -16,6 +17,17 @@ def check_new_output(path: Path, overwrite: bool) -> None:
     """Refuse to replace ``path`` without ``--overwrite`` (the rule ``decode`` has too)."""
     if (path.exists() or path.is_symlink()) and not overwrite:
         raise PathError(f"{path} already exists (use --overwrite to replace it)")
+
+
+def check_writable(path: Path) -> None:
+    """Make the folders leading to ``path`` and try writing beside it, so a command that
+    runs for minutes (Spark) fails at once, in one line, where it could not write."""
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with tempfile.TemporaryDirectory(prefix=f".{path.name}.probe-", dir=path.parent):
+            pass
+    except OSError as error:
+        raise PathError(f"{path}: cannot write there ({error.strerror or error})") from None
 
 
 def check_dataset(path: Path) -> None:

@@ -116,10 +116,13 @@ def test_report_replaces_its_page_with_overwrite(dataset, tmp_path):
     assert page.read_text().startswith("<!DOCTYPE html>")
 
 
-def test_decode_errors_name_the_output_given_not_the_temporary_one(tmp_path):
-    """/proc takes no new folders: the run fails creating its temporary dataset there."""
-    error = one_line_error(pwcap("decode", str(PLAIN), "-o", "/proc/pwcap-out"), "decode")
-    assert "/proc/pwcap-out:" in error and ".tmp-" not in error
+@pytest.mark.parametrize("command", ["decode", "analyze"])
+def test_unwritable_output_is_one_line_naming_the_output_given(dataset, command):
+    """/proc takes no new folders: decode fails creating its temporary dataset there,
+    analyze before starting Spark (no Java stack trace)."""
+    source = PLAIN if command == "decode" else dataset
+    error = one_line_error(pwcap(command, str(source), "-o", "/proc/pwcap-out"), command)
+    assert "/proc/pwcap-out:" in error and ".tmp-" not in error and ".probe-" not in error
 
 
 # -- show -----------------------------------------------------------------------------------
