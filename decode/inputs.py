@@ -9,6 +9,7 @@ are not captures are skipped and listed with the reason, never silently dropped.
 from __future__ import annotations
 
 import glob
+import io
 import os
 import sys
 from collections import Counter
@@ -21,6 +22,7 @@ from pwcap.capture import CaptureError
 from pwcap.capture.records import iter_records
 
 STDIN = "-"
+SNIFF_BYTES = 4096  # enough to see a capture's magic, even inside gzip
 
 
 class InputError(Exception):
@@ -54,39 +56,12 @@ class Inputs:
 
 def expand_inputs(arguments: Iterable[str]) -> Inputs:
     """Files as given, folders as the captures inside them, globs as what they match."""
+    arguments = list(arguments)
     found: list[tuple[Path, PurePosixPath]] = []  # (path, name relative to its argument)
     skipped: list[tuple[Path, str]] = []
-    stdin = False
     for argument in arguments:
-        if argument == STDIN:
-            stdin = True
-            continue
-        path = Path(argument)
-        if glob.has_magic(argument):
-            base = _literal_base(argument)
-            matches = sorted(Path(p) for p in glob.glob(argument, recursive=True))
-            files = [p for p in matches if p.is_file()]
-            if not files:
-                raise InputError(f"{argument}: no file matches")
-            found += [(p, _relative(p, base)) for p in files]
-        elif path.is_dir():
-            files = sorted(p for p in path.rglob("*") if p.is_file())
-            captures = []
-            for file in files:
-                reason = not_a_capture(file)
-                if reason is None:
-                    captures.append((file, _relative(file, path)))
-                else:
-                    skipped.append((file, reason))
-            if not captures:
-                raise InputError(f"{argument}: no capture files in this folder")
-            found += captures
-        elif path.is_file():
-            found.append((path, PurePosixPath(path.name)))
-        elif path.exists():
-            raise InputError(f"{argument}: not a regular file")
-        else:
-            raise InputError(f"{argument}: no such file")
+        if argument != STDIN:
+            found += _expand(argument, skipped)
     unique: dict[Path, tuple[Path, PurePosixPath]] = {}  # a file named twice is decoded once
     for path, name in found:
         unique.setdefault(path.resolve(), (path, name))
@@ -95,18 +70,47 @@ def expand_inputs(arguments: Iterable[str]) -> Inputs:
         CaptureInput(name, path, path.stat().st_size)
         for (path, _), name in zip(unique.values(), names, strict=True)
     ]
-    if stdin:
+    if STDIN in arguments:
         captures.append(CaptureInput(STDIN, None, 0))
     if not captures:
         raise InputError("no input captures given")
     return Inputs(captures, skipped)
 
 
+def _expand(argument: str, skipped: list[tuple[Path, str]]) -> list[tuple[Path, PurePosixPath]]:
+    """The files one argument names, each with its name below the argument; a folder's
+    files that are not captures go to ``skipped``."""
+    path = Path(argument)
+    if glob.has_magic(argument):
+        base = _literal_base(argument)
+        files = [p for p in sorted(map(Path, glob.glob(argument, recursive=True))) if p.is_file()]
+        if not files:
+            raise InputError(f"{argument}: no file matches")
+        return [(p, _relative(p, base)) for p in files]
+    if path.is_dir():
+        captures = []
+        for file in sorted(p for p in path.rglob("*") if p.is_file()):
+            reason = not_a_capture(file)
+            if reason is None:
+                captures.append((file, _relative(file, path)))
+            else:
+                skipped.append((file, reason))
+        if not captures:
+            raise InputError(f"{argument}: no capture files in this folder")
+        return captures
+    if path.is_file():
+        return [(path, PurePosixPath(path.name))]
+    if path.exists():
+        raise InputError(f"{argument}: not a regular file")
+    raise InputError(f"{argument}: no such file")
+
+
 def not_a_capture(path: Path) -> str | None:
     """Why the file is not a capture (the reader's own first look at it), or None."""
     try:
         with open(path, "rb") as stream:
-            iter_records(stream, path.name)
+            head = stream.read(SNIFF_BYTES)
+        iter_records(io.BytesIO(head), path.name)
     except CaptureError as error:
         return str(error).removeprefix(f"{path.name}: ")
     except OSError as error:

@@ -8,6 +8,7 @@ tcpdump's rotated files count and other files are listed as skipped, with the re
 
 from __future__ import annotations
 
+import gzip
 import shutil
 import subprocess
 import sys
@@ -37,17 +38,21 @@ def test_rotated_files_are_decoded_by_content_and_other_files_listed_as_skipped(
     shutil.copy(PLAIN, folder / "trace.pcap")
     shutil.copy(KAFKA, folder / "trace.pcap1")
     shutil.copy(PCAPNG, folder / "broker-2026-11-22_15:00:00")
+    (folder / "trace.pcap2.gz").write_bytes(gzip.compress(PLAIN.read_bytes()))
     (folder / "notes.txt").write_text("what we captured and why\n")
+    (folder / "notes.txt.gz").write_bytes(gzip.compress(b"what we captured and why\n" * 500))
     (folder / "empty.pcap").write_bytes(b"")
     inputs = expand_inputs([str(folder)])
     assert [c.name for c in inputs.captures] == [
         "broker-2026-11-22_15:00:00",
         "trace.pcap",
         "trace.pcap1",
+        "trace.pcap2.gz",
     ]
     assert {path.name: reason for path, reason in inputs.skipped} == {
         "empty.pcap": "empty file, not a pcap or pcapng capture",
         "notes.txt": "not a pcap or pcapng capture (starts with 77 68 61 74)",
+        "notes.txt.gz": "not a pcap or pcapng capture (starts with 77 68 61 74)",
     }
     done = subprocess.run(
         [sys.executable, "-m", "pwcap.cli", "decode", str(folder), "-o", str(tmp_path / "o")],
@@ -58,12 +63,13 @@ def test_rotated_files_are_decoded_by_content_and_other_files_listed_as_skipped(
     assert done.returncode == 0, done.stderr
     skipped_line = next(line for line in done.stdout.splitlines() if line.startswith("skipped"))
     assert (
-        "2 files" in skipped_line and "notes.txt" in skipped_line and "empty.pcap" in skipped_line
+        "3 files" in skipped_line and "notes.txt" in skipped_line and "empty.pcap" in skipped_line
     )
     assert {r["capture"] for r in rows(tmp_path / "o", "connections", "capture")} == {
         "broker-2026-11-22_15:00:00",
         "trace.pcap",
         "trace.pcap1",
+        "trace.pcap2.gz",
     }
 
 
