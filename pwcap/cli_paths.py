@@ -3,10 +3,11 @@ answer a wrong path the same way: one line naming the path the user typed."""
 
 from __future__ import annotations
 
+import itertools
 import tempfile
 from pathlib import Path
 
-CAPTURE_SUFFIXES = (".pcap", ".pcapng", ".cap", ".gz")
+LOOKED_AT = 100  # files of a wrong folder checked for captures before giving up
 
 
 class PathError(Exception):
@@ -38,7 +39,10 @@ def check_dataset(path: Path) -> None:
         raise PathError(f"{path}: not a dataset folder (pwcap decode -o writes one)")
     if (path / "frames").is_dir():
         return
-    if any(p.name.lower().endswith(CAPTURE_SUFFIXES) for p in path.iterdir()):
+    from pwcap.decode.inputs import not_a_capture
+
+    files = [p for p in itertools.islice(path.iterdir(), LOOKED_AT) if p.is_file()]
+    if any(not_a_capture(p) is None for p in files):
         raise PathError(
             f"{path} holds capture files, not a decoded dataset:"
             f" decode them first (pwcap decode {path} -o DATASET)"

@@ -253,7 +253,7 @@ def balance_points(events: pa.Table, limit: int) -> list[svg.Point]:
 
 
 def _consumer_filter(consumer: dict[str, Any]) -> pc.Expression:
-    """One consumer's rows: connection ids restart in each capture of a dataset."""
+    """One consumer's rows: its capture, connection and consumer id."""
     where = (pc.field("conn_id") == consumer["conn_id"]) & (
         pc.field("consumer_id") == consumer["consumer_id"]
     )
