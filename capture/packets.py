@@ -83,6 +83,7 @@ class PacketParser:
                 offset = 4
             else:
                 self.stats.unsupported_link += 1
+                self.stats.unsupported_links[linktype] += 1
                 return None
             if ethertype == _IPV4:
                 return self._ipv4(data, offset, orig_len)

@@ -77,7 +77,7 @@ def read_streams(
     stream, name = open_capture(source)
     reader = StreamReader(sink, server_ports, stats, scope)
     try:
-        reader.feed_records(iter_records(stream, name))
+        reader.feed_records(iter_records(stream, name, reader.stats))
     except CaptureError:
         reader.finish()
         raise

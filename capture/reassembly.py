@@ -308,6 +308,9 @@ class Reassembler:
         self.stats.tcp_segments += 1
         key = (src, sport, dst, dport)
         half = self._halves.get(key)
+        if half is None and sport == dport and src == dst:
+            self.stats.malformed += 1  # a "land" packet to its own sender: no connection
+            return
         if flags & SYN:
             half = self._syn(ts, key, half, seq, ack, flags)
             if half is None:
@@ -321,7 +324,10 @@ class Reassembler:
                 return
             half = self._open_midstream(ts, key)
         conn = half.conn
-        conn.last_ts = ts
+        if ts >= conn.last_ts:
+            conn.last_ts = ts
+        elif ts < conn.first_ts:  # a clock that runs backwards: first <= last all the same
+            conn.first_ts = ts
         peer = half.peer
         after = 0
         if flags & ACK and peer.started:

@@ -11,13 +11,19 @@ from __future__ import annotations
 import gzip
 import io
 import os
+import re
 import struct
 import zlib
 from collections.abc import Iterator
 from typing import BinaryIO
 
+from pwcap.capture.stats import CaptureStats
+
 CHUNK = 1 << 22  # bytes pulled from the stream per refill
 MAX_RECORD = 1 << 26  # a record longer than this means a corrupt length field
+# Timestamps a dataset (Parquet int64 microseconds) and a calendar (years 1970-9999) hold;
+# a pcapng clock beyond them is damage.
+MAX_TS = 253_402_300_799_999_999
 
 Record = tuple[int, int, memoryview, int]
 
@@ -30,8 +36,10 @@ _PCAP_MAGICS = {
 _PCAPNG_SHB = b"\x0a\x0d\x0d\x0a"
 _GZIP_MAGIC = b"\x1f\x8b"
 
-# pcapng block types
+# pcapng block types, and the fewest bytes each needs for its fixed fields
 _IDB, _PB, _SPB, _EPB = 1, 2, 3, 6
+_MIN_BLOCK = {_IDB: 20, _PB: 32, _SPB: 16, _EPB: 32}
+_NONZERO = re.compile(rb"[^\x00]")
 
 
 class CaptureError(Exception):
@@ -74,11 +82,14 @@ class _Gunzip(io.RawIOBase):
         self._raw = raw
         self._inflate = zlib.decompressobj(wbits=31)
         self._input = head  # compressed bytes already read from ``raw``
+        self._failed: str | None = None  # the damage found, raised on the next read
 
     def readable(self) -> bool:
         return True
 
     def read(self, size: int = -1) -> bytes:
+        if self._failed is not None:
+            raise gzip.BadGzipFile(self._failed)
         limit = size if size > 0 else CHUNK
         while True:
             if self._inflate.eof:  # the next member, if any
@@ -92,22 +103,51 @@ class _Gunzip(io.RawIOBase):
                 self._input = self._raw.read(CHUNK)
                 if not self._input:
                     raise EOFError("gzip stream cut off before its end")
+            before = self._inflate.copy()
             try:
                 out = self._inflate.decompress(self._input, limit)
             except zlib.error as error:
-                raise gzip.BadGzipFile(f"corrupt gzip data: {error}") from None
+                return self._salvage(before, limit, str(error))
             self._input = self._inflate.unconsumed_tail
             if out:
                 return out
 
+    def _salvage(self, before: zlib._Decompress, limit: int, error: str) -> bytes:
+        """What the pending input inflates to before the damage; the damage is raised on
+        the next read. A bad CRC or length in a member's trailer is found only after all
+        of its data inflated: every record is kept, then the reader reports the trailer."""
+        data, good, bad, best = self._input, 0, len(self._input), b""
+        while bad - good > 1:  # the longest prefix that inflates without an error
+            middle = (good + bad) // 2
+            trial = before.copy()
+            try:
+                out = trial.decompress(data[:middle], limit)
+            except zlib.error:
+                bad = middle
+            else:
+                good, best = middle, out
+        self._input = b""
+        if "check" in error:  # zlib: "incorrect data check" / "incorrect length check"
+            self._failed = f"gzip trailer CRC or length does not match the data ({error})"
+        else:
+            self._failed = f"corrupt gzip data: {error}"
+        if not best:
+            raise gzip.BadGzipFile(self._failed)
+        return best
 
-def iter_records(stream: BinaryIO, name: str = "<stream>") -> Iterator[Record]:
+
+def iter_records(
+    stream: BinaryIO, name: str = "<stream>", stats: CaptureStats | None = None
+) -> Iterator[Record]:
     """Every record of a pcap or pcapng stream, in file order.
 
     Gzip is recognised by its magic bytes, not by a file name. Raises
     :class:`CaptureError` at once for a stream that is not a capture, and after the last
-    whole record for a capture cut off mid-record.
+    whole record for a capture cut off mid-record. Damage the reader steps over (a pcapng
+    block too short for its fields, a timestamp beyond any calendar, zero padding after
+    the last record) is counted in ``stats``.
     """
+    stats = stats if stats is not None else CaptureStats()
     try:
         head = stream.read(CHUNK)
         while 0 < len(head) < 4:  # a short read (a pipe, a socket): the magic needs more
@@ -118,13 +158,13 @@ def iter_records(stream: BinaryIO, name: str = "<stream>") -> Iterator[Record]:
     except (OSError, EOFError, gzip.BadGzipFile) as error:
         raise CaptureError(f"{name}: unreadable: {error}") from None
     if head[:2] == _GZIP_MAGIC:
-        return iter_records(_Gunzip(stream, head), name)  # type: ignore[arg-type]
+        return iter_records(_Gunzip(stream, head), name, stats)  # type: ignore[arg-type]
     if not head:
         raise CaptureError(f"{name}: empty file, not a pcap or pcapng capture")
     if head[:4] in _PCAP_MAGICS:
-        return _pcap_records(stream, head, name)
+        return _pcap_records(stream, head, name, stats)
     if head[:4] == _PCAPNG_SHB:
-        return _pcapng_records(stream, head, name)
+        return _pcapng_records(stream, head, name, stats)
     starts = " ".join(f"{byte:02x}" for byte in head[:4])
     raise CaptureError(f"{name}: not a pcap or pcapng capture (starts with {starts})")
 
@@ -156,7 +196,30 @@ def _cut(name: str, at: int) -> CaptureError:
     )
 
 
-def _pcap_records(stream: BinaryIO, buf: bytes, name: str) -> Iterator[Record]:
+def _zero_padding(
+    stream: BinaryIO, buf: bytes, pos: int, consumed: int, name: str, stats: CaptureStats
+) -> None:
+    """Zeros where a record header should be: padding to the end of the file (counted in
+    ``stats``, at C speed, so a gigabyte of it costs a second), or damage after which
+    nothing can be trusted to be a record boundary (raised as a cut)."""
+    start = consumed + pos
+    while True:
+        found = _NONZERO.search(buf, pos)
+        if found is not None:
+            at = consumed + found.start()
+            raise CaptureError(
+                f"{name}: {at - start} zero bytes at byte {start} are not a record;"
+                " the rest of the file is not read",
+                truncated=True,
+            )
+        consumed += len(buf)
+        buf, pos = _read(stream, CHUNK, name), 0
+        if not buf:
+            stats.padding_bytes += consumed - start
+            return
+
+
+def _pcap_records(stream: BinaryIO, buf: bytes, name: str, stats: CaptureStats) -> Iterator[Record]:
     """Classic pcap: 24-byte file header, then 16-byte record headers."""
     endian, nanos = _PCAP_MAGICS[buf[:4]]
     while len(buf) < 24:
@@ -173,6 +236,9 @@ def _pcap_records(stream: BinaryIO, buf: bytes, name: str) -> Iterator[Record]:
         end = len(buf)
         while pos + 16 <= end:
             sec, frac, caplen, orig_len = unpack(buf, pos)
+            if not caplen and not orig_len and not sec:
+                _zero_padding(stream, buf, pos, consumed, name, stats)
+                return
             start = pos + 16
             stop = start + caplen
             if stop > end:
@@ -225,9 +291,9 @@ def _parse_idb(buf: bytes, pos: int, length: int, endian: str) -> _Interface:
     end = pos + length - 4
     while option + 4 <= end:
         code, size = struct.unpack_from(endian + "HH", buf, option)
-        if code == 0:
-            break
         value = option + 4
+        if code == 0 or value + size > end:  # the end, or an option running past its block
+            break
         if code == 9 and size >= 1:  # if_tsresol
             interface.set_resolution(buf[value])
         elif code == 14 and size >= 8:  # if_tsoffset, seconds
@@ -236,12 +302,16 @@ def _parse_idb(buf: bytes, pos: int, length: int, endian: str) -> _Interface:
     return interface
 
 
-def _undeclared(name: str, index: int, at: int) -> CaptureError:
-    return CaptureError(f"{name}: packet block at byte {at} names undeclared interface {index}")
+def _pcapng_records(
+    stream: BinaryIO, buf: bytes, name: str, stats: CaptureStats
+) -> Iterator[Record]:
+    """pcapng: sections (each with its byte order) of interfaces and packet blocks.
 
-
-def _pcapng_records(stream: BinaryIO, buf: bytes, name: str) -> Iterator[Record]:
-    """pcapng: sections (each with its byte order) of interfaces and packet blocks."""
+    A block is delimited by its length, so a damaged one (too short for its fields, a
+    packet longer than its block, an interface never declared) is skipped alone and
+    counted in ``stats.bad_blocks``. A timestamp no calendar holds is counted in
+    ``stats.bad_timestamps`` and replaced by the previous packet's, so its bytes are kept.
+    """
     endian = "<"
     interfaces: list[_Interface] = []
     header = struct.Struct("<II").unpack_from
@@ -268,31 +338,42 @@ def _pcapng_records(stream: BinaryIO, buf: bytes, name: str) -> Iterator[Record]
                 interfaces = []
             block, length = header(buf, pos)
             if length < 12 or length % 4 or length > MAX_RECORD:
+                if not block and not length:
+                    _zero_padding(stream, buf, pos, consumed, name, stats)
+                    return
                 raise CaptureError(
                     f"{name}: corrupt pcapng block length {length} at byte {consumed + pos}",
                     truncated=True,
                 )
             if pos + length > end:
                 break
-            if block in (_EPB, _PB):
+            if length < _MIN_BLOCK.get(block, 12):
+                stats.bad_blocks += 1
+            elif block in (_EPB, _PB):
                 index, high, low, caplen, orig_len = epb(buf, pos + 8)
                 if block == _PB:  # obsolete: a 16-bit interface id, then a drop count
                     index = struct.unpack_from(endian + "H", buf, pos + 8)[0]
-                if index >= len(interfaces):
-                    raise _undeclared(name, index, consumed + pos)
-                interface = interfaces[index]
-                last_ts = ((high << 32 | low) * interface.mul // interface.div) + (
-                    interface.offset_us
-                )
-                start = pos + 28
-                yield last_ts, interface.linktype, view[start : start + caplen], orig_len
+                if index >= len(interfaces) or caplen > length - 32:
+                    stats.bad_blocks += 1
+                else:
+                    interface = interfaces[index]
+                    ts = ((high << 32 | low) * interface.mul // interface.div) + (
+                        interface.offset_us
+                    )
+                    if 0 <= ts <= MAX_TS:
+                        last_ts = ts
+                    else:
+                        stats.bad_timestamps += 1
+                    start = pos + 28
+                    yield last_ts, interface.linktype, view[start : start + caplen], orig_len
             elif block == _SPB:
                 orig_len = u32(buf, pos + 8)[0]
                 if not interfaces:
-                    raise _undeclared(name, 0, consumed + pos)
-                interface = interfaces[0]
-                caplen = min(orig_len, interface.snaplen, length - 16)
-                yield last_ts, interface.linktype, view[pos + 12 : pos + 12 + caplen], orig_len
+                    stats.bad_blocks += 1
+                else:
+                    interface = interfaces[0]
+                    caplen = min(orig_len, interface.snaplen, length - 16)
+                    yield last_ts, interface.linktype, view[pos + 12 : pos + 12 + caplen], orig_len
             elif block == _IDB:
                 interfaces.append(_parse_idb(buf, pos, length, endian))
             pos += length

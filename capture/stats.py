@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+from collections import Counter
+from dataclasses import dataclass, field, fields
 
 
 @dataclass(slots=True)
@@ -18,7 +19,10 @@ class CaptureStats:
     tcp_segments: int = 0
     non_tcp: int = 0  # records that carry something other than TCP (skipped)
     unsupported_link: int = 0  # records of a link type the parser does not know
-    malformed: int = 0  # records too short or inconsistent to parse
+    malformed: int = 0  # records too short or inconsistent to parse (a land packet too)
+    bad_blocks: int = 0  # pcapng blocks too damaged to read, skipped one by one
+    bad_timestamps: int = 0  # records timed beyond any calendar, given the previous time
+    padding_bytes: int = 0  # zero bytes after the last record (a preallocated file)
     truncated: int = 0  # TCP segments cut short by the snaplen
     ip_fragments: int = 0
     fragments_reassembled: int = 0
@@ -33,5 +37,9 @@ class CaptureStats:
     after_close: int = 0  # segments of a connection already closed (late, or past a FIN)
     evicted: int = 0  # connections closed because too many were open at once
 
+    # link type -> records of it the parser does not know (the counter above, by type)
+    unsupported_links: Counter[int] = field(default_factory=Counter)
+
     def as_dict(self) -> dict[str, int]:
-        return asdict(self)
+        """The counters, by name (the link types apart)."""
+        return {f.name: getattr(self, f.name) for f in fields(self) if f.type == "int"}

@@ -19,6 +19,7 @@ from pathlib import Path
 from pwcap.capture import CaptureError, CaptureStats, read_streams
 from pwcap.capture.events import ClientBy, Connection, Direction
 from pwcap.decode.api import ConnectionDecoder, DecodeOptions, Row, RowSink
+from pwcap.decode.capture_anomalies import capture_anomalies
 from pwcap.decode.inputs import CaptureInput, InputError, expand_inputs
 from pwcap.decode.registry import UNKNOWN, Decision, Protocol, Registry, Sniffer
 from pwcap.tables.dataset import DatasetWriter
@@ -364,6 +365,8 @@ def _decode_one(
             raise InputError(str(error)) from None  # the reader names the file
         cut_off = str(error)
     pipeline.close_all("end_of_capture")
+    for row in capture_anomalies(stats, capture.name, pipeline.last_ts or None):
+        writer.anomaly(row)
     if cut_off is not None:
         writer.anomaly(
             {

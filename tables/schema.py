@@ -192,19 +192,52 @@ CONNECTIONS: list[Column] = [
     Column("close_reason", STR, "`fin`, `rst`, `reused`, `evicted` or `end_of_capture`"),
 ]
 
+# Every anomaly `kind` pwcap writes, by family, and what it means. The fuzz campaign
+# checks that no other value ever appears.
+ANOMALY_KINDS: dict[str, dict[str, str]] = {
+    "capture file (no connection; `size` counts the records or blocks)": {
+        "truncated_capture": "the capture ends inside a record, or in damage after which no"
+        " record boundary can be trusted; everything before it was decoded",
+        "bad_timestamp": "pcapng records timed outside the years 1970-9999; each took the time"
+        " of the record before it",
+        "bad_block": "damaged pcapng blocks skipped one by one (too short for their fields, a"
+        " packet longer than its block, an interface never declared)",
+        "unsupported_link_type": "records of a link layer pwcap does not parse, skipped",
+    },
+    "stream": {
+        "gap": "bytes the capture missed",
+        "resync": "bytes skipped to the next frame boundary",
+    },
+    "framing": {
+        "truncated_frame": "a frame cut by a gap or by the end of the stream",
+        "oversize_frame": "a frame over `--max-frame-size`, skipped",
+        "bad_frame_header": "sizes no frame can have",
+    },
+    "content": {
+        "bad_protobuf": "a command or metadata that does not decode",
+        "bad_payload": "a payload frame whose metadata sizes do not fit the frame",
+        "unknown_command": "a command type the protocol does not define",
+        "bad_checksum": "CRC32-C (Pulsar) or CRC32 (Kafka 0.7) mismatch",
+        "bad_magic": "a Kafka 0.7 message magic other than 0 or 1",
+        "bad_batch": "a batch whose messages do not fit its bytes, or fewer than it declares",
+        "bad_message": "a damaged Kafka 0.7 message, stepped over",
+        "decompression_failed": "a payload that does not decompress within the limits",
+        "chunk_missing": "a chunked message ended without all its chunks",
+        "chunk_evicted": "too many chunked messages open at once",
+        "decode_error": "a frame whose fields break the decoder's expectations; the frame is"
+        " skipped and decoding goes on",
+    },
+    "conversation": {
+        "protocol_violation": "a peer broke the protocol (a MESSAGE beyond the permits...)",
+        "unmatched_response": "a response whose request was never sent",
+        "pairing_lost": "Kafka 0.7: a gap broke in-order request/response pairing",
+    },
+}
+KINDS = frozenset(kind for family in ANOMALY_KINDS.values() for kind in family)
+
 ANOMALIES: list[Column] = [
     *_common("stream position where the anomaly was found"),
-    Column(
-        "kind",
-        STR,
-        "what went wrong. Stream: `gap` (bytes the capture missed), `resync` (bytes skipped "
-        "to the next frame boundary), `truncated_capture`. Framing: `truncated_frame`, "
-        "`oversize_frame`, `bad_frame_header`. Content: `bad_protobuf`, `unknown_command`, "
-        "`bad_checksum`, `bad_magic`, `bad_batch`, `bad_message`, `decompression_failed`, "
-        "`chunk_missing` (a chunked message ended without all its chunks), `chunk_evicted` "
-        "(too many chunked messages open at once). Conversation: `protocol_violation`, "
-        "`unmatched_response`, `pairing_lost` (Kafka 0.7: a gap broke in-order pairing)",
-    ),
+    Column("kind", STR, "what went wrong: one of the kinds listed below the tables"),
     Column("stream_offset", I64, "offset in the direction's stream (null if not stream-bound)"),
     Column("size", I64, "bytes concerned (missing, skipped, or the frame's size)"),
     Column("command", STR, "command of the frame concerned, when known"),
@@ -234,6 +267,9 @@ def markdown() -> str:
     for table, columns in TABLES.items():
         lines += ["", f"## {table}", "", "| column | type | meaning |", "|---|---|---|"]
         lines += [f"| `{c.name}` | {c.type} | {c.doc} |" for c in columns]
+    lines += ["", "## anomaly kinds", "", "| family | kind | meaning |", "|---|---|---|"]
+    for family, kinds in ANOMALY_KINDS.items():
+        lines += [f"| {family} | `{kind}` | {meaning} |" for kind, meaning in kinds.items()]
     return "\n".join(lines) + "\n"
 
 

@@ -547,25 +547,6 @@ def test_not_a_capture_is_a_one_line_error_and_nothing_delivered(
         assert sink.events == 0, kind
 
 
-def test_a_packet_of_an_undeclared_pcapng_interface_is_an_error() -> None:
-    """Packets before it are delivered, as for a cut capture."""
-    writer = Pcapng()
-    writer.section("<")
-    writer.interface(1)
-    frames = framed(ethernet)
-    for ts, frame in frames[:40]:
-        writer.enhanced(0, ts, frame)
-    good = writer.bytes()
-    writer.interfaces.append((MICRO, 0))  # known to the writer only: no description block
-    writer.enhanced(1, *frames[40])
-    sink = RecordingSink()
-    with pytest.raises(CaptureError, match="interface 1") as caught:
-        read_streams(writer.bytes(), sink)
-    assert not caught.value.truncated
-    assert streams(sink) == streams(read(good)[0])
-    assert {r.close_reason for r in sink.connections.values()} == {"end_of_capture"}
-
-
 def sample_pcap() -> tuple[bytes, list[int]]:
     """The sample's bytes, and the file offset where each record ends."""
     data = SAMPLE.read_bytes()

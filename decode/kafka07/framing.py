@@ -166,7 +166,8 @@ class FrameStream:
                 need = 4 + length
                 break
             ts_first = ts if pos >= old or chunk_ts is None else _ts_at(chunk_ts, pos)
-            if not self._handle(data, pos, end, offset + pos, ts_first, ts):
+            # Whole when its last byte arrived, never before its first (see Pulsar's).
+            if not self._handle(data, pos, end, offset + pos, ts_first, max(ts, ts_first)):
                 self._start_hunt(offset + pos)
                 self._skipped += 1
                 self._skip_ts = ts

@@ -142,7 +142,9 @@ class FrameStream:
             if end > n:
                 break
             ts_first = ts if pos >= old else _ts_at(chunk_ts, pos)
-            handle(data, pos, end, command_size, offset + pos, ts_first, ts)
+            # A frame is whole when its last byte arrived, and not before its first (a
+            # reordered or backwards-running capture can time the first bytes later).
+            handle(data, pos, end, command_size, offset + pos, ts_first, max(ts, ts_first))
             pos = end
         if pos < n:
             self._keep(data, pos, offset, ts, old, chunk_ts)
