@@ -10,6 +10,7 @@ from pwcap.capture.events import StreamSink
 from pwcap.capture.packets import PacketParser
 from pwcap.capture.reassembly import Reassembler
 from pwcap.capture.records import CaptureError, iter_records, open_capture
+from pwcap.capture.shares import FlowShare
 from pwcap.capture.stats import CaptureStats
 
 
@@ -23,24 +24,30 @@ class StreamReader:
         server_ports: Iterable[int] = (),
         stats: CaptureStats | None = None,
         scope: str = "",
+        share: FlowShare | None = None,
     ) -> None:
         self.stats = stats if stats is not None else CaptureStats()
-        self._parse = PacketParser(self.stats).parse
+        # Per-record counters (parse, damage) go to one share only: every share sees them.
+        counted = share is None or share.counts_records
+        self.record_stats = self.stats if counted else CaptureStats()
+        self._parse = PacketParser(self.record_stats).parse
         self._reassembler = Reassembler(sink, self.stats, server_ports, scope)
+        segment = self._reassembler.segment
+        self._segment = segment if share is None else share.only_kept(segment)
 
     def feed(self, ts: int, linktype: int, data: memoryview | bytes, orig_len: int) -> None:
         """One capture record: ``ts`` in microseconds, ``data`` as captured."""
-        self.stats.records += 1
-        self.stats.record_bytes += len(data)
+        self.record_stats.records += 1
+        self.record_stats.record_bytes += len(data)
         segment = self._parse(linktype, memoryview(data), orig_len)
         if segment is not None:
-            self._reassembler.segment(ts, *segment)
+            self._segment(ts, *segment)
 
     def feed_records(self, records: Iterable[tuple[int, int, memoryview, int]]) -> None:
         """Many records: the same as :meth:`feed` on each, with less overhead per record."""
-        stats = self.stats
+        stats = self.record_stats
         parse = self._parse
-        segment = self._reassembler.segment
+        segment = self._segment
         count = size = 0
         try:
             for ts, linktype, data, orig_len in records:
@@ -65,6 +72,7 @@ def read_streams(
     server_ports: Iterable[int] = (),
     stats: CaptureStats | None = None,
     scope: str = "",
+    share: FlowShare | None = None,
 ) -> CaptureStats:
     """Feed ``sink`` every TCP stream of a pcap / pcapng capture (gzip or not).
 
@@ -72,12 +80,13 @@ def read_streams(
     for a capture cut off mid-record, only after everything before the cut was delivered
     and every connection closed (``end_of_capture``). Pass ``stats`` to keep the counters
     of a run that ends in an error. ``scope`` (the capture's name in the dataset) makes
-    the connection ids unique to this capture.
+    the connection ids unique to this capture. ``share`` keeps only that share's
+    connections (one of several workers reading the same capture).
     """
     stream, name = open_capture(source)
-    reader = StreamReader(sink, server_ports, stats, scope)
+    reader = StreamReader(sink, server_ports, stats, scope, share)
     try:
-        reader.feed_records(iter_records(stream, name, reader.stats))
+        reader.feed_records(iter_records(stream, name, reader.record_stats))
     except CaptureError:
         reader.finish()
         raise

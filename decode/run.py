@@ -18,6 +18,7 @@ from pathlib import Path
 
 from pwcap.capture import CaptureError, CaptureStats, read_streams
 from pwcap.capture.events import ClientBy, Connection, Direction
+from pwcap.capture.shares import FlowShare
 from pwcap.decode.api import ConnectionDecoder, DecodeOptions, Row, RowSink
 from pwcap.decode.capture_anomalies import capture_anomalies
 from pwcap.decode.inputs import CaptureInput, InputError, expand_inputs
@@ -240,6 +241,7 @@ class CaptureResult:
     seconds: float
     cut_off: str | None = None  # the reader's message when the capture ends mid-record
     stats: CaptureStats = field(default_factory=CaptureStats)  # what reassembly saw
+    last_ts: int | None = None  # when its last connection ended
 
 
 @dataclass
@@ -309,7 +311,7 @@ def decode_captures(
     with DatasetWriter(Path(out), overwrite=overwrite, payloads=settings.payloads) as writer:
         done = 0
         for capture in captures:
-            result, counted = _decode_one(capture, done, writer, registry, settings, progress)
+            result, counted = decode_capture(capture, writer, registry, settings, progress, done)
             results.append(result)
             connections.update(counted)
             done += capture.size
@@ -328,14 +330,17 @@ def decode_captures(
     )
 
 
-def _decode_one(
+def decode_capture(
     capture: CaptureInput,
-    done: int,
     writer: DatasetWriter,
     registry: Registry,
     settings: Settings,
     progress: Progress,
+    done: int = 0,
+    share: FlowShare | None = None,
 ) -> tuple[CaptureResult, Counter[str]]:
+    """One capture into ``writer``. With a ``share``, only that share's connections, and
+    no capture-wide rows: whoever gathers the shares writes those (:func:`capture_rows`)."""
     options = DecodeOptions(
         capture=capture.name, max_frame_size=settings.max_frame_size, payloads=settings.payloads
     )
@@ -359,30 +364,41 @@ def _decode_one(
             server_ports=registry.server_ports,
             stats=stats,
             scope=capture.name,
+            share=share,
         )
     except CaptureError as error:
         if pipeline.events == 0 and pipeline.open_connections() == 0 and not _is_cut(error):
             raise InputError(str(error)) from None  # the reader names the file
         cut_off = str(error)
     pipeline.close_all("end_of_capture")
-    for row in capture_anomalies(stats, capture.name, pipeline.last_ts or None):
-        writer.anomaly(row)
-    if cut_off is not None:
-        writer.anomaly(
+    result = CaptureResult(
+        path,
+        capture.size or stats.record_bytes,
+        time.perf_counter() - started,
+        cut_off,
+        stats,
+        pipeline.last_ts or None,
+    )
+    if share is None:
+        for row in capture_rows(capture.name, result):
+            writer.anomaly(row)
+    writer.flush_full()
+    return result, pipeline.connections
+
+
+def capture_rows(name: str, result: CaptureResult) -> list[Row]:
+    """The ``anomalies`` rows of a whole capture (damage the reader stepped over, a cut)."""
+    rows = capture_anomalies(result.stats, name, result.last_ts)
+    if result.cut_off is not None:
+        rows.append(
             {
-                "ts": pipeline.last_ts or None,
-                "capture": capture.name,
+                "ts": result.last_ts,
+                "capture": name,
                 "kind": "truncated_capture",
-                "detail": cut_off,
+                "detail": result.cut_off,
             }
         )
-    writer.flush_full()
-    return (
-        CaptureResult(
-            path, capture.size or stats.record_bytes, time.perf_counter() - started, cut_off, stats
-        ),
-        pipeline.connections,
-    )
+    return rows
 
 
 def _is_cut(error: CaptureError) -> bool:

@@ -47,6 +47,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         metavar="N",
         help="largest believable frame in bytes, e.g. 5M (brokers may raise theirs)",
     )
+    parser.add_argument(
+        "-j",
+        "--jobs",
+        type=_positive,
+        metavar="N",
+        help="worker processes (default: every core, one per 16 MB of input at most);"
+        " 1 decodes in this process",
+    )
     add_port_arguments(parser)
     parser.add_argument("-q", "--quiet", action="store_true", help="no progress bar and no summary")
 
@@ -67,7 +75,8 @@ def add_port_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from pwcap.decode.inputs import InputError
-    from pwcap.decode.run import Settings, decode_captures
+    from pwcap.decode.parallel import decode_parallel
+    from pwcap.decode.run import Settings
     from pwcap.progress import ProgressBar, wanted
     from pwcap.tables.dataset import DatasetError
 
@@ -78,8 +87,8 @@ def run(args: argparse.Namespace) -> int:
     )
     progress = ProgressBar() if wanted(args.quiet) else None
     try:
-        summary = decode_captures(
-            args.inputs, args.output, settings, overwrite=args.overwrite, progress=progress
+        summary = decode_parallel(
+            args.inputs, args.output, args.jobs, settings, args.overwrite, progress
         )
     except (InputError, DatasetError) as error:
         _error(str(error))
@@ -173,6 +182,17 @@ def _size(text: str) -> int:
         raise argparse.ArgumentTypeError(f"not a size: {text!r}") from None
     if value <= 0:
         raise argparse.ArgumentTypeError(f"must be positive: {text!r}")
+    return value
+
+
+def _positive(text: str) -> int:
+    """A count of at least 1."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1: {text!r}")
     return value
 
 

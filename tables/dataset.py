@@ -228,14 +228,7 @@ class DatasetWriter:
         for table in self.tables.values():
             table.close()
         self._background.shutdown()
-        check_output(self.out, self.overwrite)
-        old = None
-        if self.out.exists():
-            old = self.out.with_name(f"{self.out.name}.old-{uuid.uuid4().hex[:8]}")
-            os.rename(self.out, old)
-        os.rename(self.tmp, self.out)
-        if old is not None:
-            shutil.rmtree(old, ignore_errors=True)
+        put_in_place(self.tmp, self.out, self.overwrite)
 
     def abort(self) -> None:
         for table in self.tables.values():
@@ -260,6 +253,19 @@ class DatasetWriter:
                 raise
         else:
             self.abort()
+
+
+def put_in_place(tmp: Path, out: Path, overwrite: bool) -> None:
+    """Rename the finished dataset ``tmp`` to ``out``, replacing an earlier one only when
+    overwriting (checked again: another run may have written ``out`` meanwhile)."""
+    check_output(out, overwrite)
+    old = None
+    if out.exists():
+        old = out.with_name(f"{out.name}.old-{uuid.uuid4().hex[:8]}")
+        os.rename(out, old)
+    os.rename(tmp, out)
+    if old is not None:
+        shutil.rmtree(old, ignore_errors=True)
 
 
 def check_output(out: Path, overwrite: bool) -> None:

@@ -1,0 +1,353 @@
+"""``pwcap decode --jobs N``: one run over N worker processes, one dataset out.
+
+Work is split two ways. A capture larger than a worker's fair part of the input is read
+by every worker, each keeping its flow-hash share of the connections
+(:class:`pwcap.capture.shares.FlowShare`), so one big capture scales like many small
+ones; smaller captures go whole to the least loaded worker. A connection is decoded by
+exactly one worker under its capture's own name, so its rows and ``conn_id`` are those of
+``--jobs 1``.
+
+Each worker writes a dataset of its own inside ``OUT.tmp-XXXX``; the parent adds the
+capture-wide rows of the shared captures (they need every share's end), moves the part
+files of all of them into one set of tables and renames the whole to ``OUT`` only when
+every worker succeeded. Ctrl-C or SIGTERM stops every worker and deletes ``OUT.tmp-XXXX``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import multiprocessing
+import os
+import queue
+import shutil
+import signal
+import time
+import uuid
+from collections import Counter
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import FrameType
+
+from pwcap.capture import CaptureStats
+from pwcap.capture.shares import FlowShare
+from pwcap.decode.inputs import CaptureInput, expand_inputs
+from pwcap.decode.registry import Registry
+from pwcap.decode.run import (
+    CaptureResult,
+    Progress,
+    Settings,
+    Summary,
+    capture_rows,
+    decode_capture,
+    decode_captures,
+)
+from pwcap.tables.dataset import DatasetWriter, check_output, put_in_place
+from pwcap.tables.schema import TABLES
+
+MIN_WORKER_BYTES = 16 << 20  # input bytes below which another worker does not pay off
+POLL_SECONDS = 0.25  # how often the parent redraws progress and looks for finished workers
+
+
+def default_jobs(total_bytes: int) -> int:
+    """Every core this process may run on, but no worker for less than
+    :data:`MIN_WORKER_BYTES` of input: starting one would cost more than it saves."""
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+    return max(1, min(cores or 1, total_bytes // MIN_WORKER_BYTES))
+
+
+@dataclass(frozen=True, slots=True)
+class Unit:
+    """One worker's part of one capture: all of it (``share`` None) or one share."""
+
+    capture: int  # index in the run's list of captures
+    share: int | None = None
+    shares: int = 1
+
+    def flow_share(self) -> FlowShare | None:
+        return None if self.share is None else FlowShare(self.share, self.shares)
+
+
+def plan(captures: list[CaptureInput], jobs: int) -> list[list[Unit]]:
+    """Each worker's units: captures above a worker's fair part of the bytes split in
+    ``jobs`` shares (one per worker), the others whole, largest first, to the least
+    loaded worker. Standard input can be read once only: it stays whole."""
+    total = sum(capture.size for capture in captures)
+    units: list[list[Unit]] = [[] for _ in range(jobs)]
+    load = [0.0] * jobs
+    whole = []
+    for index, capture in enumerate(captures):
+        if capture.path is not None and jobs > 1 and capture.size * jobs > total:
+            for share in range(jobs):
+                units[share].append(Unit(index, share, jobs))
+                load[share] += capture.size / jobs
+        else:
+            whole.append(index)
+    for index in sorted(whole, key=lambda i: -captures[i].size):
+        least = load.index(min(load))
+        units[least].append(Unit(index))
+        load[least] += captures[index].size
+    return [worker for worker in units if worker]
+
+
+@dataclass
+class WorkerResult:
+    """What one worker sends back: per unit its capture result and connection counts,
+    and its dataset's tallies."""
+
+    units: list[tuple[Unit, CaptureResult, Counter[str]]] = field(default_factory=list)
+    rows: Counter[str] = field(default_factory=Counter)
+    commands: Counter[str | None] = field(default_factory=Counter)
+    anomalies: Counter[str] = field(default_factory=Counter)
+
+
+def decode_parallel(
+    inputs: Iterable[str | Path],
+    out: str | Path,
+    jobs: int | None = None,
+    settings: Settings | None = None,
+    overwrite: bool = False,
+    progress: Progress | None = None,
+) -> Summary:
+    """Decode the captures into the dataset ``out`` with ``jobs`` worker processes (None:
+    :func:`default_jobs`); the same dataset and summary as
+    :func:`pwcap.decode.run.decode_captures`, which one worker runs in this process."""
+    settings = settings or Settings()
+    expanded = expand_inputs(str(p) for p in inputs)
+    captures = expanded.captures
+    if jobs is None:
+        jobs = default_jobs(sum(capture.size for capture in captures))
+    workers = plan(captures, jobs)
+    if len(workers) <= 1:
+        return decode_captures(inputs, out, settings, overwrite, progress)
+    out = Path(out)
+    progress = progress or Progress()
+    check_output(out, overwrite)
+    started = time.perf_counter()
+    tmp = out.with_name(f"{out.name}.tmp-{uuid.uuid4().hex[:8]}")
+    tmp.mkdir()
+    try:
+        with _stopped_by_sigterm():
+            results = _run_workers(captures, workers, tmp, settings, progress)
+        summary = _gather(captures, results, tmp, out, settings)
+        _merge(tmp, len(workers) + 1)
+        put_in_place(tmp, out, overwrite)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    summary.seconds = time.perf_counter() - started
+    summary.skipped = expanded.skipped
+    return summary
+
+
+# -- the workers -------------------------------------------------------------------------------
+
+
+def _run_workers(
+    captures: list[CaptureInput],
+    workers: list[list[Unit]],
+    tmp: Path,
+    settings: Settings,
+    progress: Progress,
+) -> list[WorkerResult]:
+    """Start one process per worker, show their joint progress, gather their results;
+    the first error (or an interruption) stops them all."""
+    context = multiprocessing.get_context("fork" if hasattr(os, "fork") else "spawn")
+    done = context.Array("d", len(workers), lock=False)  # bytes each worker got through
+    answers = context.Queue()
+    processes = [
+        context.Process(
+            target=_worker,
+            args=(_Task(index, captures, units, tmp / f"w{index}", settings), done, answers),
+            name=f"pwcap-decode-{index}",
+        )
+        for index, units in enumerate(workers)
+    ]
+    progress.start(sum(capture.size for capture in captures))
+    progress.capture(Path(f"{len(workers)} workers"), 0, lambda: int(sum(done)))
+    results: dict[int, WorkerResult] = {}
+    try:
+        for process in processes:
+            process.start()
+        while len(results) < len(processes):
+            try:
+                index, answer = answers.get(timeout=POLL_SECONDS)
+            except queue.Empty:
+                progress.tick()
+                _check_alive(processes, results)
+                continue
+            if isinstance(answer, BaseException):
+                raise answer
+            results[index] = answer
+        progress.finish()
+    finally:
+        for process in processes:  # after an error; a worker that answered is ending
+            if process.is_alive() and len(results) < len(processes):
+                process.terminate()
+        for process in processes:
+            process.join()
+    return [results[index] for index in range(len(processes))]
+
+
+def _check_alive(processes: list[multiprocessing.Process], results: dict[int, object]) -> None:
+    """A worker that died without an answer (killed, out of memory) fails the run."""
+    for index, process in enumerate(processes):
+        if index not in results and process.exitcode is not None and process.exitcode != 0:
+            raise RuntimeError(f"decode worker {index} died (exit status {process.exitcode})")
+
+
+@dataclass(frozen=True, slots=True)
+class _Task:
+    """What one worker process is given."""
+
+    index: int
+    captures: list[CaptureInput]
+    units: list[Unit]
+    out: Path  # its own dataset
+    settings: Settings
+
+
+def _worker(task: _Task, done: list[float], answers: multiprocessing.Queue) -> None:
+    """One worker process: its units into its own dataset. Ctrl-C is the parent's to
+    handle: it stops the workers itself."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)  # the parent's handler came with fork
+    try:
+        answers.put((task.index, _decode_units(task, done)))
+    except Exception as error:  # sent to the parent, which reports it once
+        answers.put((task.index, error))
+
+
+def _decode_units(task: _Task, done: list[float]) -> WorkerResult:
+    settings = task.settings
+    registry = Registry(settings.hints)
+    result = WorkerResult()
+    progress = _SharedProgress(done, task.index)
+    finished = 0.0
+    with DatasetWriter(task.out, payloads=settings.payloads) as writer:
+        for unit in task.units:
+            capture = task.captures[unit.capture]
+            share = unit.flow_share()
+            decoded, connections = decode_capture(
+                capture, writer, registry, settings, progress, 0, share
+            )
+            result.units.append((unit, decoded, connections))
+            finished += capture.size / unit.shares
+            progress.finished = finished
+        result.rows.update(writer.row_counts())
+        tables = writer.tables
+    result.commands.update(tables["frames"].counted)
+    result.anomalies.update(tables["anomalies"].counted)
+    return result
+
+
+class _SharedProgress(Progress):
+    """A worker's progress, written to its slot of an array the parent reads: the bytes
+    of the units it finished (a share counting its part) plus the current one's."""
+
+    def __init__(self, slots: list[float], index: int) -> None:
+        self._slots = slots
+        self._index = index
+        self._position: Callable[[], int] = lambda: 0
+        self._next = 0.0
+        self.finished = 0.0
+
+    def capture(self, path: Path, done_bytes: int, position: Callable[[], int]) -> None:
+        self._position = position
+        self._slots[self._index] = self.finished
+
+    def tick(self) -> None:
+        now = time.monotonic()
+        if now >= self._next:  # position() walks the open connections: not every tick
+            self._next = now + POLL_SECONDS
+            self._slots[self._index] = self.finished + self._position()
+
+
+@contextlib.contextmanager
+def _stopped_by_sigterm() -> Iterator[None]:
+    """SIGTERM ends the run as Ctrl-C does: workers stopped, nothing left behind."""
+
+    def interrupt(signum: int, frame: FrameType | None) -> None:
+        raise KeyboardInterrupt
+
+    previous = signal.signal(signal.SIGTERM, interrupt)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+# -- one dataset ---------------------------------------------------------------------------------
+
+
+def _gather(
+    captures: list[CaptureInput],
+    results: list[WorkerResult],
+    tmp: Path,
+    out: Path,
+    settings: Settings,
+) -> Summary:
+    """The run's summary from the workers', and the capture-wide rows of the shared
+    captures written as one more dataset (``tmp/w<N>``) beside the workers'."""
+    parts: dict[int, list[CaptureResult]] = {}
+    connections: Counter[str] = Counter()
+    rows: Counter[str] = Counter()
+    commands: Counter[str | None] = Counter()
+    anomalies: Counter[str] = Counter()
+    shared = set()
+    for result in results:
+        for unit, decoded, counted in result.units:
+            parts.setdefault(unit.capture, []).append(decoded)
+            connections.update(counted)
+            if unit.share is not None:
+                shared.add(unit.capture)
+        rows.update(result.rows)
+        commands.update(result.commands)
+        anomalies.update(result.anomalies)
+    merged = {index: _merge_results(found) for index, found in parts.items()}
+    with DatasetWriter(tmp / f"w{len(results)}", payloads=settings.payloads) as writer:
+        for index in sorted(shared):
+            for row in capture_rows(captures[index].name, merged[index]):
+                writer.anomaly(row)
+                anomalies[row["kind"]] += 1
+                rows["anomalies"] += 1
+    return Summary(
+        out=out,
+        captures=[merged[index] for index in range(len(captures))],
+        rows={table: rows[table] for table in TABLES},
+        connections=connections,
+        commands=commands,
+        anomalies=anomalies,
+        seconds=0.0,
+    )
+
+
+def _merge_results(shares: list[CaptureResult]) -> CaptureResult:
+    """One capture's result from its shares: counters added up (the per-record ones
+    were counted by one share only), its end the latest of theirs."""
+    first = shares[0]
+    stats = CaptureStats()
+    for result in shares:
+        for name, value in result.stats.as_dict().items():
+            setattr(stats, name, getattr(stats, name) + value)
+        stats.unsupported_links.update(result.stats.unsupported_links)
+    ends = [result.last_ts for result in shares if result.last_ts is not None]
+    return CaptureResult(
+        path=first.path,
+        size=max(result.size for result in shares),
+        seconds=max(result.seconds for result in shares),
+        cut_off=first.cut_off,
+        stats=stats,
+        last_ts=max(ends) if ends else None,
+    )
+
+
+def _merge(tmp: Path, datasets: int) -> None:
+    """Move the part files of ``tmp/w0`` ... into ``tmp/<table>``, named by dataset."""
+    for table in TABLES:
+        (tmp / table).mkdir()
+        for index in range(datasets):
+            for part in sorted((tmp / f"w{index}" / table).iterdir()):
+                part.rename(tmp / table / f"part-w{index}-{part.name.removeprefix('part-')}")
+    for index in range(datasets):
+        shutil.rmtree(tmp / f"w{index}")

@@ -1,0 +1,162 @@
+"""``pwcap decode --jobs N``: the same dataset as one process, whatever the split.
+
+Each capture given alone to N workers is split by flow-hash share (every worker reads it,
+each keeps its connections); a folder of captures is spread over the workers whole. Both
+must give the rows, connection ids and summary of ``--jobs 1``.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pyarrow.parquet as pq
+import pytest
+from pwcap.capture.shares import FlowShare, flow_hash
+from pwcap.decode.parallel import decode_parallel
+from pwcap.decode.run import decode_captures
+from pwcap.tables.schema import TABLES
+
+from tests.conftest import sample_captures
+from tests.test_bench_generators import _load
+from tests.test_decode_cli import pwcap
+from tests.test_hostile_captures import pcapng_with
+
+SAMPLES = Path(__file__).resolve().parent.parent / "sample_pcaps"
+
+
+def rows(out: Path, table: str) -> list[str]:
+    """A table's rows, sorted, as text: order is the one thing workers may change."""
+    return sorted(repr(sorted(row.items())) for row in pq.read_table(out / table).to_pylist())
+
+
+def assert_same_dataset(one: Path, other: Path) -> None:
+    for table in TABLES:
+        assert rows(one, table) == rows(other, table), table
+
+
+def damaged_captures(folder: Path) -> list[Path]:
+    """A capture cut mid-record, and a pcapng with a timestamp no calendar holds: the
+    rows about the whole capture must be written once, with the capture's own end."""
+    folder.mkdir()
+    raw = (SAMPLES / "pulsar_shared_two_consumers.pcap").read_bytes()
+    cut = folder / "cut.pcap"
+    cut.write_bytes(raw[: len(raw) * 2 // 3 + 7])
+    timed = folder / "bad_timestamp.pcapng"
+    timed.write_bytes(pcapng_with("high_word")[0])
+    return [cut, timed]
+
+
+def test_the_flow_hash_is_the_same_both_ways_and_in_every_process():
+    a, b = bytes([10, 0, 0, 1]), bytes([10, 0, 1, 1])
+    assert flow_hash(a, 40000, b, 6650) == flow_hash(b, 6650, a, 40000)
+    assert flow_hash(a, 40000, b, 6650) != flow_hash(a, 40001, b, 6650)
+    code = "from pwcap.capture.shares import flow_hash; print(flow_hash(*eval(input())))"
+    seen = {
+        subprocess.run(
+            [sys.executable, "-c", code],
+            input=repr((a, 40000, b, 6650)),
+            capture_output=True,
+            text=True,
+            env={**os.environ, "PYTHONHASHSEED": seed},
+            check=True,
+        ).stdout
+        for seed in ("1", "2")
+    }
+    assert seen == {f"{flow_hash(a, 40000, b, 6650)}\n"}
+
+
+@pytest.mark.parametrize("count", [2, 3, 5])
+def test_every_connection_is_kept_by_exactly_one_share(count):
+    shares = [FlowShare(index, count) for index in range(count)]
+    tuples = [
+        (bytes([10, 0, i % 7, i % 251]), 1024 + i, bytes([10, 1, 0, i % 3]), 6650 + i % 2)
+        for i in range(2000)
+    ]
+    for src, sport, dst, dport in tuples:
+        keepers = [s.index for s in shares if s.keeps(src, sport, dst, dport)]
+        assert len(keepers) == 1
+        assert keepers == [s.index for s in shares if s.keeps(dst, dport, src, sport)]
+    kept = [sum(s.keeps(*t) for t in tuples) for s in shares]
+    assert min(kept) > len(tuples) / count / 2  # no share left idle
+
+
+@pytest.mark.parametrize("capture", sample_captures(), ids=lambda p: p.name)
+def test_a_capture_split_in_shares_gives_the_rows_of_one_process(tmp_path, capture):
+    one = decode_captures([capture], tmp_path / "one")
+    three = decode_parallel([capture], tmp_path / "three", jobs=3)
+    assert_same_dataset(tmp_path / "one", tmp_path / "three")
+    assert three.rows == one.rows
+    assert three.connections == one.connections
+    assert three.commands == one.commands
+    assert three.anomalies == one.anomalies
+    assert three.capture_totals() == one.capture_totals()
+    assert sorted(os.listdir(tmp_path)) == ["one", "three"]  # no OUT.tmp-* left
+
+
+@pytest.mark.parametrize("damage", ["cut.pcap", "bad_timestamp.pcapng"])
+def test_a_damaged_capture_split_in_shares_says_so_once(tmp_path, damage):
+    capture = {p.name: p for p in damaged_captures(tmp_path / "in")}[damage]
+    one = decode_captures([capture], tmp_path / "one")
+    two = decode_parallel([capture], tmp_path / "two", jobs=2)
+    assert_same_dataset(tmp_path / "one", tmp_path / "two")
+    assert [c.cut_off for c in two.captures] == [c.cut_off for c in one.captures]
+    assert two.anomalies == one.anomalies and sum(one.anomalies.values()) > 0
+    assert two.capture_totals() == one.capture_totals()
+
+
+def test_a_folder_spread_over_workers_gives_the_rows_of_one_process(tmp_path):
+    one = decode_captures([SAMPLES], tmp_path / "one")
+    two = decode_parallel([SAMPLES], tmp_path / "two", jobs=2)
+    assert_same_dataset(tmp_path / "one", tmp_path / "two")
+    assert two.rows == one.rows and two.capture_totals() == one.capture_totals()
+    assert [c.path for c in two.captures] == [c.path for c in one.captures]
+    assert two.skipped == one.skipped
+
+
+def test_a_file_that_is_not_a_capture_is_one_line_from_the_workers_too(tmp_path):
+    bogus = tmp_path / "notes.pcap"
+    bogus.write_bytes(b"not a capture at all" * 100)
+    done = pwcap("decode", str(bogus), "-o", str(tmp_path / "out"), "--jobs", "2")
+    assert done.returncode == 1
+    assert done.stderr.count("\n") == 1 and "notes.pcap" in done.stderr
+    assert sorted(os.listdir(tmp_path)) == ["notes.pcap"]
+
+
+@pytest.mark.parametrize("how", ["sigterm", "ctrl-c"])
+def test_stopping_the_run_stops_every_worker_and_leaves_no_dataset(tmp_path, how):
+    capture = tmp_path / "big.pcap"
+    _load("bench_decode").write_capture(capture, "small", 24 << 20)
+    out = tmp_path / "out"
+    run = subprocess.Popen(
+        [sys.executable, "-m", "pwcap.cli", "decode", str(capture), "-o", str(out), "-j", "2"],
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,  # its own process group, as a shell gives a command
+    )
+    workers = _wait_for_workers(run.pid, 2)
+    if how == "sigterm":
+        run.send_signal(signal.SIGTERM)
+    else:
+        os.killpg(run.pid, signal.SIGINT)  # what the terminal sends on Ctrl-C
+    _, stderr = run.communicate(timeout=60)
+    assert run.returncode == 130
+    assert stderr.count("\n") == 1 and "interrupted" in stderr
+    assert sorted(os.listdir(tmp_path)) == ["big.pcap"]
+    assert not [pid for pid in workers if Path(f"/proc/{pid}").exists()]
+
+
+def _wait_for_workers(pid: int, count: int) -> list[int]:
+    """The worker processes of ``pid``, once ``count`` of them are decoding."""
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        children = Path(f"/proc/{pid}/task/{pid}/children").read_text().split()
+        if len(children) >= count:
+            time.sleep(0.5)  # past their start: reading the capture
+            return [int(child) for child in children]
+        time.sleep(0.05)
+    raise AssertionError("the workers never started")
