@@ -110,11 +110,17 @@ def not_a_capture(path: Path) -> str | None:
     try:
         with open(path, "rb") as stream:
             head = stream.read(SNIFF_BYTES)
-        iter_records(io.BytesIO(head), path.name)
-    except CaptureError as error:
-        return str(error).removeprefix(f"{path.name}: ")
     except OSError as error:
         return f"unreadable: {error.strerror}"
+    return head_not_a_capture(head, path.name)
+
+
+def head_not_a_capture(head: bytes, name: str) -> str | None:
+    """Why a file whose first bytes are ``head`` is not a capture, or None."""
+    try:
+        iter_records(io.BytesIO(head), name)
+    except CaptureError as error:
+        return str(error).removeprefix(f"{name}: ")
     return None
 
 

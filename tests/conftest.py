@@ -8,7 +8,9 @@ the same Parquet.
 
 from __future__ import annotations
 
+import os
 import struct
+import sys
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 
@@ -27,6 +29,7 @@ CaptureWriter = Callable[[Path, Sequence[Conversation]], Path]
 def spark() -> Iterator[object]:
     """A small local Spark: two cores, two shuffle partitions, no UI, UTC timestamps."""
     pyspark_sql = pytest.importorskip("pyspark.sql")
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)  # workers that import pwcap
     session = (
         pyspark_sql.SparkSession.builder.master("local[2]")
         .appName("pwcap-tests")

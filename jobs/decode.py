@@ -1,0 +1,259 @@
+"""Decode captures on a Spark cluster into the dataset ``pwcap decode`` writes.
+
+    spark-submit jobs/decode.py 's3a://caps/broker-*/' hdfs:///caps/day1 -o s3a://out/day1
+    python jobs/decode.py sample_pcaps -o out.parquet          # embedded local[*] Spark
+
+The driver only lists: captures are named and recognised (first 4 KiB) as ``pwcap decode``
+names them, so rows carry the same ``capture`` and ``conn_id``. Each Spark task opens its
+capture through the filesystem (pyarrow's: local, HDFS, S3), streams it through the one
+decode driver and hands its rows back as Arrow batches (``mapInArrow``); nothing of a
+capture reaches the driver. The four tables travel as one struct column each of one
+wide frame, kept on the executors' disks while Spark writes each table from it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import fnmatch
+import glob
+import os
+import queue
+import sys
+import threading
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import PurePosixPath
+
+import pyarrow as pa
+from pwcap.decode.inputs import InputError, expand_inputs, head_not_a_capture
+from pwcap.decode.registry import Registry
+from pwcap.decode.run import Progress, Settings, decode_capture
+from pwcap.jobs.common import session, spark_schema, write_tables
+from pwcap.tables.dataset import BATCH_ROWS
+from pwcap.tables.schema import TABLES, Row, arrow_schema
+from pyarrow import fs as pafs
+from pyspark import StorageLevel
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
+from pyspark.sql import types as T
+
+SNIFF_BYTES = 4096
+QUEUED_BATCHES = 8  # batches a task's decoder may run ahead of Spark (bounded memory)
+_SCHEMES = {"s3a": "s3", "s3n": "s3"}  # Hadoop's names for what pyarrow calls s3
+
+
+@dataclass(frozen=True, slots=True)
+class Listed:
+    """One capture to decode: its dataset name, the filesystem (a URI pyarrow opens) and
+    the path in it where a task reads it, and its size."""
+
+    name: str
+    filesystem: str
+    path: str
+    size: int
+
+
+# -- listing, on the driver -------------------------------------------------------------------
+
+
+def list_captures(arguments: list[str]) -> tuple[list[Listed], list[str]]:
+    """The captures the arguments name (files, folders, globs; on any filesystem pyarrow
+    reaches), largest first, and the files of folders that are not captures."""
+    local = [a for a in arguments if "://" not in a]
+    listed: list[Listed] = []
+    skipped: list[str] = []
+    if local:
+        expanded = expand_inputs(local)
+        for capture in expanded.captures:
+            if capture.path is None:
+                raise InputError("standard input cannot be shared with a cluster")
+            path = str(capture.path.resolve())
+            listed.append(Listed(capture.name, f"file://{path}", path, capture.size))
+        skipped += [str(path) for path, _ in expanded.skipped]
+    for argument in arguments:
+        if "://" in argument:
+            found, not_captures = _list_remote(argument)
+            listed += found
+            skipped += not_captures
+    return sorted(listed, key=lambda c: -c.size), skipped
+
+
+def _list_remote(argument: str) -> tuple[list[Listed], list[str]]:
+    """A file, folder, or glob in its last part (``s3a://b/caps/*.pcap``) named by URI;
+    names are paths below the folder, as for local arguments."""
+    scheme, rest = argument.split("://", 1)
+    uri = f"{_SCHEMES.get(scheme, scheme)}://{rest.rstrip('/')}"
+    pattern = None
+    if glob.has_magic(rest):
+        uri, pattern = uri.rsplit("/", 1)
+    try:
+        filesystem, path = pafs.FileSystem.from_uri(uri)
+        info = filesystem.get_file_info(path)
+    except (OSError, ValueError) as error:
+        raise InputError(f"{argument}: {error}") from None
+    if info.type == pafs.FileType.NotFound:
+        raise InputError(f"{argument}: no such file or folder")
+    if info.type != pafs.FileType.Directory:
+        return [Listed(PurePosixPath(path).name, uri, path, info.size)], []
+    files = filesystem.get_file_info(pafs.FileSelector(path, recursive=pattern is None))
+    base = PurePosixPath(path)
+    found, skipped = [], []
+    for file in sorted((f for f in files if f.is_file), key=lambda f: f.path):
+        name = str(PurePosixPath(file.path).relative_to(base))
+        if pattern is not None:
+            if fnmatch.fnmatchcase(name, pattern):
+                found.append(Listed(name, uri, file.path, file.size))
+            continue
+        with filesystem.open_input_stream(file.path) as stream:
+            reason = head_not_a_capture(stream.read(SNIFF_BYTES), name)
+        if reason is None:
+            found.append(Listed(name, uri, file.path, file.size))
+        else:
+            skipped.append(f"{argument.rstrip('/')}/{name}")
+    if not found:
+        raise InputError(f"{argument}: no capture files there")
+    return found, skipped
+
+
+# -- decoding, in the tasks ---------------------------------------------------------------------
+
+
+class _RemoteCapture:
+    """A listed capture as the decode driver takes one: a name and a stream to read."""
+
+    def __init__(self, listed: Listed) -> None:
+        self.name = listed.name
+        self.size = listed.size
+        self.shown = listed.name
+        filesystem, _ = pafs.FileSystem.from_uri(listed.filesystem)
+        self._stream = filesystem.open_input_stream(listed.path)  # streamed, never whole
+
+    def source(self) -> pa.NativeFile:
+        return self._stream
+
+    def close(self) -> None:
+        self._stream.close()
+
+
+class ArrowRows:
+    """The RowSink of a task: rows gathered per table, handed on as one Arrow batch of
+    the wide frame every :data:`BATCH_ROWS` rows."""
+
+    def __init__(self, emit: Callable[[pa.RecordBatch], None]) -> None:
+        self._emit = emit
+        self._rows: dict[str, list[Row]] = {table: [] for table in TABLES}
+        self.frame = self._rows["frames"].append
+        self.message = self._rows["messages"].append
+        self.anomaly = self._rows["anomalies"].append
+        self.connection = self._rows["connections"].append
+
+    def flush_full(self) -> None:
+        for table, rows in self._rows.items():
+            if len(rows) >= BATCH_ROWS:
+                self._send(table)
+
+    def flush_all(self) -> None:
+        for table in TABLES:
+            self._send(table)
+
+    def _send(self, table: str) -> None:
+        rows = self._rows[table]
+        if rows:
+            self._emit(wide_batch(table, pa.array(rows, type=pa.struct(list(arrow_schema(table))))))
+            rows.clear()
+
+
+def wide_batch(table: str, rows: pa.StructArray) -> pa.RecordBatch:
+    """One table's rows as a batch of the wide frame: its own column set, the others null."""
+    columns = [
+        rows if other == table else pa.nulls(len(rows), pa.struct(list(arrow_schema(other))))
+        for other in TABLES
+    ]
+    return pa.RecordBatch.from_arrays(columns, names=list(TABLES))
+
+
+def decode_tasks(
+    settings: Settings,
+) -> Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]]:
+    """The function each task runs over its listed captures (rows of ``Listed`` fields)."""
+
+    def decode(listed: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        for batch in listed:
+            for row in batch.to_pylist():
+                yield from _decode_one(Listed(**row), settings)
+
+    return decode
+
+
+def _decode_one(listed: Listed, settings: Settings) -> Iterator[pa.RecordBatch]:
+    """Decode one capture in a thread, yielding its batches as they come: the decoder is
+    push-based, Spark pulls; the bounded queue between them bounds memory."""
+    batches: queue.Queue[pa.RecordBatch | BaseException | None] = queue.Queue(QUEUED_BATCHES)
+
+    def run() -> None:
+        capture = _RemoteCapture(listed)
+        try:
+            sink = ArrowRows(batches.put)
+            decode_capture(capture, sink, Registry(settings.hints), settings, Progress())  # type: ignore[arg-type]
+            sink.flush_all()
+            batches.put(None)
+        except BaseException as error:  # re-raised in the task, where Spark reports it
+            batches.put(error)
+        finally:
+            capture.close()
+
+    thread = threading.Thread(target=run, name=f"pwcap-decode-{listed.name}", daemon=True)
+    thread.start()
+    while (item := batches.get()) is not None:
+        if isinstance(item, BaseException):
+            raise item
+        yield item
+    thread.join()
+
+
+# -- the job -------------------------------------------------------------------------------------
+
+
+def decoded_tables(
+    spark: SparkSession, captures: list[Listed], settings: Settings
+) -> dict[str, DataFrame]:
+    """The four dataset tables of ``captures``, one Spark task per capture."""
+    schema = T.StructType([T.StructField(t, spark_schema(t)) for t in TABLES])
+    rows = [(c.name, c.filesystem, c.path, c.size) for c in captures]
+    listed = spark.sparkContext.parallelize(rows, max(1, len(rows))).toDF(
+        "name string, filesystem string, path string, size long"
+    )
+    wide = listed.mapInArrow(decode_tasks(settings), schema).persist(StorageLevel.DISK_ONLY)
+    return {t: wide.where(F.col(t).isNotNull()).select(f"{t}.*") for t in TABLES}
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="decode.py", description=__doc__.splitlines()[0])
+    parser.add_argument(
+        "inputs",
+        nargs="+",
+        metavar="IN",
+        help="capture files, folders or globs (file://, hdfs://, s3a://)",
+    )
+    parser.add_argument("-o", "--output", required=True, help="dataset folder to write")
+    parser.add_argument("--payloads", action="store_true", help="also write message payload bytes")
+    parser.add_argument("--verbose", action="store_true", help="keep Spark's INFO logging")
+    args = parser.parse_args(argv)
+    try:
+        captures, skipped = list_captures(args.inputs)
+    except InputError as error:
+        parser.exit(1, f"decode: error: {error}\n")
+    if skipped:
+        print(f"skipped {len(skipped)} files that are not captures: {', '.join(skipped[:3])}")
+    # The tasks run pwcap: local Python workers are this interpreter, which has it (a
+    # cluster's are what PYSPARK_PYTHON names: see the README).
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    spark = session("pwcap-decode", args.verbose)
+    tables = decoded_tables(spark, captures, Settings(payloads=args.payloads))
+    for table, path in write_tables(tables, args.output).items():
+        print(f"{table}: {path}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,68 @@
+"""``jobs/decode.py``: captures decoded by Spark tasks into the dataset ``pwcap decode``
+writes, row for row, on local Spark and on separate executor processes."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from pwcap.decode.inputs import InputError
+from pwcap.decode.run import Settings
+from pwcap.jobs.common import write_tables
+from pwcap.jobs.decode import decoded_tables, list_captures
+
+from tests.test_decode_jobs import assert_same_dataset
+
+ROOT = Path(__file__).resolve().parent.parent
+SAMPLES = ROOT / "sample_pcaps"
+
+
+def test_a_folder_by_uri_is_listed_as_the_same_folder_by_path():
+    by_path, skipped_by_path = list_captures([str(SAMPLES)])
+    by_uri, skipped_by_uri = list_captures([f"file://{SAMPLES}"])
+    assert [(c.name, c.size) for c in by_uri] == [(c.name, c.size) for c in by_path]
+    assert len(skipped_by_uri) == len(skipped_by_path) > 0
+
+
+def test_a_glob_by_uri_picks_the_matching_files_only():
+    listed, _ = list_captures([f"file://{SAMPLES}/kafka07_*.pcap"])
+    names = sorted(c.name for c in listed)
+    assert names and all(n.startswith("kafka07_") and n.endswith(".pcap") for n in names)
+    assert names == sorted(p.name for p in SAMPLES.glob("kafka07_*.pcap"))
+
+
+@pytest.mark.parametrize("missing", ["file:///no/such/folder", "/no/such/folder"])
+def test_a_missing_input_is_an_input_error(missing):
+    with pytest.raises(InputError, match="no such"):
+        list_captures([missing])
+
+
+def test_spark_tasks_write_the_dataset_pwcap_decode_writes(spark, sample_dataset, tmp_path):
+    captures, _ = list_captures([str(SAMPLES)])
+    written = write_tables(decoded_tables(spark, captures, Settings()), str(tmp_path / "out"))
+    assert sorted(written) == ["anomalies", "connections", "frames", "messages"]
+    assert_same_dataset(sample_dataset, tmp_path / "out")
+
+
+@pytest.mark.slow
+def test_separate_executor_processes_decode_through_spark_submit(sample_dataset, tmp_path):
+    """local-cluster runs executors as processes of their own, as a cluster's are: pwcap
+    must be importable there (PYSPARK_PYTHON names the interpreter that has it)."""
+    spark_submit = shutil.which("spark-submit", path=str(Path(sys.executable).parent))
+    assert spark_submit is not None
+    out = tmp_path / "out"
+    job = [str(ROOT / "jobs" / "decode.py"), str(SAMPLES), "-o", str(out)]
+    done = subprocess.run(
+        [spark_submit, "--master", "local-cluster[2,1,1024]", *job],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env={**os.environ, "PYSPARK_PYTHON": sys.executable},
+        cwd=tmp_path,
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert_same_dataset(sample_dataset, out)
