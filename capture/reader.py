@@ -66,15 +66,20 @@ class StreamReader:
         return self.stats
 
 
+Source = str | os.PathLike[str] | BinaryIO | bytes
+
+
 def read_streams(
-    source: str | os.PathLike[str] | BinaryIO | bytes,
+    source: Source | list[Source],
     sink: StreamSink,
     server_ports: Iterable[int] = (),
     stats: CaptureStats | None = None,
     scope: str = "",
     share: FlowShare | None = None,
 ) -> CaptureStats:
-    """Feed ``sink`` every TCP stream of a pcap / pcapng capture (gzip or not).
+    """Feed ``sink`` every TCP stream of a pcap / pcapng capture (gzip or not), or of a
+    list of captures one tcpdump run wrote in turn (``-C``/``-G`` rotations), read as one
+    timeline: a connection that goes on in the next file is the same connection.
 
     Raises :class:`CaptureError` with a one-line reason for input that is not a capture;
     for a capture cut off mid-record, only after everything before the cut was delivered
@@ -83,14 +88,16 @@ def read_streams(
     the connection ids unique to this capture. ``share`` keeps only that share's
     connections (one of several workers reading the same capture).
     """
-    stream, name = open_capture(source)
     reader = StreamReader(sink, server_ports, stats, scope, share)
     try:
-        reader.feed_records(iter_records(stream, name, reader.record_stats))
+        for one in source if isinstance(source, list) else [source]:
+            stream, name = open_capture(one)
+            try:
+                reader.feed_records(iter_records(stream, name, reader.record_stats))
+            finally:
+                if stream is not one:
+                    stream.close()
     except CaptureError:
         reader.finish()
         raise
-    finally:
-        if stream is not source:
-            stream.close()
     return reader.finish()

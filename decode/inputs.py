@@ -20,6 +20,7 @@ from typing import BinaryIO
 
 from pwcap.capture import CaptureError
 from pwcap.capture.records import iter_records
+from pwcap.decode.series import in_time_order, rotated_groups, series_name
 
 STDIN = "-"
 SNIFF_BYTES = 4096  # enough to see a capture's magic, even inside gzip
@@ -36,10 +37,13 @@ class CaptureInput:
     the same file name from different places stay apart."""
 
     name: str
-    path: Path | None  # None: standard input
+    path: Path | None  # None: standard input; a rotated series: its first file
     size: int  # bytes, 0 when unknown (a pipe)
+    parts: tuple[Path, ...] = ()  # a rotated series: its files, read in turn as one
 
-    def source(self) -> str | BinaryIO:
+    def source(self) -> str | BinaryIO | list[str]:
+        if self.parts:
+            return [str(part) for part in self.parts]
         return sys.stdin.buffer if self.path is None else str(self.path)
 
     @property
@@ -54,8 +58,9 @@ class Inputs:
     skipped: list[tuple[Path, str]]  # files of a folder that are not captures, and why
 
 
-def expand_inputs(arguments: Iterable[str]) -> Inputs:
-    """Files as given, folders as the captures inside them, globs as what they match."""
+def expand_inputs(arguments: Iterable[str], series: bool = False) -> Inputs:
+    """Files as given, folders as the captures inside them, globs as what they match;
+    tcpdump's rotated files (or all of them: ``series``) as one capture each series."""
     arguments = list(arguments)
     found: list[tuple[Path, PurePosixPath]] = []  # (path, name relative to its argument)
     skipped: list[tuple[Path, str]] = []
@@ -66,15 +71,24 @@ def expand_inputs(arguments: Iterable[str]) -> Inputs:
     for path, name in found:
         unique.setdefault(path.resolve(), (path, name))
     names = _distinct([name for _, name in unique.values()], [p for p, _ in unique.values()])
-    captures = [
-        CaptureInput(name, path, path.stat().st_size)
-        for (path, _), name in zip(unique.values(), names, strict=True)
-    ]
+    named = {path: name for (path, _), name in zip(unique.values(), names, strict=True)}
+    paths = list(named)
+    groups = [in_time_order(paths)] if series and paths else rotated_groups(paths)
+    captures = [_capture(group, named) for group in groups]
     if STDIN in arguments:
         captures.append(CaptureInput(STDIN, None, 0))
     if not captures:
         raise InputError("no input captures given")
     return Inputs(captures, skipped)
+
+
+def _capture(group: list[Path], names: dict[Path, str]) -> CaptureInput:
+    """One file, or a series of them under the name of its first."""
+    first = group[0]
+    if len(group) == 1:
+        return CaptureInput(names[first], first, first.stat().st_size)
+    size = sum(path.stat().st_size for path in group)
+    return CaptureInput(series_name(names[first]), first, size, tuple(group))
 
 
 def _expand(argument: str, skipped: list[tuple[Path, str]]) -> list[tuple[Path, PurePosixPath]]:

@@ -113,7 +113,7 @@ def decode_parallel(
     :func:`default_jobs`); the same dataset and summary as
     :func:`pwcap.decode.run.decode_captures`, which one worker runs in this process."""
     settings = settings or Settings()
-    expanded = expand_inputs(str(p) for p in inputs)
+    expanded = expand_inputs((str(p) for p in inputs), settings.series)
     captures = expanded.captures
     if jobs is None:
         jobs = default_jobs(sum(capture.size for capture in captures))

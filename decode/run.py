@@ -37,6 +37,7 @@ class Settings:
     payloads: bool = False
     max_frame_size: int = 5 * 1024 * 1024
     hints: Mapping[str, Iterable[int]] = field(default_factory=dict)  # protocol -> ports
+    series: bool = False  # every input file is a part of one rotated series
 
 
 class _Tracked:
@@ -301,7 +302,7 @@ def decode_captures(
     """
     settings = settings or Settings()
     progress = progress or Progress()
-    expanded = expand_inputs(str(p) for p in inputs)
+    expanded = expand_inputs((str(p) for p in inputs), settings.series)
     captures = expanded.captures
     registry = Registry(settings.hints)
     started = time.perf_counter()

@@ -45,11 +45,12 @@ _SCHEMES = {"s3a": "s3", "s3n": "s3"}  # Hadoop's names for what pyarrow calls s
 @dataclass(frozen=True, slots=True)
 class Listed:
     """One capture to decode: its dataset name, the filesystem (a URI pyarrow opens) and
-    the path in it where a task reads it, and its size."""
+    the paths in it where a task reads it (several: a rotated series, read in turn),
+    and its size."""
 
     name: str
     filesystem: str
-    path: str
+    paths: list[str]
     size: int
 
 
@@ -67,8 +68,8 @@ def list_captures(arguments: list[str]) -> tuple[list[Listed], list[str]]:
         for capture in expanded.captures:
             if capture.path is None:
                 raise InputError("standard input cannot be shared with a cluster")
-            path = str(capture.path.resolve())
-            listed.append(Listed(capture.name, f"file://{path}", path, capture.size))
+            paths = [str(part.resolve()) for part in capture.parts or (capture.path,)]
+            listed.append(Listed(capture.name, f"file://{paths[0]}", paths, capture.size))
         skipped += [str(path) for path, _ in expanded.skipped]
     for argument in arguments:
         if "://" in argument:
@@ -94,7 +95,7 @@ def _list_remote(argument: str) -> tuple[list[Listed], list[str]]:
     if info.type == pafs.FileType.NotFound:
         raise InputError(f"{argument}: no such file or folder")
     if info.type != pafs.FileType.Directory:
-        return [Listed(PurePosixPath(path).name, uri, path, info.size)], []
+        return [Listed(PurePosixPath(path).name, uri, [path], info.size)], []
     files = filesystem.get_file_info(pafs.FileSelector(path, recursive=pattern is None))
     base = PurePosixPath(path)
     found, skipped = [], []
@@ -102,12 +103,12 @@ def _list_remote(argument: str) -> tuple[list[Listed], list[str]]:
         name = str(PurePosixPath(file.path).relative_to(base))
         if pattern is not None:
             if fnmatch.fnmatchcase(name, pattern):
-                found.append(Listed(name, uri, file.path, file.size))
+                found.append(Listed(name, uri, [file.path], file.size))
             continue
         with filesystem.open_input_stream(file.path) as stream:
             reason = head_not_a_capture(stream.read(SNIFF_BYTES), name)
         if reason is None:
-            found.append(Listed(name, uri, file.path, file.size))
+            found.append(Listed(name, uri, [file.path], file.size))
         else:
             skipped.append(f"{argument.rstrip('/')}/{name}")
     if not found:
@@ -126,13 +127,15 @@ class _RemoteCapture:
         self.size = listed.size
         self.shown = listed.name
         filesystem, _ = pafs.FileSystem.from_uri(listed.filesystem)
-        self._stream = filesystem.open_input_stream(listed.path)  # streamed, never whole
+        # streamed, never read whole
+        self._streams = [filesystem.open_input_stream(path) for path in listed.paths]
 
-    def source(self) -> pa.NativeFile:
-        return self._stream
+    def source(self) -> list[pa.NativeFile]:
+        return self._streams
 
     def close(self) -> None:
-        self._stream.close()
+        for stream in self._streams:
+            stream.close()
 
 
 class ArrowRows:
@@ -219,9 +222,9 @@ def decoded_tables(
 ) -> dict[str, DataFrame]:
     """The four dataset tables of ``captures``, one Spark task per capture."""
     schema = T.StructType([T.StructField(t, spark_schema(t)) for t in TABLES])
-    rows = [(c.name, c.filesystem, c.path, c.size) for c in captures]
+    rows = [(c.name, c.filesystem, c.paths, c.size) for c in captures]
     listed = spark.sparkContext.parallelize(rows, max(1, len(rows))).toDF(
-        "name string, filesystem string, path string, size long"
+        "name string, filesystem string, paths array<string>, size long"
     )
     wide = listed.mapInArrow(decode_tasks(settings), schema).persist(StorageLevel.DISK_ONLY)
     return {t: wide.where(F.col(t).isNotNull()).select(f"{t}.*") for t in TABLES}

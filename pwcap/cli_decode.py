@@ -55,6 +55,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="worker processes (default: every core, one per 16 MB of input at most);"
         " 1 decodes in this process",
     )
+    parser.add_argument(
+        "--series",
+        action="store_true",
+        help="the inputs are one capture that tcpdump rotated (-G names): one timeline;"
+        " -C/-W names (trace.pcap1...) are recognised without it",
+    )
     add_port_arguments(parser)
     parser.add_argument("-q", "--quiet", action="store_true", help="no progress bar and no summary")
 
@@ -84,6 +90,7 @@ def run(args: argparse.Namespace) -> int:
         payloads=args.payloads,
         max_frame_size=args.max_frame_size,
         hints={"pulsar": args.pulsar_port, "kafka07": args.kafka07_port},
+        series=args.series,
     )
     progress = ProgressBar() if wanted(args.quiet) else None
     try:

@@ -32,7 +32,8 @@ def rows(out: Path, table: str, *columns: str) -> list[dict]:
 
 
 def test_rotated_files_are_decoded_by_content_and_other_files_listed_as_skipped(tmp_path):
-    """``-C`` appends a number, ``-G`` names files by strftime: neither ends in .pcap."""
+    """``-C`` appends a number, ``-G`` names files by strftime: neither ends in .pcap.
+    ``trace.pcap`` and ``trace.pcap1`` are one series, decoded as one capture."""
     folder = tmp_path / "caps"
     folder.mkdir()
     shutil.copy(PLAIN, folder / "trace.pcap")
@@ -46,7 +47,6 @@ def test_rotated_files_are_decoded_by_content_and_other_files_listed_as_skipped(
     assert [c.name for c in inputs.captures] == [
         "broker-2026-11-22_15:00:00",
         "trace.pcap",
-        "trace.pcap1",
         "trace.pcap2.gz",
     ]
     assert {path.name: reason for path, reason in inputs.skipped} == {
@@ -68,7 +68,6 @@ def test_rotated_files_are_decoded_by_content_and_other_files_listed_as_skipped(
     assert {r["capture"] for r in rows(tmp_path / "o", "connections", "capture")} == {
         "broker-2026-11-22_15:00:00",
         "trace.pcap",
-        "trace.pcap1",
         "trace.pcap2.gz",
     }
 
