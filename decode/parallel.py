@@ -304,7 +304,7 @@ def _gather(
         rows.update(result.rows)
         commands.update(result.commands)
         anomalies.update(result.anomalies)
-    merged = {index: _merge_results(found) for index, found in parts.items()}
+    merged = {index: merge_shares(found) for index, found in parts.items()}
     with DatasetWriter(tmp / f"w{len(results)}", payloads=settings.payloads) as writer:
         for index in sorted(shared):
             for row in capture_rows(captures[index].name, merged[index]):
@@ -322,7 +322,7 @@ def _gather(
     )
 
 
-def _merge_results(shares: list[CaptureResult]) -> CaptureResult:
+def merge_shares(shares: list[CaptureResult]) -> CaptureResult:
     """One capture's result from its shares: counters added up (the per-record ones
     were counted by one share only), its end the latest of theirs."""
     first = shares[0]

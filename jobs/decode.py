@@ -1,14 +1,17 @@
 """Decode captures on a Spark cluster into the dataset ``pwcap decode`` writes.
 
-    spark-submit jobs/decode.py 's3a://caps/broker-*/' hdfs:///caps/day1 -o s3a://out/day1
+    spark-submit jobs/decode.py 's3a://caps/broker-1/*.pcap*' hdfs:///caps/day1 -o s3a://out/d1
     python jobs/decode.py sample_pcaps -o out.parquet          # embedded local[*] Spark
 
 The driver only lists: captures are named and recognised (first 4 KiB) as ``pwcap decode``
 names them, so rows carry the same ``capture`` and ``conn_id``. Each Spark task opens its
 capture through the filesystem (pyarrow's: local, HDFS, S3), streams it through the one
 decode driver and hands its rows back as Arrow batches (``mapInArrow``); nothing of a
-capture reaches the driver. The four tables travel as one struct column each of one
-wide frame, kept on the executors' disks while Spark writes each table from it.
+capture reaches the driver. A capture above ``SPLIT_ABOVE`` is decoded by several tasks,
+each keeping a flow-hash share of its connections, as ``pwcap decode --jobs`` does; the
+shares' small results come back to the driver for the rows about the whole capture.
+The four tables travel as one struct column each of one wide frame, kept on the
+executors' disks while Spark writes each table from it.
 """
 
 from __future__ import annotations
@@ -16,18 +19,22 @@ from __future__ import annotations
 import argparse
 import fnmatch
 import glob
+import json
 import os
 import queue
 import sys
 import threading
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from pathlib import PurePosixPath
+from pathlib import Path, PurePosixPath
 
 import pyarrow as pa
+from pwcap.capture import CaptureStats
+from pwcap.capture.shares import FlowShare
 from pwcap.decode.inputs import InputError, expand_inputs, head_not_a_capture
+from pwcap.decode.parallel import merge_shares
 from pwcap.decode.registry import Registry
-from pwcap.decode.run import Progress, Settings, decode_capture
+from pwcap.decode.run import CaptureResult, Progress, Settings, capture_rows, decode_capture
 from pwcap.jobs.common import session, spark_schema, write_tables
 from pwcap.tables.dataset import BATCH_ROWS
 from pwcap.tables.schema import TABLES, Row, arrow_schema
@@ -38,6 +45,8 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 SNIFF_BYTES = 4096
+SPLIT_ABOVE = 1 << 30  # bytes of a capture above which its connections are shared by tasks
+SHARE = "_share"  # the wide frame's column of a share's capture result
 QUEUED_BATCHES = 8  # batches a task's decoder may run ahead of Spark (bounded memory)
 _SCHEMES = {"s3a": "s3", "s3n": "s3"}  # Hadoop's names for what pyarrow calls s3
 
@@ -120,7 +129,7 @@ def _list_remote(argument: str) -> tuple[list[Listed], list[str]]:
 
 
 class _RemoteCapture:
-    """A listed capture as the decode driver takes one: a name and a stream to read."""
+    """A listed capture as the decode driver takes one: a name and streams to read."""
 
     def __init__(self, listed: Listed) -> None:
         self.name = listed.name
@@ -128,14 +137,29 @@ class _RemoteCapture:
         self.shown = listed.name
         filesystem, _ = pafs.FileSystem.from_uri(listed.filesystem)
         # streamed, never read whole
-        self._streams = [filesystem.open_input_stream(path) for path in listed.paths]
+        self._streams = [_Named(filesystem.open_input_stream(path), path) for path in listed.paths]
 
-    def source(self) -> list[pa.NativeFile]:
+    def source(self) -> list[_Named]:
         return self._streams
 
     def close(self) -> None:
         for stream in self._streams:
             stream.close()
+
+
+class _Named:
+    """A filesystem's stream under its path, which the reader's messages name (as they
+    name a local file), where a pyarrow stream has no name of its own."""
+
+    def __init__(self, stream: pa.NativeFile, name: str) -> None:
+        self._stream = stream
+        self.name = name
+
+    def read(self, size: int = -1) -> bytes:
+        return self._stream.read(size if size >= 0 else None)
+
+    def close(self) -> None:
+        self._stream.close()
 
 
 class ArrowRows:
@@ -166,39 +190,73 @@ class ArrowRows:
             rows.clear()
 
 
+_SHARE = pa.struct([("capture", pa.string()), ("result", pa.string())])  # result: JSON
+
+
 def wide_batch(table: str, rows: pa.StructArray) -> pa.RecordBatch:
-    """One table's rows as a batch of the wide frame: its own column set, the others null."""
-    columns = [
-        rows if other == table else pa.nulls(len(rows), pa.struct(list(arrow_schema(other))))
-        for other in TABLES
-    ]
-    return pa.RecordBatch.from_arrays(columns, names=list(TABLES))
+    """One table's rows as a batch of the wide frame: its own column set, the others null
+    (the last, ``_share``, carries a share's capture result)."""
+    types = {name: pa.struct(list(arrow_schema(name))) for name in TABLES} | {SHARE: _SHARE}
+    columns = [rows if name == table else pa.nulls(len(rows), kind) for name, kind in types.items()]
+    return pa.RecordBatch.from_arrays(columns, names=list(types))
+
+
+def _share_batch(capture: str, result: CaptureResult) -> pa.RecordBatch:
+    text = json.dumps(
+        {
+            "size": result.size,
+            "seconds": result.seconds,
+            "cut_off": result.cut_off,
+            "last_ts": result.last_ts,
+            "stats": result.stats.as_dict(),
+            "links": list(result.stats.unsupported_links.items()),
+        }
+    )
+    return wide_batch(SHARE, pa.array([{"capture": capture, "result": text}], type=_SHARE))
+
+
+def _share_result(text: str) -> CaptureResult:
+    found = json.loads(text)
+    stats = CaptureStats(**found["stats"])
+    stats.unsupported_links.update(dict(found["links"]))
+    return CaptureResult(
+        Path(), found["size"], found["seconds"], found["cut_off"], stats, found["last_ts"]
+    )
 
 
 def decode_tasks(
     settings: Settings,
 ) -> Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]]:
-    """The function each task runs over its listed captures (rows of ``Listed`` fields)."""
+    """The function each task runs over its listed captures (rows of ``Listed`` fields
+    and the flow-hash ``share`` of ``shares`` to keep)."""
 
     def decode(listed: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         for batch in listed:
             for row in batch.to_pylist():
-                yield from _decode_one(Listed(**row), settings)
+                index, count = row.pop("share"), row.pop("shares")
+                share = FlowShare(index, count) if count > 1 else None
+                yield from _decode_one(Listed(**row), settings, share)
 
     return decode
 
 
-def _decode_one(listed: Listed, settings: Settings) -> Iterator[pa.RecordBatch]:
-    """Decode one capture in a thread, yielding its batches as they come: the decoder is
-    push-based, Spark pulls; the bounded queue between them bounds memory."""
+def _decode_one(
+    listed: Listed, settings: Settings, share: FlowShare | None
+) -> Iterator[pa.RecordBatch]:
+    """Decode one capture (or share) in a thread, yielding its batches as they come: the
+    decoder is push-based, Spark pulls; the bounded queue between them bounds memory. A
+    share also yields what the capture-wide rows need (:func:`shared_capture_rows`)."""
     batches: queue.Queue[pa.RecordBatch | BaseException | None] = queue.Queue(QUEUED_BATCHES)
 
     def run() -> None:
         capture = _RemoteCapture(listed)
         try:
             sink = ArrowRows(batches.put)
-            decode_capture(capture, sink, Registry(settings.hints), settings, Progress())  # type: ignore[arg-type]
+            registry = Registry(settings.hints)
+            result, _ = decode_capture(capture, sink, registry, settings, Progress(), 0, share)  # type: ignore[arg-type]
             sink.flush_all()
+            if share is not None:
+                batches.put(_share_batch(listed.name, result))
             batches.put(None)
         except BaseException as error:  # re-raised in the task, where Spark reports it
             batches.put(error)
@@ -218,16 +276,47 @@ def _decode_one(listed: Listed, settings: Settings) -> Iterator[pa.RecordBatch]:
 
 
 def decoded_tables(
-    spark: SparkSession, captures: list[Listed], settings: Settings
+    spark: SparkSession,
+    captures: list[Listed],
+    settings: Settings,
+    split_above: int = SPLIT_ABOVE,
 ) -> dict[str, DataFrame]:
-    """The four dataset tables of ``captures``, one Spark task per capture."""
-    schema = T.StructType([T.StructField(t, spark_schema(t)) for t in TABLES])
-    rows = [(c.name, c.filesystem, c.paths, c.size) for c in captures]
+    """The four dataset tables of ``captures``: one Spark task per capture, or per
+    flow-hash share of a capture larger than ``split_above`` bytes (each share task reads
+    the whole capture and keeps its connections)."""
+    fields = [T.StructField(t, spark_schema(t)) for t in TABLES]
+    share = T.StructType(
+        [T.StructField("capture", T.StringType()), T.StructField("result", T.StringType())]
+    )
+    schema = T.StructType([*fields, T.StructField(SHARE, share)])
+    rows = []
+    for c in captures:
+        shares = max(1, -(-c.size // split_above))
+        rows += [(c.name, c.filesystem, c.paths, c.size, k, shares) for k in range(shares)]
     listed = spark.sparkContext.parallelize(rows, max(1, len(rows))).toDF(
-        "name string, filesystem string, paths array<string>, size long"
+        "name string, filesystem string, paths array<string>, size long, share int, shares int"
     )
     wide = listed.mapInArrow(decode_tasks(settings), schema).persist(StorageLevel.DISK_ONLY)
-    return {t: wide.where(F.col(t).isNotNull()).select(f"{t}.*") for t in TABLES}
+    tables = {t: wide.where(F.col(t).isNotNull()).select(f"{t}.*") for t in TABLES}
+    if any(row[5] > 1 for row in rows):
+        extra = shared_capture_rows(wide.where(F.col(SHARE).isNotNull()).select(f"{SHARE}.*"))
+        if extra:
+            found = pa.Table.from_pylist(extra, schema=arrow_schema("anomalies")).to_pandas()
+            rows_df = spark.createDataFrame(found, spark_schema("anomalies"))
+            tables["anomalies"] = tables["anomalies"].unionByName(rows_df)
+    return tables
+
+
+def shared_capture_rows(shares: DataFrame) -> list[Row]:
+    """The capture-wide ``anomalies`` rows of the captures decoded in shares, from the
+    shares' results (a few small rows, collected): written once, with the capture's end."""
+    by_capture: dict[str, list[CaptureResult]] = {}
+    for row in shares.collect():
+        by_capture.setdefault(row["capture"], []).append(_share_result(row["result"]))
+    rows: list[Row] = []
+    for capture, results in sorted(by_capture.items()):
+        rows += capture_rows(capture, merge_shares(results))
+    return rows
 
 
 def main(argv: list[str] | None = None) -> int:

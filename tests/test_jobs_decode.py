@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 from pwcap.decode.inputs import InputError
-from pwcap.decode.run import Settings
+from pwcap.decode.run import Settings, decode_captures
 from pwcap.jobs.common import write_tables
 from pwcap.jobs.decode import decoded_tables, list_captures
 
@@ -66,3 +66,19 @@ def test_separate_executor_processes_decode_through_spark_submit(sample_dataset,
     )
     assert done.returncode == 0, done.stderr[-2000:]
     assert_same_dataset(sample_dataset, out)
+
+
+@pytest.mark.parametrize("capture", ["pulsar_shared_two_consumers.pcap", "cut.pcap"])
+def test_a_capture_split_in_shares_over_tasks_gives_the_rows_of_one_task(spark, tmp_path, capture):
+    """Each of three tasks reads the whole capture and keeps its share of the
+    connections; a cut capture says so once, with its real end."""
+    raw = (SAMPLES / "pulsar_shared_two_consumers.pcap").read_bytes()
+    (tmp_path / "in").mkdir()
+    (tmp_path / "in" / "cut.pcap").write_bytes(raw[: len(raw) * 2 // 3 + 7])
+    path = SAMPLES / capture if capture != "cut.pcap" else tmp_path / "in" / "cut.pcap"
+    decode_captures([path], tmp_path / "expected")
+    listed, _ = list_captures([str(path)])
+    split_above = -(-listed[0].size // 3)
+    tables = decoded_tables(spark, listed, Settings(), split_above=split_above)
+    write_tables(tables, str(tmp_path / "out"))
+    assert_same_dataset(tmp_path / "expected", tmp_path / "out")
