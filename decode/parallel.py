@@ -15,19 +15,16 @@ every worker succeeded. Ctrl-C or SIGTERM stops every worker and deletes ``OUT.t
 
 from __future__ import annotations
 
-import contextlib
 import multiprocessing
 import os
 import queue
 import shutil
 import signal
 import time
-import uuid
 from collections import Counter
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
-from types import FrameType
 
 from pwcap.capture import CaptureStats
 from pwcap.capture.shares import FlowShare
@@ -42,7 +39,8 @@ from pwcap.decode.run import (
     decode_capture,
     decode_captures,
 )
-from pwcap.tables.dataset import DatasetWriter, check_output, put_in_place
+from pwcap.tables.dataset import DatasetWriter, check_output, make_temporary, put_in_place
+from pwcap.tables.interrupts import terminate_as_interrupt
 from pwcap.tables.schema import TABLES
 
 MIN_WORKER_BYTES = 16 << 20  # input bytes below which another worker does not pay off
@@ -124,10 +122,9 @@ def decode_parallel(
     progress = progress or Progress()
     check_output(out, overwrite)
     started = time.perf_counter()
-    tmp = out.with_name(f"{out.name}.tmp-{uuid.uuid4().hex[:8]}")
-    tmp.mkdir()
+    tmp, removed = make_temporary(out)
     try:
-        with _stopped_by_sigterm():
+        with terminate_as_interrupt():
             results = _run_workers(captures, workers, tmp, settings, progress)
         summary = _gather(captures, results, tmp, out, settings)
         _merge(tmp, len(workers) + 1)
@@ -137,6 +134,7 @@ def decode_parallel(
         raise
     summary.seconds = time.perf_counter() - started
     summary.skipped = expanded.skipped
+    summary.removed = removed
     return summary
 
 
@@ -261,20 +259,6 @@ class _SharedProgress(Progress):
         if now >= self._next:  # position() walks the open connections: not every tick
             self._next = now + POLL_SECONDS
             self._slots[self._index] = self.finished + self._position()
-
-
-@contextlib.contextmanager
-def _stopped_by_sigterm() -> Iterator[None]:
-    """SIGTERM ends the run as Ctrl-C does: workers stopped, nothing left behind."""
-
-    def interrupt(signum: int, frame: FrameType | None) -> None:
-        raise KeyboardInterrupt
-
-    previous = signal.signal(signal.SIGTERM, interrupt)
-    try:
-        yield
-    finally:
-        signal.signal(signal.SIGTERM, previous)
 
 
 # -- one dataset ---------------------------------------------------------------------------------

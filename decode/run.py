@@ -257,6 +257,7 @@ class Summary:
     anomalies: Counter[str]  # by kind
     seconds: float
     skipped: list[tuple[Path, str]] = field(default_factory=list)  # not captures, and why
+    removed: list[Path] = field(default_factory=list)  # left by interrupted runs, deleted
 
     @property
     def input_bytes(self) -> int:
@@ -319,6 +320,7 @@ def decode_captures(
         progress.finish()
         rows = writer.row_counts()
         tables = writer.tables
+        removed = writer.removed
     return Summary(
         out=Path(out),
         captures=results,
@@ -328,6 +330,7 @@ def decode_captures(
         anomalies=tables["anomalies"].counted,
         seconds=time.perf_counter() - started,
         skipped=expanded.skipped,
+        removed=removed,
     )
 
 

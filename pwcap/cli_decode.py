@@ -85,6 +85,7 @@ def run(args: argparse.Namespace) -> int:
     from pwcap.decode.run import Settings
     from pwcap.progress import ProgressBar, wanted
     from pwcap.tables.dataset import DatasetError
+    from pwcap.tables.interrupts import exit_status, terminate_as_interrupt
 
     settings = Settings(
         payloads=args.payloads,
@@ -94,18 +95,23 @@ def run(args: argparse.Namespace) -> int:
     )
     progress = ProgressBar() if wanted(args.quiet) else None
     try:
-        summary = decode_parallel(
-            args.inputs, args.output, args.jobs, settings, args.overwrite, progress
-        )
+        with terminate_as_interrupt():
+            summary = decode_parallel(
+                args.inputs, args.output, args.jobs, settings, args.overwrite, progress
+            )
     except (InputError, DatasetError) as error:
         _error(str(error))
         return EXIT_UNUSABLE
     except OSError as error:
         _error(describe(error, _written_path(error, args.output)))
         return EXIT_UNUSABLE
-    except KeyboardInterrupt:
-        _error(f"interrupted; {args.output} was not written")
-        return 130
+    except KeyboardInterrupt as interrupt:
+        written = "was written" if getattr(interrupt, "written", False) else "was not written"
+        _error(f"interrupted; {args.output} {written}")
+        return exit_status(interrupt)
+    if summary.removed:
+        names = ", ".join(str(path) for path in summary.removed)
+        print(f"pwcap decode: removed what interrupted runs left: {names}", file=sys.stderr)
     if not args.quiet:
         print_summary(summary, sys.stdout)
     for capture in summary.cut_off:

@@ -26,6 +26,7 @@ from types import TracebackType
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
+from pwcap.tables.interrupts import Interrupted, interrupts_deferred
 from pwcap.tables.schema import TABLES, Row, arrow_schema
 
 BATCH_ROWS = 16_384  # dicts held per table before conversion to Arrow
@@ -179,8 +180,7 @@ class DatasetWriter:
         self.out = Path(out)
         self.overwrite = overwrite
         check_output(self.out, overwrite)
-        self.tmp = self.out.with_name(f"{self.out.name}.tmp-{uuid.uuid4().hex[:8]}")
-        self.tmp.mkdir(parents=True)
+        self.tmp, self.removed = make_temporary(self.out)
         self._background = ThreadPoolExecutor(1, thread_name_prefix="pwcap-parquet")
         try:
             self.tables = {
@@ -231,10 +231,16 @@ class DatasetWriter:
         put_in_place(self.tmp, self.out, self.overwrite)
 
     def abort(self) -> None:
-        for table in self.tables.values():
-            table.abort()
-        self._background.shutdown()
-        shutil.rmtree(self.tmp, ignore_errors=True)
+        """Stop writing and delete the temporary directory, whatever fails on the way
+        (a write still in flight, a second Ctrl-C: the run is stopping already)."""
+        with interrupts_deferred():
+            try:
+                for table in self.tables.values():
+                    with contextlib.suppress(Exception):
+                        table.abort()
+                self._background.shutdown()
+            finally:
+                shutil.rmtree(self.tmp, ignore_errors=True)
 
     def __enter__(self) -> DatasetWriter:
         return self
@@ -255,17 +261,68 @@ class DatasetWriter:
             self.abort()
 
 
+def make_temporary(out: Path) -> tuple[Path, list[Path]]:
+    """Create ``OUT.tmp-<pid>-<tag>`` beside ``out``, after deleting what runs that no longer
+    exist left there (returned, so the caller can say so)."""
+    removed = remove_stale(out)
+    tmp = out.with_name(f"{out.name}.tmp-{_tag()}")
+    tmp.mkdir(parents=True)
+    return tmp, removed
+
+
 def put_in_place(tmp: Path, out: Path, overwrite: bool) -> None:
     """Rename the finished dataset ``tmp`` to ``out``, replacing an earlier one only when
-    overwriting (checked again: another run may have written ``out`` meanwhile)."""
+    overwriting (checked again: another run may have written ``out`` meanwhile).
+
+    An interruption meanwhile waits for the renames and is raised after them saying the
+    dataset was written, so no message can deny a dataset that is in place.
+    """
     check_output(out, overwrite)
     old = None
-    if out.exists():
-        old = out.with_name(f"{out.name}.old-{uuid.uuid4().hex[:8]}")
-        os.rename(out, old)
-    os.rename(tmp, out)
+    with interrupts_deferred() as received:
+        if out.exists():
+            old = out.with_name(f"{out.name}.old-{_tag()}")
+            os.rename(out, old)
+        os.rename(tmp, out)
     if old is not None:
         shutil.rmtree(old, ignore_errors=True)
+    if received:
+        raise Interrupted(received[0], written=True)
+
+
+def _tag() -> str:
+    """``<pid>-<random>``: the pid tells a live run's temporaries from a dead run's."""
+    return f"{os.getpid()}-{uuid.uuid4().hex[:8]}"
+
+
+def remove_stale(out: Path) -> list[Path]:
+    """Delete the ``OUT.tmp-*`` / ``OUT.old-*`` folders of runs that no longer exist (a
+    SIGKILL, a power cut) and return them. A folder whose run is alive is left alone."""
+    removed: list[Path] = []
+    if not out.parent.is_dir():
+        return removed
+    for entry in out.parent.iterdir():
+        if not entry.name.startswith(out.name):
+            continue
+        kind, _, rest = entry.name[len(out.name) :].partition("-")
+        if kind not in (".tmp", ".old"):
+            continue
+        pid, _, tag = rest.partition("-")
+        if pid.isdigit() and tag and _alive(int(pid)):
+            continue
+        shutil.rmtree(entry, ignore_errors=True)
+        removed.append(entry)
+    return removed
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # another user's process
+        return True
+    return True
 
 
 def check_output(out: Path, overwrite: bool) -> None:

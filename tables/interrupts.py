@@ -1,0 +1,74 @@
+"""Ctrl-C and SIGTERM as one kind of interruption, and moments that must not be cut.
+
+A service manager stops a process with SIGTERM, a person with Ctrl-C: both must leave
+either a whole dataset or none. :func:`terminate_as_interrupt` turns SIGTERM into the
+same :class:`KeyboardInterrupt` Ctrl-C raises, and :func:`interrupts_deferred` holds both
+back while a dataset is being moved into place, so no interruption can land between the
+rename and the message that says whether the dataset was written.
+"""
+
+from __future__ import annotations
+
+import signal
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from types import FrameType
+
+_SIGNALS = (signal.SIGINT, signal.SIGTERM)
+
+
+class Interrupted(KeyboardInterrupt):
+    """A signal stopped the run; ``written`` when the dataset was complete at OUT by then."""
+
+    def __init__(self, signum: int, written: bool = False) -> None:
+        super().__init__(signal.Signals(signum).name)
+        self.signum = signum
+        self.written = written
+
+
+def exit_status(interrupt: KeyboardInterrupt) -> int:
+    """The shell's convention: 128 plus the signal's number (130 for Ctrl-C)."""
+    return 128 + getattr(interrupt, "signum", signal.SIGINT)
+
+
+def _in_main_thread() -> bool:
+    return threading.current_thread() is threading.main_thread()
+
+
+@contextmanager
+def terminate_as_interrupt() -> Iterator[None]:
+    """Within the block, SIGTERM raises :class:`Interrupted` as Ctrl-C raises
+    KeyboardInterrupt (signal handlers can only be set from the main thread)."""
+    if not _in_main_thread():
+        yield
+        return
+
+    def interrupt(signum: int, frame: FrameType | None) -> None:
+        raise Interrupted(signum)
+
+    previous = signal.signal(signal.SIGTERM, interrupt)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+@contextmanager
+def interrupts_deferred() -> Iterator[list[int]]:
+    """SIGINT and SIGTERM received within the block are only recorded, in the list the
+    block gets; the caller decides what they mean once the block is done."""
+    received: list[int] = []
+    if not _in_main_thread():
+        yield received
+        return
+
+    def record(signum: int, frame: FrameType | None) -> None:
+        received.append(signum)
+
+    previous = {signum: signal.signal(signum, record) for signum in _SIGNALS}
+    try:
+        yield received
+    finally:
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
