@@ -165,8 +165,15 @@ def _run_workers(
     progress.capture(Path(f"{len(workers)} workers"), 0, lambda: int(sum(done)))
     results: dict[int, WorkerResult] = {}
     try:
-        for process in processes:
-            process.start()
+        # A signal between fork and the worker's own handlers would run the parent's
+        # handler in the child (or in the parent's after-fork hooks): held until both sides
+        # are ready, then delivered.
+        blocked = signal.pthread_sigmask(signal.SIG_BLOCK, _STOPPING)
+        try:
+            for process in processes:
+                process.start()
+        finally:
+            signal.pthread_sigmask(signal.SIG_SETMASK, blocked)
         while len(results) < len(processes):
             try:
                 index, answer = answers.get(timeout=POLL_SECONDS)
@@ -185,6 +192,9 @@ def _run_workers(
         for process in processes:
             process.join()
     return [results[index] for index in range(len(processes))]
+
+
+_STOPPING = {signal.SIGINT, signal.SIGTERM}
 
 
 def _check_alive(processes: list[multiprocessing.Process], results: dict[int, object]) -> None:
@@ -210,6 +220,7 @@ def _worker(task: _Task, done: list[float], answers: multiprocessing.Queue) -> N
     handle: it stops the workers itself."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGTERM, signal.SIG_DFL)  # the parent's handler came with fork
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, _STOPPING)  # blocked by the parent to fork
     try:
         answers.put((task.index, _decode_units(task, done)))
     except Exception as error:  # sent to the parent, which reports it once

@@ -29,9 +29,9 @@ def busy_capture(tmp_path_factory: pytest.TempPathFactory, write_capture) -> Pat
 
 
 def start_decode(capture: Path, out: Path, jobs: int = 1) -> subprocess.Popen:
+    command = ["decode", "-q", "--jobs", str(jobs), str(capture), "-o", str(out)]
     return subprocess.Popen(
-        [sys.executable, "-m", "pwcap.cli", "decode", "-q", "--jobs", str(jobs), str(capture)]
-        + ["-o", str(out)],
+        [sys.executable, "-m", "pwcap.cli", *command],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
