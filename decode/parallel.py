@@ -111,6 +111,7 @@ def decode_parallel(
     :func:`default_jobs`); the same dataset and summary as
     :func:`pwcap.decode.run.decode_captures`, which one worker runs in this process."""
     settings = settings or Settings()
+    inputs = list(inputs)  # read twice when one worker is enough
     expanded = expand_inputs((str(p) for p in inputs), settings.series)
     captures = expanded.captures
     if jobs is None:
@@ -197,11 +198,15 @@ def _run_workers(
 _STOPPING = {signal.SIGINT, signal.SIGTERM}
 
 
+class WorkerDied(Exception):
+    """A worker process ended without an answer (killed, out of memory)."""
+
+
 def _check_alive(processes: list[multiprocessing.Process], results: dict[int, object]) -> None:
-    """A worker that died without an answer (killed, out of memory) fails the run."""
+    """A worker that died without an answer fails the run."""
     for index, process in enumerate(processes):
         if index not in results and process.exitcode is not None and process.exitcode != 0:
-            raise RuntimeError(f"decode worker {index} died (exit status {process.exitcode})")
+            raise WorkerDied(f"decode worker {index} died (exit status {process.exitcode})")
 
 
 @dataclass(frozen=True, slots=True)

@@ -81,7 +81,7 @@ def add_port_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from pwcap.decode.inputs import InputError
-    from pwcap.decode.parallel import decode_parallel
+    from pwcap.decode.parallel import WorkerDied, decode_parallel
     from pwcap.decode.run import Settings
     from pwcap.progress import ProgressBar, wanted
     from pwcap.tables.dataset import DatasetError
@@ -99,7 +99,7 @@ def run(args: argparse.Namespace) -> int:
             summary = decode_parallel(
                 args.inputs, args.output, args.jobs, settings, args.overwrite, progress
             )
-    except (InputError, DatasetError) as error:
+    except (InputError, DatasetError, WorkerDied) as error:
         _error(str(error))
         return EXIT_UNUSABLE
     except OSError as error:

@@ -127,8 +127,15 @@ def test_a_file_that_is_not_a_capture_is_one_line_from_the_workers_too(tmp_path)
     assert sorted(os.listdir(tmp_path)) == ["notes.pcap"]
 
 
-@pytest.mark.parametrize("how", ["sigterm", "ctrl-c"])
-def test_stopping_the_run_stops_every_worker_and_leaves_no_dataset(tmp_path, how):
+@pytest.mark.parametrize(
+    ("how", "status", "says"),
+    [
+        ("sigterm", 128 + signal.SIGTERM, "interrupted"),
+        ("ctrl-c", 128 + signal.SIGINT, "interrupted"),
+        ("kill", 1, "died"),
+    ],
+)
+def test_stopping_the_run_stops_every_worker_and_leaves_no_dataset(tmp_path, how, status, says):
     capture = tmp_path / "big.pcap"
     _load("bench_decode").write_capture(capture, "small", 24 << 20)
     out = tmp_path / "out"
@@ -141,11 +148,13 @@ def test_stopping_the_run_stops_every_worker_and_leaves_no_dataset(tmp_path, how
     workers = _wait_for_workers(run.pid, 2)
     if how == "sigterm":
         run.send_signal(signal.SIGTERM)
-    else:
+    elif how == "ctrl-c":
         os.killpg(run.pid, signal.SIGINT)  # what the terminal sends on Ctrl-C
+    else:
+        os.kill(workers[1], signal.SIGKILL)  # as the kernel's out-of-memory killer would
     _, stderr = run.communicate(timeout=60)
-    assert run.returncode == 128 + (signal.SIGTERM if how == "sigterm" else signal.SIGINT)
-    assert stderr.count("\n") == 1 and "interrupted" in stderr
+    assert run.returncode == status
+    assert stderr.count("\n") == 1 and says in stderr
     assert sorted(os.listdir(tmp_path)) == ["big.pcap"]
     assert not [pid for pid in workers if Path(f"/proc/{pid}").exists()]
 
