@@ -24,25 +24,17 @@ SUBSCRIPTION = ("capture", "topic", "subscription")
 ENTRY = (*SUBSCRIPTION, "ledger_id", "entry_id")
 
 
-def deliveries(frames: DataFrame) -> DataFrame:
-    """Every delivered entry, with the time the same entry was next delivered (if ever)."""
-    again = Window.partitionBy(*ENTRY).orderBy("ts", "stream_offset")
-    return (
-        frames.where((F.col("command") == "MESSAGE") & F.col("ledger_id").isNotNull())
-        .select(
-            "conn_id",
-            "consumer_id",
-            "consumer_name",
-            *ENTRY,
-            "partition",
-            "redelivery_count",
-            F.coalesce("num_messages", F.lit(1)).alias("num_messages"),
-            "stream_offset",
-            "ts",
-        )
-        .withColumn("next_delivery_ts", F.lead("ts").over(again))
-        .withColumn("delivery_number", F.row_number().over(again))
-    )
+DELIVERY = (
+    "conn_id",
+    "consumer_id",
+    "consumer_name",
+    *ENTRY,
+    "partition",
+    "redelivery_count",
+    "num_messages",
+    "stream_offset",
+    "ts",
+)
 
 
 def acks(frames: DataFrame) -> DataFrame:
@@ -57,17 +49,58 @@ def acks(frames: DataFrame) -> DataFrame:
 
 
 def answered_deliveries(frames: DataFrame) -> DataFrame:
-    """:func:`deliveries` plus ``ack_ts`` (null when unanswered), ``ack_how``
-    (``individual`` / ``cumulative``) and the answering ack's ``validation_error``."""
-    delivered = deliveries(frames)
-    listed = acks(frames)
-    individual = _first_individual_ack(delivered, listed.where(F.col("ack_type") != "Cumulative"))
-    cumulative = _first_cumulative_ack(delivered, listed.where(F.col("ack_type") == "Cumulative"))
-    key = [*ENTRY, "ts"]
-    joined = delivered.join(individual, key, "left").join(cumulative, key, "left")
+    """Every delivered entry (one MESSAGE frame) with ``delivery_number`` (1, 2... per
+    entry), ``next_delivery_ts`` (when the same entry was delivered again, if ever),
+    ``ack_ts`` (null when unanswered), ``ack_how`` (``individual`` / ``cumulative``) and
+    the answering ack's ``validation_error``.
+
+    Deliveries and acks go through one shuffle and sorted passes, never a join on the
+    entry: an entry delivered and acked n times would join n * n rows (a redelivery
+    storm, or a benchmark replaying the same ids). Rows are partitioned per entry, except
+    in a subscription that acks cumulatively, whose acks answer across entries: there the
+    whole subscription is one partition.
+    """
+    delivered = frames.where((F.col("command") == "MESSAGE") & F.col("ledger_id").isNotNull())
+    # An ack whose topic or subscription is unknown (capture started mid-connection)
+    # answers nothing: it cannot be told which subscription it is for.
+    listed = acks(frames).where(_known(ENTRY))
+    cumulative = F.col("ack_type") == "Cumulative"
+    acking = listed.where(cumulative).select(*SUBSCRIPTION).distinct()
+    rows = (
+        delivered.select(
+            *DELIVERY[:-3],
+            F.coalesce("num_messages", F.lit(1)).alias("num_messages"),
+            "stream_offset",
+            "ts",
+            F.lit(DELIVERED).alias("row"),
+        )
+        .unionByName(
+            listed.select(
+                *ENTRY,
+                "ts",
+                F.col("validation_error").alias("error"),
+                F.when(cumulative, CUMULATIVE).otherwise(INDIVIDUAL).alias("row"),
+            ),
+            allowMissingColumns=True,
+        )
+        .join(
+            F.broadcast(acking.withColumn("acks_cumulatively", F.lit(True))),
+            list(SUBSCRIPTION),
+            "left",
+        )
+    )
+    for name in ENTRY[-2:]:  # named columns, so that every window shares one shuffle
+        rows = rows.withColumn(
+            f"part_{name}", F.when(F.col("acks_cumulatively").isNull(), F.col(name))
+        )
+    partition = [*SUBSCRIPTION, *(f"part_{name}" for name in ENTRY[-2:])]
+    rows = rows.repartition(*partition)  # else the per-entry pass shuffles by the whole entry
+    answered = _cumulative_answer(_individual_answer(rows, partition), partition)
     first = F.least("individual_ts", "cumulative_ts")
-    return joined.select(
-        *delivered.columns,
+    return answered.where(F.col("row") == DELIVERED).select(
+        *DELIVERY,
+        "next_delivery_ts",
+        "delivery_number",
         first.alias("ack_ts"),
         F.when(first.isNull(), None)
         .when(first == F.col("individual_ts"), "individual")
@@ -79,71 +112,77 @@ def answered_deliveries(frames: DataFrame) -> DataFrame:
     )
 
 
+DELIVERED, INDIVIDUAL, CUMULATIVE = 0, 1, 2  # kinds of row, in the order acks sort first
+
+
+def _known(columns: tuple[str, ...]) -> Column:
+    known = F.lit(True)
+    for name in columns:
+        known = known & F.col(name).isNotNull()
+    return known
+
+
 def _before_redelivery(ack_ts: Column) -> Column:
     return F.col("next_delivery_ts").isNull() | (ack_ts < F.col("next_delivery_ts"))
 
 
-def _first_individual_ack(delivered: DataFrame, individual: DataFrame) -> DataFrame:
-    """Equi-join on the entry, then the earliest ack after the delivery."""
-    a = individual.select(
-        *ENTRY, F.col("ts").alias("a_ts"), F.col("validation_error").alias("a_error")
+def _individual_answer(rows: DataFrame, partition: list[str]) -> DataFrame:
+    """Per entry, latest first: for each delivery, the later deliveries (the next one's
+    time, and so its number) and the earliest individual ack at or after it, which answers
+    it if it comes before the next delivery."""
+    entry = [*partition, *ENTRY[-2:]]
+    # At one time, acks before deliveries: an ack in the delivery's own packet answers it.
+    latest_first = Window.partitionBy(*entry).orderBy(
+        F.desc("ts"), F.desc(F.col("row") == INDIVIDUAL), F.desc("stream_offset")
     )
+    after = latest_first.rowsBetween(Window.unboundedPreceding, -1)
+    from_here = latest_first.rowsBetween(Window.unboundedPreceding, Window.currentRow)
+    is_delivery = F.col("row") == DELIVERED
+    later_deliveries = F.count(F.when(is_delivery, 1)).over(after)
+    deliveries = F.count(F.when(is_delivery, 1)).over(Window.partitionBy(*entry))
+    individual = F.when(F.col("row") == INDIVIDUAL, F.struct("ts", "error"))
     return (
-        delivered.select(*ENTRY, "ts", "next_delivery_ts")
-        .join(a, list(ENTRY))
-        .where((F.col("a_ts") >= F.col("ts")) & _before_redelivery(F.col("a_ts")))
-        .groupBy(*ENTRY, "ts")
-        .agg(F.min(F.struct("a_ts", "a_error")).alias("first"))
-        .select(
-            *ENTRY,
-            "ts",
-            F.col("first.a_ts").alias("individual_ts"),
-            F.col("first.a_error").alias("individual_error"),
+        rows.withColumn("next_delivery_ts", F.min(F.when(is_delivery, F.col("ts"))).over(after))
+        .withColumn("delivery_number", (deliveries - later_deliveries).cast("int"))
+        .withColumn("first_ack", F.min(individual).over(from_here))
+        .withColumn(
+            "individual_ts",
+            F.when(_before_redelivery(F.col("first_ack.ts")), F.col("first_ack.ts")),
+        )
+        .withColumn(
+            "individual_error",
+            F.when(F.col("individual_ts").isNotNull(), F.col("first_ack.error")),
         )
     )
 
 
-def _first_cumulative_ack(delivered: DataFrame, cumulative: DataFrame) -> DataFrame:
-    """Earliest cumulative ack after the delivery at or beyond the entry's position.
+def _cumulative_answer(rows: DataFrame, partition: list[str]) -> DataFrame:
+    """``cumulative_ts``: the earliest cumulative ack after the delivery at or beyond the
+    entry's position, before the entry is delivered again.
 
     Without a quadratic range join: cumulative acks move forward, so the answer is the
     later of (the first ack at or beyond the position) and (the first ack after the
     delivery), both running minimums over one sorted pass per subscription.
     """
-    # Only subscriptions that ack cumulatively need the two sorted passes.
-    acking = cumulative.select(*SUBSCRIPTION).distinct()
-    rows = (
-        delivered.join(acking, list(SUBSCRIPTION), "left_semi").select(
-            *ENTRY, "ts", "next_delivery_ts", F.lit(False).alias("is_ack")
-        )
-    ).unionByName(
-        cumulative.select(
-            *ENTRY,
-            "ts",
-            F.lit(None).cast("timestamp").alias("next_delivery_ts"),
-            F.lit(True).alias("is_ack"),
-        )
-    )
-    ack_ts = F.when(F.col("is_ack"), F.col("ts"))
+    is_cumulative = F.col("row") == CUMULATIVE
+    ack_ts = F.when(is_cumulative, F.col("ts"))
     by_position = (
-        Window.partitionBy(*SUBSCRIPTION)
-        .orderBy(F.desc("ledger_id"), F.desc("entry_id"), F.desc("is_ack"))
+        Window.partitionBy(*partition)
+        .orderBy(F.desc("ledger_id"), F.desc("entry_id"), F.desc(is_cumulative))
         .rowsBetween(Window.unboundedPreceding, Window.currentRow)
     )
     # "Rows after this one" as a running frame in reverse order: Spark recomputes a frame
     # ending at unboundedFollowing for every row, quadratic in the partition's size.
     by_time = (
-        Window.partitionBy(*SUBSCRIPTION)
-        .orderBy(F.desc("ts"), F.desc("is_ack"))
+        Window.partitionBy(*partition)
+        .orderBy(F.desc("ts"), F.desc(is_cumulative))
         .rowsBetween(Window.unboundedPreceding, -1)
     )
     at_or_beyond = F.min(ack_ts).over(by_position)
     after = F.min(ack_ts).over(by_time)
     # greatest() skips nulls; no ack on either side means no answer.
     answer = F.when(at_or_beyond.isNotNull() & after.isNotNull(), F.greatest(at_or_beyond, after))
-    return (
-        rows.withColumn("cumulative_ts", answer)
-        .where(~F.col("is_ack") & _before_redelivery(F.col("cumulative_ts")))
-        .select(*ENTRY, "ts", "cumulative_ts")
-        .dropDuplicates([*ENTRY, "ts"])
+    return rows.withColumn("cumulative_ts", answer).withColumn(
+        "cumulative_ts",
+        F.when(_before_redelivery(F.col("cumulative_ts")), F.col("cumulative_ts")),
     )

@@ -17,6 +17,7 @@ from collections.abc import Callable, Mapping
 
 import pyarrow as pa
 from pwcap.jobs.args import add_arguments
+from pwcap.tables.analytics import ANALYTICS
 from pwcap.tables.schema import arrow_schema
 from pyspark import SparkConf, SparkContext
 from pyspark.sql import Column, DataFrame, SparkSession
@@ -105,6 +106,7 @@ def spark_type(arrow: pa.DataType) -> T.DataType:
         pa.string(): T.StringType(),
         pa.int64(): T.LongType(),
         pa.int32(): T.IntegerType(),
+        pa.float64(): T.DoubleType(),
         pa.bool_(): T.BooleanType(),
         pa.binary(): T.BinaryType(),
     }
@@ -191,6 +193,14 @@ def message_ids(frames: DataFrame) -> DataFrame:
 
 
 _ID_COLUMNS = ("ledger_id", "entry_id", "partition", "batch_index", "message_ids")
+
+
+def conform(frame: DataFrame, table: str) -> DataFrame:
+    """``frame`` as the analytics contract (``tables/analytics.py``) has ``table``: its
+    columns in their order and types; the frame's other columns are left out."""
+    return frame.select(
+        *(F.col(c.name).cast(spark_type(c.type)).alias(c.name) for c in ANALYTICS[table])
+    )
 
 
 # -- writing -------------------------------------------------------------------------------

@@ -25,16 +25,24 @@ no response time; deliveries superseded by a redelivery before any ack are ``red
 from __future__ import annotations
 
 import sys
+from functools import partial, reduce
 
-from pwcap.decode.pulsar.commands import CONNECT, REQUEST, SEMANTICS, SEND
 from pwcap.jobs import acks
 from pwcap.jobs.common import (
     Tables,
     broker_addresses,
+    conform,
     micros,
     read_table,
     run_job,
     window_start,
+)
+from pwcap.jobs.request_commands import (
+    KAFKA_REQUESTS,
+    PULSAR_ACK,
+    PULSAR_BROKER_REQUESTS,
+    PULSAR_CLIENT_REQUESTS,
+    PULSAR_EITHER_REQUESTS,
 )
 from pyspark.sql import Column, DataFrame, SparkSession, Window
 from pyspark.sql import functions as F
@@ -42,27 +50,15 @@ from pyspark.sql import functions as F
 PUBLISH_DELIVERY = "publish_delivery"
 DELIVERY_ACK = "delivery_ack"
 
-# Client-sent Pulsar commands a response answers (a broker-sent CLOSE_* gets none).
-PULSAR_CLIENT_REQUESTS = sorted(
-    name for name, (_, role) in SEMANTICS.items() if role in (REQUEST, SEND, CONNECT)
-)
-# Kafka 0.7: PRODUCE and MULTIPRODUCE have no response.
-KAFKA_REQUESTS = ["FETCH", "MULTIFETCH", "OFFSETS"]
-
-PAIR_COLUMNS = [
-    "kind",
+# What a request or response frame says about the pair, beside its times.
+CONTEXT = [
     "capture",
     "conn_id",
-    "broker",
     "topic",
     "subscription",
     "producer_id",
     "consumer_id",
     "sequence_id",
-    "request_ts",
-    "response_ts",
-    "latency_us",
-    "outcome",
 ]
 PERCENTILES = {"p50_us": 0.5, "p90_us": 0.9, "p99_us": 0.99, "p999_us": 0.999}
 SUMMARY_KEYS = ["kind", "topic", "subscription", "broker", "window_start"]
@@ -87,71 +83,68 @@ def _outcome() -> Column:
     return F.when(failed, code).otherwise(F.lit("success"))
 
 
+def _is_response() -> Column:
+    """A response the decoder paired with its request (it names the request)."""
+    return F.col("answers").isNotNull() & F.col("request_ts").isNotNull()
+
+
 def answered_requests(frames: DataFrame) -> DataFrame:
     """Every response the decoder paired with its request."""
-    responses = frames.where(F.col("answers").isNotNull() & F.col("request_ts").isNotNull())
-    return responses.select(
-        "capture",
-        "conn_id",
-        "topic",
-        "subscription",
-        "producer_id",
-        "consumer_id",
-        "sequence_id",
-        *_pair(F.col("answers"), F.col("request_ts"), F.col("ts"), _outcome()),
+    return frames.where(_is_response()).select(
+        *CONTEXT, *_pair(F.col("answers"), F.col("request_ts"), F.col("ts"), _outcome())
     )
 
 
 def _is_request() -> Column:
     pulsar = (F.col("protocol") == "pulsar") & (
-        ((F.col("direction") == "c2b") & F.col("command").isin(PULSAR_CLIENT_REQUESTS))
-        | (F.col("command") == "PING")
-        | ((F.col("direction") == "b2c") & (F.col("command") == "AUTH_CHALLENGE"))
-        | ((F.col("command") == "ACK") & F.col("request_id").isNotNull())
+        ((F.col("direction") == "c2b") & F.col("command").isin(*PULSAR_CLIENT_REQUESTS))
+        | F.col("command").isin(*PULSAR_EITHER_REQUESTS)
+        | ((F.col("direction") == "b2c") & F.col("command").isin(*PULSAR_BROKER_REQUESTS))
+        | ((F.col("command") == PULSAR_ACK) & F.col("request_id").isNotNull())
     )
     kafka = (
         (F.col("protocol") == "kafka07")
         & (F.col("direction") == "c2b")
-        & F.col("command").isin(KAFKA_REQUESTS)
+        & F.col("command").isin(*KAFKA_REQUESTS)
     )
     return pulsar | kafka
 
 
 def unanswered_requests(frames: DataFrame) -> DataFrame:
-    """Requests no response answers: requests minus responses naming them.
+    """Requests no response answers.
 
-    Responses name their request by (connection, command, time); several requests can
-    share a capture time (one packet), so both sides are numbered within that key and
-    the surplus requests are the unanswered ones.
+    Responses name their request by (connection, direction, command, time); several
+    requests can share a capture time (one packet), so requests are numbered within that
+    key, and those beyond the number of responses naming the key are the unanswered ones.
+    Requests and responses go through one sorted pass per key, not a join.
     """
     key = ["capture", "conn_id", "direction", "command", "ts"]
-    numbered = Window.partitionBy(*key).orderBy("stream_offset")
-    requests = frames.where(_is_request()).withColumn("n", F.row_number().over(numbered))
     opposite = F.when(F.col("direction") == "c2b", "b2c").otherwise("c2b")
-    responses = (
-        frames.where(F.col("answers").isNotNull() & F.col("request_ts").isNotNull())
-        .select(
-            "capture",
-            "conn_id",
-            opposite.alias("direction"),
-            F.col("answers").alias("command"),
-            F.col("request_ts").alias("ts"),
-            "stream_offset",
-        )
-        .withColumn("n", F.row_number().over(numbered))
-        .drop("stream_offset")
+    requests = frames.where(_is_request()).select(
+        *CONTEXT, "direction", "command", "ts", "stream_offset", F.lit(True).alias("is_request")
     )
-    missing = requests.join(responses, [*key, "n"], "left_anti")
-    no_time = F.lit(None).cast("timestamp")
-    return missing.select(
+    responses = frames.where(_is_response()).select(
         "capture",
         "conn_id",
-        "topic",
-        "subscription",
-        "producer_id",
-        "consumer_id",
-        "sequence_id",
-        *_pair(F.col("command"), F.col("ts"), no_time, F.lit("unanswered")),
+        opposite.alias("direction"),
+        F.col("answers").alias("command"),
+        F.col("request_ts").alias("ts"),
+        F.lit(False).alias("is_request"),
+    )
+    both = requests.unionByName(responses, allowMissingColumns=True)
+    by_key = Window.partitionBy(*key)
+    numbered = by_key.orderBy(F.desc("is_request"), "stream_offset").rowsBetween(
+        Window.unboundedPreceding, Window.currentRow
+    )
+    answered = F.count(F.when(~F.col("is_request"), 1)).over(by_key)
+    missing = (
+        both.withColumn("n", F.count(F.when(F.col("is_request"), 1)).over(numbered))
+        .withColumn("answered", answered)
+        .where(F.col("is_request") & (F.col("n") > F.col("answered")))
+    )
+    no_time = F.lit(None).cast("timestamp")
+    return missing.select(
+        *CONTEXT, *_pair(F.col("command"), F.col("ts"), no_time, F.lit("unanswered"))
     )
 
 
@@ -200,9 +193,7 @@ def delivery_ack(answered: DataFrame) -> DataFrame:
         "conn_id",
         "topic",
         "subscription",
-        F.lit(None).cast("long").alias("producer_id"),
         "consumer_id",
-        F.lit(None).cast("long").alias("sequence_id"),
         *_pair(F.lit(DELIVERY_ACK), F.col("ts"), F.col("ack_ts"), outcome),
     )
 
@@ -216,11 +207,9 @@ def latency_pairs(
         publish_delivery(messages),
         delivery_ack(answered),
     ]
-    pairs = parts[0]
-    for part in parts[1:]:
-        pairs = pairs.unionByName(part)
+    pairs = reduce(partial(DataFrame.unionByName, allowMissingColumns=True), parts)
     brokers = F.broadcast(broker_addresses(connections))
-    return pairs.join(brokers, ["capture", "conn_id"], "left").select(*PAIR_COLUMNS)
+    return conform(pairs.join(brokers, ["capture", "conn_id"], "left"), "latency_pairs")
 
 
 def latency_summary(pairs: DataFrame, window: str) -> DataFrame:
@@ -246,16 +235,8 @@ def latency_summary(pairs: DataFrame, window: str) -> DataFrame:
         F.max(latency).alias("max_us"),
         F.min(latency).alias("min_us"),
     )
-    return summary.select(
-        *SUMMARY_KEYS,
-        "count",
-        "errors",
-        "unanswered",
-        "redelivered",
-        "min_us",
-        *(F.col("q")[i].alias(name) for i, name in enumerate(PERCENTILES)),
-        "max_us",
-    )
+    percentiles = [F.col("q")[i].alias(name) for i, name in enumerate(PERCENTILES)]
+    return conform(summary.select("*", *percentiles), "latency_summary")
 
 
 def tables(

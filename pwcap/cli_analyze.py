@@ -4,6 +4,8 @@ Spark session, then a short summary of what stands out and where the tables are.
 from __future__ import annotations
 
 import argparse
+import os
+import shutil
 import sys
 from pathlib import Path
 from typing import Any
@@ -33,6 +35,14 @@ def run(args: argparse.Namespace) -> int:
     except PathError as error:
         print(f"pwcap analyze: error: {error}", file=sys.stderr)
         return 1
+    if java_missing():
+        print(
+            "pwcap analyze: error: Spark needs Java 17 or later, and there is no java on the"
+            " PATH or in JAVA_HOME (apt-get install openjdk-17-jre-headless,"
+            " brew install openjdk@17)",
+            file=sys.stderr,
+        )
+        return 1
     spark = session("pwcap-analyze", args.verbose)
     frames, messages, connections = (
         read_table(spark, args.datasets, name).cache()
@@ -51,6 +61,15 @@ def run(args: argparse.Namespace) -> int:
     for name, path in written.items():
         print(f"  {name:22} {path}")
     return 0
+
+
+def java_missing() -> bool:
+    """No Java for Spark to start: PySpark would fail with a launcher error and a Python
+    traceback. (It uses ``$JAVA_HOME/bin/java`` when JAVA_HOME is set, else the PATH's.)"""
+    java_home = os.environ.get("JAVA_HOME")
+    if java_home:
+        return not os.access(Path(java_home, "bin", "java"), os.X_OK)
+    return shutil.which("java") is None
 
 
 def summary(results: dict[str, Any]) -> str:

@@ -257,20 +257,33 @@ def arrow_schema(table: str) -> pa.Schema:
 
 
 def markdown() -> str:
-    """The dataset reference, as ``docs/schema.md`` holds it."""
+    """The reference of every table pwcap writes, as ``docs/schema.md`` holds it."""
+    from pwcap.tables.analytics import ANALYTICS  # it builds on this module's columns
+
     lines = [
-        "# pwcap dataset columns",
+        "# pwcap table columns",
         "",
-        "Generated from `tables/schema.py` by `python -m pwcap.tables.schema`; do not edit.",
+        "Generated from `tables/schema.py` and `tables/analytics.py` by",
+        "`python -m pwcap.tables.schema`; do not edit.",
         "Timestamps are capture timestamps, UTC, microseconds.",
+        "",
+        "# The dataset (`pwcap decode`)",
     ]
-    for table, columns in TABLES.items():
-        lines += ["", f"## {table}", "", "| column | type | meaning |", "|---|---|---|"]
-        lines += [f"| `{c.name}` | {c.type} | {c.doc} |" for c in columns]
+    lines += _tables_markdown(TABLES)
     lines += ["", "## anomaly kinds", "", "| family | kind | meaning |", "|---|---|---|"]
     for family, kinds in ANOMALY_KINDS.items():
         lines += [f"| {family} | `{kind}` | {meaning} |" for kind, meaning in kinds.items()]
+    lines += ["", "# The analytics (`pwcap analyze`, `jobs/*.py`)"]
+    lines += _tables_markdown(ANALYTICS)
     return "\n".join(lines) + "\n"
+
+
+def _tables_markdown(tables: dict[str, list[Column]]) -> list[str]:
+    lines = []
+    for table, columns in tables.items():
+        lines += ["", f"## {table}", "", "| column | type | meaning |", "|---|---|---|"]
+        lines += [f"| `{c.name}` | {c.type} | {c.doc} |" for c in columns]
+    return lines
 
 
 if __name__ == "__main__":

@@ -98,6 +98,22 @@ def test_analyze_of_a_folder_of_captures_says_to_decode_it_first(tmp_path):
     assert not (tmp_path / "a").exists()
 
 
+def test_analyze_without_java_says_what_to_install(dataset, tmp_path):
+    """A machine with Python but no Java: one line naming the package, not a launcher
+    error and a traceback."""
+    no_java = {"PATH": str(tmp_path), "HOME": str(tmp_path)}  # no java anywhere on it
+    done = subprocess.run(
+        [sys.executable, "-m", "pwcap.cli", "analyze", str(dataset), "-o", str(tmp_path / "a")],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env=no_java,
+    )
+    error = one_line_error(done, "analyze")
+    assert "Java 17" in error and "openjdk-17-jre-headless" in error
+    assert not (tmp_path / "a").exists()
+
+
 @pytest.mark.parametrize("command", ["decode", "analyze", "report"])
 def test_existing_output_is_replaced_only_with_overwrite(dataset, tmp_path, command):
     """One rule for the three commands that write: refuse, name the option."""

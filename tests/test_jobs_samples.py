@@ -14,7 +14,8 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 from pwcap.jobs import latency, permits, redelivery
-from pwcap.jobs.common import read_table, write_tables
+from pwcap.jobs.common import read_table, spark_type, write_tables
+from pwcap.tables.analytics import ANALYTICS
 
 from pwcap import cli_analyze
 from tests.test_pulsar_samples import SAMPLES, WITH_TRUTH
@@ -287,3 +288,11 @@ def test_a_capture_without_redelivery_or_starvation_gives_empty_typed_tables(
     folder = Path(written["starvation_intervals"].removeprefix("file:"))
     start = pq.read_schema(next(folder.glob("*.parquet")))
     assert start.field("start_ts").type == pa.timestamp("us", tz="UTC")
+
+
+def test_every_analytics_table_has_the_columns_and_types_its_contract_documents(analyzed):
+    """tables/analytics.py is what docs/schema.md tells users: the written tables match it."""
+    assert sorted(analyzed["schemas"]) == sorted(ANALYTICS)
+    for name, columns in ANALYTICS.items():
+        written = [(f.name, f.dataType) for f in analyzed["schemas"][name].fields]
+        assert written == [(c.name, spark_type(c.type)) for c in columns], name
