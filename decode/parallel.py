@@ -16,14 +16,15 @@ every worker succeeded. Ctrl-C or SIGTERM stops every worker and deletes ``OUT.t
 from __future__ import annotations
 
 import multiprocessing
+import multiprocessing.connection
 import os
-import queue
 import shutil
 import signal
 import time
 from collections import Counter
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
+from multiprocessing.connection import Connection
 from pathlib import Path
 
 from pwcap.capture import CaptureStats
@@ -153,11 +154,16 @@ def _run_workers(
     the first error (or an interruption) stops them all."""
     context = multiprocessing.get_context("fork" if hasattr(os, "fork") else "spawn")
     done = context.Array("d", len(workers), lock=False)  # bytes each worker got through
-    answers = context.Queue()
+    # One pipe per worker, not a Queue: a Queue's feeder thread can hang a worker's exit.
+    pipes = [context.Pipe(duplex=False) for _ in workers]
     processes = [
         context.Process(
             target=_worker,
-            args=(_Task(index, captures, units, tmp / f"w{index}", settings), done, answers),
+            args=(
+                _Task(index, captures, units, tmp / f"w{index}", settings),
+                done,
+                pipes[index][1],
+            ),
             name=f"pwcap-decode-{index}",
         )
         for index, units in enumerate(workers)
@@ -175,16 +181,26 @@ def _run_workers(
                 process.start()
         finally:
             signal.pthread_sigmask(signal.SIG_SETMASK, blocked)
+        for _, sender in pipes:
+            sender.close()  # the workers' ends: a worker's exit then reads as end of file
+        waiting = {receiver: index for index, (receiver, _) in enumerate(pipes)}
         while len(results) < len(processes):
-            try:
-                index, answer = answers.get(timeout=POLL_SECONDS)
-            except queue.Empty:
+            ready = multiprocessing.connection.wait(list(waiting), timeout=POLL_SECONDS)
+            if not ready:
                 progress.tick()
                 _check_alive(processes, results)
                 continue
-            if isinstance(answer, BaseException):
-                raise answer
-            results[index] = answer
+            for receiver in ready:
+                index = waiting.pop(receiver)
+                try:
+                    answer = receiver.recv()
+                except EOFError:  # it died without answering
+                    processes[index].join()
+                    _check_alive(processes, results)
+                    raise RuntimeError(f"decode worker {index} ended without an answer") from None
+                if isinstance(answer, BaseException):
+                    raise answer
+                results[index] = answer
         progress.finish()
     finally:
         for process in processes:  # after an error; a worker that answered is ending
@@ -220,16 +236,16 @@ class _Task:
     settings: Settings
 
 
-def _worker(task: _Task, done: list[float], answers: multiprocessing.Queue) -> None:
+def _worker(task: _Task, done: list[float], answer: Connection) -> None:
     """One worker process: its units into its own dataset. Ctrl-C is the parent's to
     handle: it stops the workers itself."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGTERM, signal.SIG_DFL)  # the parent's handler came with fork
     signal.pthread_sigmask(signal.SIG_UNBLOCK, _STOPPING)  # blocked by the parent to fork
     try:
-        answers.put((task.index, _decode_units(task, done)))
+        answer.send(_decode_units(task, done))
     except Exception as error:  # sent to the parent, which reports it once
-        answers.put((task.index, error))
+        answer.send(error)
 
 
 def _decode_units(task: _Task, done: list[float]) -> WorkerResult:
