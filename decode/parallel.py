@@ -196,8 +196,8 @@ def _run_workers(
                     answer = receiver.recv()
                 except EOFError:  # it died without answering
                     processes[index].join()
-                    _check_alive(processes, results)
-                    raise RuntimeError(f"decode worker {index} ended without an answer") from None
+                    status = processes[index].exitcode
+                    raise WorkerDied(f"decode worker {index} died (exit status {status})") from None
                 if isinstance(answer, BaseException):
                     raise answer
                 results[index] = answer
