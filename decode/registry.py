@@ -2,12 +2,13 @@
 
 As in Wireshark's dissector tables, every protocol pwcap knows is registered once, in
 :data:`PROTOCOLS`, with its well-known ports, a content test and the decoder to create.
-A connection on a registered port (or a port the user named with ``--pulsar-port`` /
-``--kafka07-port``) is decided at once. Any other connection is held back while its first
+A connection on a decoded protocol's port (or a port the user named with ``--pulsar-port``
+/ ``--kafka07-port``) is decided at once. Any other connection is held back while its first
 bytes are buffered (at most :data:`SNIFF_LIMIT` per direction) and offered to each content
 test in turn; the buffered events are then replayed into the chosen decoder, so nothing
-seen before the decision is lost. TLS is recognised only to be reported: its bytes are
-encrypted and never decoded.
+seen before the decision is lost. TLS is recognised by content only, to be reported: its
+bytes are encrypted and never decoded. Its usual port (6651) decides nothing, since
+plaintext Pulsar runs there too when 6650 is taken.
 """
 
 from __future__ import annotations
@@ -26,10 +27,12 @@ Sniff = Callable[[bytes, bool, int], bool]
 
 
 def _tls(data: bytes, from_client: bool, max_frame_size: int) -> bool:
-    """A TLS handshake record: content type 22, version 3.x, a record length TLS allows."""
+    """A TLS record header: content type 20-23 (change cipher spec, alert, handshake,
+    application data: a capture may start after the handshake), version 3.x, a record
+    length TLS allows."""
     return (
         len(data) >= 5
-        and data[0] == 0x16
+        and 20 <= data[0] <= 23
         and data[1] == 0x03
         and data[2] <= 0x04
         and 0 < int.from_bytes(data[3:5], "big") <= 16384 + 2048
@@ -63,7 +66,7 @@ class Protocol:
 
 # Content tests run in this order: the most specific first.
 PROTOCOLS: tuple[Protocol, ...] = (
-    Protocol("tls", frozenset({6651}), None, _tls, False),
+    Protocol("tls", frozenset(), None, _tls, False),
     Protocol("pulsar", frozenset({6650}), pulsar.PulsarDecoder, _pulsar, False),
     Protocol("kafka07", frozenset({9092}), kafka07.Kafka07Decoder, _kafka07, True),
 )
@@ -112,6 +115,8 @@ class Sniffer:
         self.events: list[tuple] = []  # ("data"|"gap", direction, ts, offset, data|size)
         self._since_gap: list[list[bytes]] = [[], []]  # contiguous bytes per direction
         self._sizes = [0, 0]
+        self._contiguous = [0, 0]  # bytes in _since_gap, per direction
+        self._tested = [0, 0]  # contiguous bytes at the last content test, per direction
 
     def on_data(self, direction: Direction, ts: int, offset: int, data: bytes) -> Decision | None:
         """Buffer the bytes; a decision once one test accepts them or the limit is passed."""
@@ -119,17 +124,24 @@ class Sniffer:
         pieces = self._since_gap[direction]
         pieces.append(data)
         self._sizes[direction] += len(data)
+        self._contiguous[direction] += len(data)
+        at_limit = self._sizes[direction] >= self._limit
+        # Tested again only once the bytes have doubled: a stream fed a byte at a time
+        # costs a linear amount of testing, not a test of the whole buffer per byte.
+        if self._contiguous[direction] < 2 * self._tested[direction] and not at_limit:
+            return None
         buffered = b"".join(pieces) if len(pieces) > 1 else data
-        if len(pieces) > 1:
-            self._since_gap[direction] = [buffered]
+        self._since_gap[direction] = [buffered]
+        self._tested[direction] = len(buffered)
         decision = self._test(buffered, direction)
-        if decision is None and self._sizes[direction] >= self._limit:
+        if decision is None and at_limit:
             return Decision(None)
         return decision
 
     def on_gap(self, direction: Direction, ts: int, offset: int, size: int) -> None:
         self.events.append(("gap", direction, ts, offset, size))
         self._since_gap[direction] = []
+        self._contiguous[direction] = self._tested[direction] = 0
 
     def _test(self, data: bytes, direction: Direction) -> Decision | None:
         from_client = direction == Direction.C2B

@@ -118,15 +118,28 @@ def test_every_gap_is_an_anomaly_row_and_counted_on_the_connection():
     assert ("c2b", "PING") in h.commands()  # decoding went on after the gap
 
 
+TLS_RECORD = bytes([0x16, 0x03, 0x01, 0x00, 0x10]) + bytes(16)  # a handshake record
+
+
 def test_tls_is_reported_and_never_decoded():
     h = Harness()
     conn = h.open(6651)
-    h.send(conn, Direction.C2B, CONNECT)  # even bytes that would decode stay untouched
+    h.send(conn, Direction.C2B, TLS_RECORD + CONNECT)  # even bytes that would decode stay
     h.lose(conn, Direction.C2B, 100)
     row = h.close(conn)
     assert h.rows.frames == [] and h.rows.anomalies == []  # nothing was to be decoded
-    assert row["protocol"] == "tls" and row["bytes_c2b"] == len(CONNECT)
+    assert row["protocol"] == "tls" and row["bytes_c2b"] == len(TLS_RECORD + CONNECT)
     assert row["gaps"] == 1 and row["anomalies"] == 0
+
+
+def test_plaintext_pulsar_on_the_tls_port_is_decoded_by_its_content():
+    h = Harness()
+    conn = h.open(6651)
+    h.send(conn, Direction.C2B, CONNECT)
+    h.send(conn, Direction.B2C, CONNECTED)
+    row = h.close(conn)
+    assert row["protocol"] == "pulsar"
+    assert h.commands() == [("c2b", "CONNECT"), ("b2c", "CONNECTED")]
 
 
 def test_a_connection_nobody_recognises_is_unknown():
