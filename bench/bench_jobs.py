@@ -51,18 +51,17 @@ def replicate(spark, seed: Path, frames: int, out: Path) -> int:
     bounds = (
         tables["frames"]
         .agg(
-            F.max("conn_id").alias("conn"),
             F.min("ts").alias("first"),
             F.max("ts").alias("last"),
         )
         .first()
     )
-    conn_stride = bounds.conn + 1
     time_stride = int((bounds.last - bounds.first).total_seconds()) + 1
     copy = spark.range(copies).withColumnRenamed("id", "copy")
     for name, table in tables.items():
         shifted = table.crossJoin(copy)
-        shifted = shifted.withColumn("conn_id", F.col("conn_id") + F.col("copy") * conn_stride)
+        # conn_ids are hashes spread over 63 bits: a copy's are re-hashed with its number
+        shifted = shifted.withColumn("conn_id", F.xxhash64("conn_id", "copy"))
         shifted = shifted.withColumn(
             "capture", F.concat("capture", F.lit("#"), F.col("copy").cast("string"))
         )

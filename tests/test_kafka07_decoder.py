@@ -416,6 +416,11 @@ def test_capture_starting_mid_frame_hunts_both_directions():
         ("c2b", "resync"),
         ("b2c", "resync"),
     ]
+    # the skipped bytes are the first ones of each direction: offset 0, never -1
+    assert [(a["stream_offset"], a["size"]) for a in sink.anomalies] == [
+        (0, len(fetch) - 9),
+        (0, len(answer) - 3),
+    ]
 
 
 def test_a_response_whose_request_may_be_lost_is_left_unpaired():

@@ -136,6 +136,8 @@ class FrameStream:
             if self._hunting:
                 found = self._find(data, pos, self._max_frame)
                 if found.pos > pos:
+                    if self._hunt_from < 0:  # a stream joined mid-frame starts hunting here
+                        self._hunt_from = offset + pos
                     self._skipped += found.pos - pos
                     last = found.pos - 1
                     self._skip_ts = ts if last >= old or not chunk_ts else _ts_at(chunk_ts, last)
