@@ -26,15 +26,10 @@ SUBCOMMANDS = {
 
 
 def version_text() -> str:
-    """What ``pwcap --version`` prints: the version and which decoder engine runs.
+    """What ``pwcap --version`` prints: the version and which decoder engine runs."""
+    from pwcap import engine
 
-    The compiled (Cython) hot path reports itself through ``pwcap.engine()`` once it
-    exists; until then the version is all there is to say.
-    """
-    import pwcap
-
-    engine = getattr(pwcap, "engine", None)
-    return f"pwcap {__version__}" + (f" ({engine()})" if engine is not None else "")
+    return f"pwcap {__version__} (decoder: {engine()})"
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -1,0 +1,84 @@
+"""Which engine decodes: the hot path compiled by Cython, or the same modules interpreted.
+
+The hot-path modules (``setup.py`` lists them) are plain Python that the build also
+compiles into extension modules beside their sources. Python's import system prefers an
+extension module to a source file of the same name, so the compiled path runs whenever
+the build produced it. For pwcap's own modules a finder placed first turns that
+preference around in two cases: ``PWCAP_PURE_PYTHON=1`` (the interpreted path runs from
+the very same sources, which is how the tests compare the two), and an extension older
+than its source (a source edited since the last build: the edit runs, never stale code).
+"""
+
+from __future__ import annotations
+
+import importlib.abc
+import importlib.machinery
+import importlib.util
+import os
+import sys
+from types import ModuleType
+
+PURE_PYTHON_VARIABLE = "PWCAP_PURE_PYTHON"
+# One module of the hot path: whether it came compiled says which engine runs.
+PROBE = "pwcap.decode.pulsar.framing"
+# Installing a wheel writes the extension and its source a moment apart, in either order;
+# a source edited after a build is newer by more than this.
+STALE_AFTER_SECONDS = 2.0
+
+
+def pure_python_requested() -> bool:
+    return os.environ.get(PURE_PYTHON_VARIABLE, "") not in ("", "0")
+
+
+class _SourceWhenDue(importlib.abc.MetaPathFinder):
+    """Finds pwcap's modules as the other finders do; loads a compiled one's source when
+    the interpreted path is asked for or the extension is older than its source."""
+
+    def __init__(self, pure_python: bool) -> None:
+        self.pure_python = pure_python
+
+    def find_spec(
+        self, fullname: str, path: object = None, target: ModuleType | None = None
+    ) -> importlib.machinery.ModuleSpec | None:
+        if not fullname.startswith("pwcap."):
+            return None
+        for finder in sys.meta_path:
+            if finder is self or not hasattr(finder, "find_spec"):
+                continue
+            spec = finder.find_spec(fullname, path, target)
+            if spec is not None:
+                break
+        else:
+            return None
+        if not isinstance(spec.loader, importlib.machinery.ExtensionFileLoader):
+            return spec
+        origin = spec.origin or ""
+        source = origin.split(".", 1)[0] + ".py"  # name.cpython-311-....so -> name.py
+        if not os.path.exists(source):
+            return spec
+        if not self.pure_python and not is_stale(origin, source):
+            return spec
+        return importlib.util.spec_from_file_location(fullname, source)
+
+
+def is_stale(extension: str, source: str) -> bool:
+    return os.path.getmtime(source) > os.path.getmtime(extension) + STALE_AFTER_SECONDS
+
+
+def install_finder() -> None:
+    """Put the finder first (once per interpreter), before any hot-path module loads."""
+    if not any(isinstance(finder, _SourceWhenDue) for finder in sys.meta_path):
+        sys.meta_path.insert(0, _SourceWhenDue(pure_python_requested()))
+
+
+def engine() -> str:
+    """The engine this interpreter decodes with, and why when it is not the compiled one."""
+    module = importlib.import_module(PROBE)
+    if isinstance(getattr(module, "__loader__", None), importlib.machinery.ExtensionFileLoader):
+        return "compiled"
+    if pure_python_requested():
+        return f"interpreted: {PURE_PYTHON_VARIABLE} is set"
+    stem = os.path.splitext(getattr(module, "__file__", None) or "")[0]
+    if any(os.path.exists(stem + suffix) for suffix in importlib.machinery.EXTENSION_SUFFIXES):
+        return "interpreted: the compiled build is older than its sources; reinstall pwcap"
+    return "interpreted: no compiled build (making one needs a C compiler and Cython)"
