@@ -30,6 +30,7 @@ COMPILED = [
     "capture/packets.py",
     "capture/reassembly.py",
     "decode/run.py",
+    "decode/wire.py",
     "decode/pulsar/framing.py",
     "decode/pulsar/decoder.py",
     "decode/pulsar/state.py",
@@ -37,12 +38,11 @@ COMPILED = [
     "decode/pulsar/payload.py",
     "decode/pulsar/messages.py",
     "decode/pulsar/batch.py",
-    "decode/pulsar/wire.py",
+    "decode/pulsar/hot.py",
     "decode/kafka07/framing.py",
     "decode/kafka07/decoder.py",
     "decode/kafka07/messages.py",
     "tables/dataset.py",
-    "tables/columns.py",
 ]
 # Cython's defaults stay on (bounds checks, negative-index wrapping): the bytes are
 # untrusted. Annotations document; they do not restrict what a caller may pass.

@@ -14,6 +14,7 @@ from pwcap.decode.pulsar._pb.pulsar_api_pb2 import AuthMethod, BaseCommand
 from pwcap.decode.pulsar.commands import text
 from pwcap.decode.pulsar.framing import FrameStream
 from pwcap.decode.pulsar.holdback import HeldRows
+from pwcap.decode.pulsar.hot import read_hot_command
 from pwcap.decode.pulsar.messages import EntryDecoder
 from pwcap.decode.pulsar.sniff import looks_like_command
 from pwcap.decode.pulsar.state import CONSUMER_NAMES, PRODUCER_NAMES, ConnectionState, Pairer
@@ -166,16 +167,23 @@ class PulsarDecoder:
         """One whole frame, ``buf[start:end]``; nothing in it may stop the decoder."""
         try:
             command_end = start + 8 + size
-            try:
-                command = _parse_command(buf[start + 8 : command_end])
-            except DecodeError as exc:
-                self._emit_anomaly(
-                    side.label, ts, offset, end - start, None, "bad_protobuf", str(exc)
-                )
-                return
-            kind = side.kinds.get(command.type)
+            hot = read_hot_command(buf, start + 8, command_end)
+            if hot is None:
+                try:
+                    command = _parse_command(buf[start + 8 : command_end])
+                except DecodeError as exc:
+                    self._emit_anomaly(
+                        side.label, ts, offset, end - start, None, "bad_protobuf", str(exc)
+                    )
+                    return
+                type_number = command.type
+                columns = None
+            else:
+                command = None
+                type_number, columns = hot
+            kind = side.kinds.get(type_number)
             if kind is None:
-                kind = self._kind(side, command, buf, start, end, offset, ts_first, ts)
+                kind = self._kind(side, command, type_number, buf, start, end, offset, ts_first, ts)
                 if kind is None:
                     return
             if size == BARE_COMMAND_SIZE and kind.needs_body:
@@ -190,7 +198,11 @@ class PulsarDecoder:
             row["ts_first"] = ts_first
             row["stream_offset"] = offset
             row["frame_size"] = end - start
-            sub = kind.extract(command, row)
+            if columns is None:
+                sub = kind.extract(command, row)
+            else:  # a hot command: no message object, its columns are read already
+                row.update(columns)
+                sub = None
             state = self._state
             pair = kind.pair
             if pair is not None:
@@ -227,6 +239,7 @@ class PulsarDecoder:
         self,
         side: _Side,
         command: Any,
+        type_number: int,
         buf: bytes,
         start: int,
         end: int,
@@ -234,8 +247,8 @@ class PulsarDecoder:
         ts_first: int,
         ts: int,
     ) -> _Kind | None:
-        """First frame of a type on this side: its kind, or None once reported as unknown."""
-        type_number = command.type
+        """First frame of a type on this side: its kind, or None once reported as unknown.
+        ``command`` is None for a hot command, read without a message object."""
         spec = _SPECS.get(type_number)
         if spec is None or (type_number == _CONNECT and not command.HasField("type")):
             self._unknown(side, buf, start, end, offset, ts_first, ts)

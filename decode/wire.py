@@ -1,0 +1,135 @@
+# cython: annotation_typing=True
+"""Protobuf's wire format, read field by field out of untrusted bytes.
+
+The generated protobuf classes decode whole messages; the hot path reads a few fields of
+the commands it sees millions of times, so it walks their bytes with a :class:`Fields`
+cursor instead (see :mod:`pwcap.decode.pulsar.hot`). :func:`read_varint` is the one
+base-128 varint reader of the project (snappy's length preamble is one too).
+
+Compiled by Cython, the cursor runs on C integers over the bytes' buffer; every read is
+checked against the end of the message first, so no input reads past it. Interpreted,
+the same code runs on Python integers and gives the same values.
+"""
+
+from __future__ import annotations
+
+import cython
+
+VARINT = 0
+FIXED64 = 1
+LENGTH_DELIMITED = 2
+FIXED32 = 5
+MAX_VARINT_BYTES = 10  # 64 bits, 7 per byte
+U64_MASK = (1 << 64) - 1
+
+
+class WireError(ValueError):
+    """Bytes that are not the field or varint they should be."""
+
+
+def read_varint(
+    data: bytes, pos: int, end: int, max_bytes: int = MAX_VARINT_BYTES
+) -> tuple[int, int]:
+    """The varint at ``data[pos]`` read within ``data[:end]`` and ``max_bytes``: (value, next)."""
+    cursor = Fields(data, pos, min(end, pos + max_bytes))
+    value = cursor.varint()
+    if cursor.broken:
+        raise WireError(f"no valid varint at byte {pos}")
+    return value, cursor.pos
+
+
+@cython.cclass
+class Fields:
+    """A cursor over the fields of one message, ``data[pos:end]``.
+
+    :meth:`next` steps to the next field and returns its number (0 at the end); its
+    value is then in ``value`` (a varint, or a fixed-size integer) or, for a
+    length-delimited field, between ``start`` and ``stop``. Damage (a truncated field, a
+    varint over 64 bits, a wire type that does not exist) sets ``broken`` and ends the
+    walk: the caller then leaves the message to the generated classes, which say why.
+    """
+
+    data = cython.declare(bytes, visibility="readonly")
+    pos = cython.declare(cython.Py_ssize_t, visibility="readonly")
+    end = cython.declare(cython.Py_ssize_t, visibility="readonly")
+    wire_type = cython.declare(cython.int, visibility="readonly")
+    value = cython.declare(cython.ulonglong, visibility="readonly")
+    start = cython.declare(cython.Py_ssize_t, visibility="readonly")
+    stop = cython.declare(cython.Py_ssize_t, visibility="readonly")
+    broken = cython.declare(cython.bint, visibility="readonly")
+
+    def __init__(self, data: bytes, pos: cython.Py_ssize_t, end: cython.Py_ssize_t) -> None:
+        if pos < 0 or end > len(data) or pos > end:
+            raise WireError(f"bytes {pos}:{end} are not within the {len(data)} given")
+        self.data = data
+        self.pos = pos
+        self.end = end
+        self.wire_type = 0
+        self.value = 0
+        self.start = self.stop = 0
+        self.broken = False
+
+    @cython.ccall
+    def varint(self) -> cython.ulonglong:
+        """The varint at the cursor (0 and ``broken`` when there is none)."""
+        data: bytes = self.data
+        pos: cython.Py_ssize_t = self.pos
+        end: cython.Py_ssize_t = self.end
+        value: cython.ulonglong = 0
+        shift: cython.int = 0
+        byte: cython.ulonglong
+        while pos < end:
+            byte = data[pos]
+            pos += 1
+            if shift == 63 and byte > 1:  # a tenth byte beyond the 64th bit
+                break
+            value |= (byte & 0x7F) << shift
+            if byte < 0x80:
+                self.pos = pos
+                return value
+            shift += 7
+            if shift > 63:
+                break
+        self.broken = True
+        return 0
+
+    @cython.ccall
+    def next(self) -> cython.int:
+        """Step to the next field: its number, or 0 at the end of the message or damage."""
+        if self.pos >= self.end or self.broken:
+            return 0
+        key: cython.ulonglong = self.varint()
+        number: cython.ulonglong = key >> 3
+        if self.broken or number == 0 or number > 0x1FFFFFFF:
+            self.broken = True
+            return 0
+        wire_type: cython.int = key & 7
+        self.wire_type = wire_type
+        if wire_type == VARINT:
+            self.value = self.varint()
+        elif wire_type == LENGTH_DELIMITED:
+            size: cython.ulonglong = self.varint()
+            if not self.broken and size <= cython.cast(cython.ulonglong, self.end - self.pos):
+                self.start = self.pos
+                self.stop = self.pos + size
+                self.pos = self.stop
+            else:
+                self.broken = True
+        elif wire_type in (FIXED64, FIXED32):
+            self.value = self._fixed(8 if wire_type == FIXED64 else 4)
+        else:  # groups (3, 4) and the undefined 6 and 7
+            self.broken = True
+        return 0 if self.broken else number
+
+    @cython.cfunc
+    def _fixed(self, size: cython.Py_ssize_t) -> cython.ulonglong:
+        if self.end - self.pos < size:
+            self.broken = True
+            return 0
+        data: bytes = self.data
+        value: cython.ulonglong = 0
+        i: cython.Py_ssize_t
+        for i in range(size - 1, -1, -1):  # little-endian
+            value = (value << 8) | data[self.pos + i]
+        self.pos += size
+        return value
