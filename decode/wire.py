@@ -20,6 +20,7 @@ FIXED64 = 1
 LENGTH_DELIMITED = 2
 FIXED32 = 5
 MAX_VARINT_BYTES = 10  # 64 bits, 7 per byte
+SNAPPY_LENGTH_BYTES = 5  # a raw snappy block's length preamble: a varint of 32 bits
 U64_MASK = (1 << 64) - 1
 
 
@@ -36,6 +37,12 @@ def read_varint(
     if cursor.broken:
         raise WireError(f"no valid varint at byte {pos}")
     return value, cursor.pos
+
+
+def snappy_length(data: bytes | memoryview) -> int:
+    """The uncompressed length a raw snappy block opens with (a varint)."""
+    preamble = bytes(data[:SNAPPY_LENGTH_BYTES])
+    return read_varint(preamble, 0, len(preamble))[0]
 
 
 @cython.cclass

@@ -14,6 +14,7 @@ import struct
 import zlib
 
 import cramjam
+from pwcap.decode.wire import WireError, snappy_length
 
 NONE, GZIP, SNAPPY = 0, 1, 2
 CODEC_NAMES = {NONE: "NONE", GZIP: "GZIP", SNAPPY: "SNAPPY"}
@@ -57,7 +58,10 @@ def _gunzip(data: bytes, limit: int) -> bytes:
 
 
 def _snappy_block(data: bytes, limit: int) -> bytes:
-    announced = _snappy_length(data)
+    try:
+        announced = snappy_length(data)
+    except WireError:
+        raise DecompressionError("SNAPPY block has no valid length preamble") from None
     if announced > limit:
         raise DecompressionError(f"SNAPPY block announces {announced} bytes, limit is {limit}")
     return bytes(cramjam.snappy.decompress_raw(data))
@@ -81,15 +85,3 @@ def _xerial(data: bytes, limit: int) -> bytes:
         blocks.append(block)
         pos += size
     return b"".join(blocks)
-
-
-def _snappy_length(data: bytes) -> int:
-    """The varint opening a raw snappy block: its uncompressed length."""
-    value = shift = 0
-    for i in range(min(len(data), 5)):
-        byte = data[i]
-        value |= (byte & 0x7F) << shift
-        if byte < 0x80:
-            return value
-        shift += 7
-    raise DecompressionError("SNAPPY block has no valid length preamble")

@@ -12,6 +12,7 @@ import zlib
 import cramjam
 import lz4.block
 import zstandard
+from pwcap.decode.wire import WireError, snappy_length
 
 NONE, LZ4, ZLIB, ZSTD, SNAPPY = 0, 1, 2, 3, 4
 CODEC_NAMES = {NONE: "NONE", LZ4: "LZ4", ZLIB: "ZLIB", ZSTD: "ZSTD", SNAPPY: "SNAPPY"}
@@ -80,22 +81,13 @@ def _zstd_decode(data: bytes, size: int, limit: int) -> bytes:
 
 def _snappy(data: bytes, size: int, limit: int) -> bytes:
     # Raw (unframed) snappy; its preamble states the output length, checked first.
-    announced = _snappy_length(data)
+    try:
+        announced = snappy_length(data)
+    except WireError:
+        raise DecompressionError("SNAPPY block has no valid length preamble") from None
     if announced != size or announced > limit:
         raise DecompressionError(f"SNAPPY announces {announced} bytes, metadata says {size}")
     return bytes(cramjam.snappy.decompress_raw(data))
-
-
-def _snappy_length(data: bytes) -> int:
-    """The varint that starts a raw snappy block: the uncompressed length."""
-    value = shift = 0
-    for i in range(min(len(data), 5)):
-        byte = data[i]
-        value |= (byte & 0x7F) << shift
-        if byte < 0x80:
-            return value
-        shift += 7
-    raise DecompressionError("SNAPPY block has no valid length preamble")
 
 
 _DECODERS = {LZ4: _lz4, ZLIB: _zlib, ZSTD: _zstd_decode, SNAPPY: _snappy}

@@ -18,6 +18,7 @@ from pwcap.decode.pulsar.hot import read_hot_command
 from pwcap.decode.pulsar.messages import EntryDecoder
 from pwcap.decode.pulsar.sniff import looks_like_command
 from pwcap.decode.pulsar.state import CONSUMER_NAMES, PRODUCER_NAMES, ConnectionState, Pairer
+from pwcap.decode.wire import WireError, read_varint
 
 _LABELS = ("c2b", "b2c")
 # A command holding only its `type` (tag byte + one-byte varint: every type is < 128)
@@ -496,11 +497,8 @@ def _raw_type(buf: bytes, pos: int) -> int | None:
     """The type number of a command whose type the schema does not know (field 1)."""
     if pos >= len(buf) or buf[pos] != 0x08:
         return None
-    value = shift = 0
-    for i in range(pos + 1, min(pos + 11, len(buf))):
-        byte = buf[i]
-        value |= (byte & 0x7F) << shift
-        if byte < 0x80:
-            return value if value < 1 << 31 else None
-        shift += 7
-    return None
+    try:
+        value = read_varint(buf, pos + 1, len(buf))[0]
+    except WireError:
+        return None
+    return value if value < 1 << 31 else None
