@@ -14,6 +14,8 @@ from dataclasses import dataclass, field
 from enum import IntEnum
 from typing import Protocol
 
+LABELS = ("c2b", "b2c")  # each Direction as the tables write it, by its value
+
 
 class Direction(IntEnum):
     """Which side sent the bytes: the connection's client (initiator) or its server."""
@@ -23,7 +25,7 @@ class Direction(IntEnum):
 
     @property
     def label(self) -> str:
-        return "c2b" if self is Direction.C2B else "b2c"
+        return LABELS[self]
 
 
 class ClientBy(IntEnum):

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from pwcap.capture.events import Connection, Direction
+from pwcap.decode import MAX_FRAME_SIZE
 from pwcap.tables.schema import Row
 
 
@@ -33,7 +34,7 @@ class DecodeOptions:
     """Settings shared by every decoder of one run."""
 
     capture: str = ""  # the capture file's name, copied onto every row
-    max_frame_size: int = 5 * 1024 * 1024
+    max_frame_size: int = MAX_FRAME_SIZE
     payloads: bool = False  # write application payload bytes into `messages.payload`
     max_decompressed_size: int = 64 * 1024 * 1024  # decompression-bomb guard, per entry
 

@@ -19,13 +19,13 @@ from pathlib import Path
 from pwcap.capture import CaptureError, CaptureStats, read_streams
 from pwcap.capture.events import ClientBy, Connection, Direction
 from pwcap.capture.shares import FlowShare
+from pwcap.decode import MAX_FRAME_SIZE
 from pwcap.decode.api import ConnectionDecoder, DecodeOptions, Row, RowSink
 from pwcap.decode.capture_anomalies import capture_anomalies
 from pwcap.decode.inputs import CaptureInput, InputError, expand_inputs
 from pwcap.decode.registry import UNKNOWN, Decision, Protocol, Registry, Sniffer
 from pwcap.tables.dataset import DatasetWriter
 
-_LABELS = ("c2b", "b2c")
 CHECK_EVERY = 64  # capture records between two calls of a pipeline's ``after_data``
 _CLIENT_BY = {ClientBy.SYN: "syn", ClientBy.PORT: "port", ClientBy.GUESS: "guess"}
 
@@ -35,7 +35,7 @@ class Settings:
     """What the command line decides for a whole run."""
 
     payloads: bool = False
-    max_frame_size: int = 5 * 1024 * 1024
+    max_frame_size: int = MAX_FRAME_SIZE
     hints: Mapping[str, Iterable[int]] = field(default_factory=dict)  # protocol -> ports
     series: bool = False  # every input file is a part of one rotated series
 
@@ -115,7 +115,7 @@ class Pipeline:
                 "ts": ts,
                 "capture": self._options.capture,
                 "conn_id": conn.conn_id,
-                "direction": _LABELS[direction],
+                "direction": direction.label,
                 "protocol": tracked.protocol,
                 "kind": "gap",
                 "stream_offset": offset,

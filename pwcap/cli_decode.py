@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, TextIO
 
 from pwcap.cli_paths import describe
+from pwcap.decode import MAX_FRAME_SIZE
 
 if TYPE_CHECKING:  # imported lazily at run time: `pwcap --help` stays fast
     from pwcap.capture import CaptureStats
@@ -43,7 +44,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--max-frame-size",
         type=_size,
-        default=5 * 1024 * 1024,
+        default=MAX_FRAME_SIZE,
         metavar="N",
         help="largest believable frame in bytes, e.g. 5M (brokers may raise theirs)",
     )

@@ -3,8 +3,9 @@
 Decoders hand over rows as dicts (:class:`pwcap.decode.api.RowSink`). Appending a dict to
 a list is the cheapest thing the hot path can do, so the writer's ``frame`` / ``message`` /
 ``anomaly`` are plain ``list.append``; the caller calls :meth:`DatasetWriter.flush_full`
-once per capture record, and every ``batch_rows`` rows become one Arrow record batch
-(converted in C++ against the schema of :mod:`pwcap.tables.schema`). Batches are written
+every few capture records (``CHECK_EVERY`` in ``decode/run.py``), and every
+``batch_rows`` rows become one Arrow record batch (converted in C++ against the schema
+of :mod:`pwcap.tables.schema`). Batches are written
 as a row group once ``row_group_rows`` have gathered, so memory holds at most one row
 group per table in Arrow form plus one batch of dicts, whatever the capture size.
 

@@ -30,7 +30,7 @@ from __future__ import annotations
 
 from functools import partial
 
-from pwcap.capture.events import ClientBy, Connection, Direction
+from pwcap.capture.events import LABELS, ClientBy, Connection, Direction
 from pwcap.decode.api import DecodeOptions, Row, RowSink
 from pwcap.decode.kafka07.framing import FrameHandler, FrameStream
 from pwcap.decode.kafka07.messages import Budget, read_message_set
@@ -60,7 +60,6 @@ from pwcap.decode.kafka07.wire import (
     split_parts,
 )
 
-_LABELS = ("c2b", "b2c")
 MAX_SUSPECTS = 10_000  # unmatched responses awaiting proof, kept per connection
 
 
@@ -373,7 +372,7 @@ class Kafka07Decoder:
     ) -> None:
         self._emit_anomaly(label, ts, offset, size, None, kind, detail)
         if kind in ("resync", "bad_frame_header"):  # gaps: on_gap; skipped frames: _frame_lost
-            self._lose_pairing(label, ts, offset, f"{kind} in {_LABELS[label]}")
+            self._lose_pairing(label, ts, offset, f"{kind} in {LABELS[label]}")
 
     def _frame_row(
         self, label: int, start: int, end: int, offset: int, ts_first: int, ts: int
@@ -382,7 +381,7 @@ class Kafka07Decoder:
             "ts": ts,
             "capture": self._capture,
             "conn_id": self._conn_id,
-            "direction": _LABELS[label],
+            "direction": LABELS[label],
             "protocol": "kafka07",
             "ts_first": ts_first,
             "stream_offset": offset,
@@ -431,7 +430,7 @@ class Kafka07Decoder:
             "ts": ts,
             "capture": self._capture,
             "conn_id": self._conn_id,
-            "direction": _LABELS[label],
+            "direction": LABELS[label],
             "protocol": "kafka07",
             "kind": kind,
             "stream_offset": offset,

@@ -18,6 +18,7 @@ import zlib
 from collections.abc import Callable
 from itertools import pairwise
 
+from pwcap.decode import MAX_FRAME_SIZE
 from pwcap.decode.kafka07.framing import MIN_LENGTH, Candidate
 from pwcap.decode.kafka07.wire import (
     FETCH,
@@ -39,7 +40,6 @@ from pwcap.decode.kafka07.wire import (
 )
 
 WINDOW = 64 * 1024  # bytes of a candidate frame examined at most
-DEFAULT_MAX_FRAME = 5 * 1024 * 1024
 MAX_PARTS = 10_000  # parts of a MULTI* request believable in one frame
 MAX_PARTITION = 1 << 16
 
@@ -70,7 +70,7 @@ class _Need(Exception):
     """More bytes are needed to judge: ``args[0]`` bytes from the candidate's start."""
 
 
-def looks_like_request(data: bytes, max_frame_size: int = DEFAULT_MAX_FRAME) -> bool:
+def looks_like_request(data: bytes, max_frame_size: int = MAX_FRAME_SIZE) -> bool:
     """Does ``data`` start with a Kafka 0.7 request whose fields are consistent?
 
     When ``data`` holds only the start of a large request, the fields present decide,
@@ -79,7 +79,7 @@ def looks_like_request(data: bytes, max_frame_size: int = DEFAULT_MAX_FRAME) -> 
     return _check(check_request, data, max_frame_size)
 
 
-def looks_like_response(data: bytes, max_frame_size: int = DEFAULT_MAX_FRAME) -> bool:
+def looks_like_response(data: bytes, max_frame_size: int = MAX_FRAME_SIZE) -> bool:
     """Does ``data`` start with a Kafka 0.7 response whose body fits its length?"""
     return _check(check_response, data, max_frame_size)
 

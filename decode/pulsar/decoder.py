@@ -7,7 +7,7 @@ from functools import partial
 from typing import Any
 
 from google.protobuf.message import DecodeError
-from pwcap.capture.events import ClientBy, Connection, Direction
+from pwcap.capture.events import LABELS, ClientBy, Connection, Direction
 from pwcap.decode.api import DecodeOptions, Row, RowSink
 from pwcap.decode.pulsar import commands as c
 from pwcap.decode.pulsar._pb.pulsar_api_pb2 import AuthMethod, BaseCommand
@@ -20,7 +20,6 @@ from pwcap.decode.pulsar.sniff import looks_like_command
 from pwcap.decode.pulsar.state import CONSUMER_NAMES, PRODUCER_NAMES, ConnectionState, Pairer
 from pwcap.decode.wire import WireError, read_varint
 
-_LABELS = ("c2b", "b2c")
 # A command holding only its `type` (tag byte + one-byte varint: every type is < 128)
 # cannot carry the command message its type names.
 BARE_COMMAND_SIZE = 2
@@ -263,7 +262,7 @@ class PulsarDecoder:
         template = {
             "capture": self._capture,
             "conn_id": self._conn_id,
-            "direction": _LABELS[side.label],
+            "direction": LABELS[side.label],
             "protocol": "pulsar",
             "command": spec.name,
             "command_type": spec.type,
@@ -310,7 +309,7 @@ class PulsarDecoder:
             "ts": ts,
             "capture": self._capture,
             "conn_id": self._conn_id,
-            "direction": _LABELS[side.label],
+            "direction": LABELS[side.label],
             "protocol": "pulsar",
             "ts_first": ts_first,
             "stream_offset": offset,
@@ -473,7 +472,7 @@ class PulsarDecoder:
             "ts": ts,
             "capture": self._capture,
             "conn_id": self._conn_id,
-            "direction": _LABELS[label],
+            "direction": LABELS[label],
             "protocol": "pulsar",
             "kind": kind,
             "stream_offset": offset,

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from google.protobuf.message import DecodeError
+from pwcap.decode import MAX_FRAME_SIZE
 from pwcap.decode.pulsar._pb.pulsar_api_pb2 import BaseCommand
 from pwcap.decode.pulsar.commands import SPECS
 from pwcap.decode.pulsar.framing import HEADER, MIN_COMMAND_SIZE, find_frame_start
@@ -20,7 +21,7 @@ def looks_like_command(buf: bytes, start: int, size: int) -> bool:
     return spec is not None and command.HasField(spec.field)
 
 
-def sniff(data: bytes, max_frame_size: int = 5 * 1024 * 1024) -> bool:
+def sniff(data: bytes, max_frame_size: int = MAX_FRAME_SIZE) -> bool:
     """Does ``data`` start with a plausible Pulsar frame whose command decodes?"""
     if len(data) < 8 + MIN_COMMAND_SIZE:
         return False
@@ -32,7 +33,7 @@ def sniff(data: bytes, max_frame_size: int = 5 * 1024 * 1024) -> bool:
     return looks_like_command(data, 8, command_size)
 
 
-def contains_frame(data: bytes, max_frame_size: int = 5 * 1024 * 1024) -> bool:
+def contains_frame(data: bytes, max_frame_size: int = MAX_FRAME_SIZE) -> bool:
     """Is there a confirmed Pulsar frame boundary anywhere in ``data``?
 
     For captures that start mid-connection, where the first bytes are the middle of a
