@@ -27,15 +27,23 @@ from pyspark.sql import types as T
 Tables = dict[str, DataFrame]
 
 
-def session(app_name: str, verbose: bool = False) -> SparkSession:
+def session(
+    app_name: str, verbose: bool = False, launch: Mapping[str, str] | None = None
+) -> SparkSession:
     """The active session (a test's, ``pwcap analyze``'s) as it is; else one on
-    spark-submit's ``--master``, or a local one on every core, with timestamps in UTC."""
+    spark-submit's ``--master``, or a local one on every core, with timestamps in UTC.
+
+    ``launch`` holds settings for a JVM this process starts itself (``pwcap analyze``:
+    its driver memory and ``--conf``); under spark-submit, its own flags decide.
+    """
     active = SparkSession.getActiveSession()
     if active is not None:
         return active
     _local_on_loopback()
     # Join spark-submit's JVM (or start one) first, so the conf carries its --master / --conf.
-    SparkContext._ensure_initialized()
+    SparkContext._ensure_initialized(
+        conf=SparkConf().setAll(list(launch.items())) if launch else None
+    )
     conf = SparkConf().setIfMissing("spark.master", "local[*]")
     if not verbose:  # from the context's start-up on, which is most of the INFO noise
         conf.set("spark.log.level", "WARN").set("spark.ui.showConsoleProgress", "false")

@@ -14,11 +14,50 @@ from pwcap.cli_paths import PathError, check_dataset, check_new_output, check_wr
 from pwcap.jobs.args import add_arguments as _add_job_arguments
 
 TOP = 5
+MIN_DRIVER_MIB = 1024  # Spark's own default: below it, no point
+DRIVER_SHARE = 0.5  # of the memory available, for the Spark that runs the jobs
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     _add_job_arguments(parser)
     parser.add_argument("--overwrite", action="store_true", help="replace OUT if it exists")
+    parser.add_argument(
+        "--driver-memory",
+        metavar="SIZE",
+        help="memory of the local Spark that runs the jobs, as Spark writes it (4g, 1500m);"
+        " default: half the memory available now",
+    )
+    parser.add_argument(
+        "--conf",
+        action="append",
+        default=[],
+        type=_spark_setting,
+        metavar="KEY=VALUE",
+        help="a Spark setting, as spark-submit's --conf (repeatable)",
+    )
+
+
+def _spark_setting(text: str) -> tuple[str, str]:
+    key, equals, value = text.partition("=")
+    if not equals or not key.strip():
+        raise argparse.ArgumentTypeError(f"not KEY=VALUE: {text!r}")
+    return key.strip(), value
+
+
+def driver_memory(meminfo: str | None = None) -> str:
+    """Half the memory available (``MemAvailable`` of ``/proc/meminfo``), at least Spark's
+    1g default: local Spark runs every task inside the driver's heap, whose 1g default
+    dies on a dataset of a few million rows."""
+    if meminfo is None:
+        try:
+            meminfo = Path("/proc/meminfo").read_text()
+        except OSError:
+            meminfo = ""
+    available_kib = next(
+        (int(line.split()[1]) for line in meminfo.splitlines() if line.startswith("MemAvailable:")),
+        0,
+    )
+    return f"{max(MIN_DRIVER_MIB, int(available_kib * DRIVER_SHARE) >> 10)}m"
 
 
 def run(args: argparse.Namespace) -> int:
@@ -43,7 +82,14 @@ def run(args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
         return 1
-    spark = session("pwcap-analyze", args.verbose)
+    launch = {"spark.driver.memory": args.driver_memory or driver_memory(), **dict(args.conf)}
+    spark = session("pwcap-analyze", args.verbose, launch)
+    conf = spark.sparkContext.getConf()
+    print(
+        f"pwcap analyze: Spark {conf.get('spark.master')}, driver memory"
+        f" {conf.get('spark.driver.memory', '1g')} (--driver-memory to change)",
+        file=sys.stderr,
+    )
     frames, messages, connections = (
         read_table(spark, args.datasets, name).cache()
         for name in ("frames", "messages", "connections")

@@ -15,6 +15,7 @@ import pytest
 
 from pwcap import __version__
 from pwcap.cli import main
+from pwcap.cli_analyze import driver_memory
 from pwcap.cli_show import command_names
 
 SAMPLES = Path(__file__).resolve().parent.parent / "sample_pcaps"
@@ -96,6 +97,40 @@ def test_analyze_of_a_folder_of_captures_says_to_decode_it_first(tmp_path):
     error = one_line_error(pwcap("analyze", str(SAMPLES), "-o", str(tmp_path / "a")), "analyze")
     assert "capture files" in error and "pwcap decode" in error
     assert not (tmp_path / "a").exists()
+
+
+@pytest.mark.parametrize(
+    ("meminfo", "memory"),
+    [
+        ("MemTotal:       24000000 kB\nMemAvailable:    8000000 kB\n", "3906m"),
+        ("MemAvailable:     900000 kB\n", "1024m"),  # never below Spark's own default
+        ("", "1024m"),  # no /proc: Spark's default
+    ],
+)
+def test_analyze_gives_spark_half_the_memory_available(meminfo, memory):
+    assert driver_memory(meminfo) == memory
+
+
+@pytest.mark.slow
+def test_analyze_passes_driver_memory_and_settings_to_the_spark_it_starts(dataset, tmp_path):
+    done = pwcap(
+        "analyze",
+        str(dataset),
+        "-o",
+        str(tmp_path / "a"),
+        "--driver-memory",
+        "1500m",
+        "--conf",
+        "spark.sql.shuffle.partitions=3",
+    )
+    assert done.returncode == 0, done.stderr
+    assert "driver memory 1500m" in done.stderr
+    assert (tmp_path / "a" / "latency_pairs").is_dir()
+
+
+def test_a_spark_setting_must_be_key_equals_value(dataset, tmp_path):
+    done = pwcap("analyze", str(dataset), "-o", str(tmp_path / "a"), "--conf", "nonsense")
+    assert done.returncode == 2 and "not KEY=VALUE: 'nonsense'" in done.stderr
 
 
 def test_analyze_without_java_says_what_to_install(dataset, tmp_path):
