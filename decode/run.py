@@ -43,7 +43,7 @@ class Settings:
 class _Tracked:
     """A connection's pipeline state: undecided (sniffer), decoded (decoder) or neither."""
 
-    __slots__ = ("anomalies", "client", "conn", "decoder", "protocol", "sniffer")
+    __slots__ = ("anomalies", "client", "conn", "decoder", "gaps", "protocol", "sniffer")
 
     def __init__(self, conn: Connection) -> None:
         self.conn = conn
@@ -52,6 +52,9 @@ class _Tracked:
         self.decoder: ConnectionDecoder | None = None
         self.sniffer: Sniffer | None = None
         self.anomalies = 0  # rows the pipeline itself wrote (gaps)
+        # Gaps (direction, ts, offset, size) met while sniffing: which protocol lost the
+        # bytes is known only once the content decides; never written if it does not.
+        self.gaps: list[tuple[Direction, int, int, int]] = []
 
 
 class Pipeline:
@@ -109,12 +112,21 @@ class Pipeline:
         target = tracked.decoder or tracked.sniffer
         if target is None:  # TLS or unknown: a loss there is no decoding problem
             return
+        if tracked.sniffer is not None:
+            tracked.gaps.append((direction, ts, offset, size))
+        else:
+            self._gap_row(tracked, direction, ts, offset, size)
+        target.on_gap(direction, ts, offset, size)
+
+    def _gap_row(
+        self, tracked: _Tracked, direction: Direction, ts: int, offset: int, size: int
+    ) -> None:
         tracked.anomalies += 1
         self._rows.anomaly(
             {
                 "ts": ts,
                 "capture": self._options.capture,
-                "conn_id": conn.conn_id,
+                "conn_id": tracked.conn.conn_id,
                 "direction": direction.label,
                 "protocol": tracked.protocol,
                 "kind": "gap",
@@ -123,7 +135,6 @@ class Pipeline:
                 "detail": f"{size} bytes missing from the capture",
             }
         )
-        target.on_gap(direction, ts, offset, size)
 
     def on_close(self, conn: Connection, ts: int, reason: str) -> None:
         self.events += 1
@@ -181,6 +192,11 @@ class Pipeline:
         decoder = tracked.decoder
         if decoder is None:
             return
+        for direction, ts, offset, size in tracked.gaps:
+            if decision.reversed:
+                direction = Direction(1 - direction)
+            self._gap_row(tracked, direction, ts, offset, size)
+        tracked.gaps = []
         for kind, direction, ts, offset, value in sniffer.events:
             if decision.reversed:
                 direction = Direction(1 - direction)

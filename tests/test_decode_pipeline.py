@@ -186,3 +186,28 @@ def test_stream_bytes_tell_the_progress(port):
     assert h.pipeline.stream_bytes() == len(PING) + len(PONG)
     h.close(conn)
     assert h.pipeline.stream_bytes() == len(PING) + len(PONG)
+
+
+def test_a_gap_met_while_sniffing_is_written_for_the_protocol_the_content_shows():
+    h = Harness()
+    conn = h.open(12345)  # no port hint: the content decides
+    h.send(conn, Direction.C2B, CONNECT)
+    h.lose(conn, Direction.B2C, 100)
+    h.send(conn, Direction.B2C, CONNECTED)
+    row = h.close(conn)
+    assert row["protocol"] == "pulsar"
+    assert [(a["protocol"], a["kind"], a["direction"]) for a in h.rows.anomalies] == [
+        ("pulsar", "gap", "b2c")
+    ]
+    assert row["anomalies"] == 1
+
+
+def test_a_gap_in_a_stream_never_recognised_is_no_decoding_anomaly():
+    h = Harness()
+    conn = h.open(8080)
+    h.send(conn, Direction.C2B, b"GET / HTTP/1.1\r\n")
+    h.lose(conn, Direction.C2B, 100)
+    h.send(conn, Direction.C2B, b"Host: example\r\n\r\n")
+    row = h.close(conn)
+    assert row["protocol"] == "unknown" and row["gaps"] == 1
+    assert h.rows.anomalies == [] and row["anomalies"] == 0
