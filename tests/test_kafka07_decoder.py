@@ -624,6 +624,17 @@ def test_fuzz_random_bytes_never_raise():
         feed_randomly(client, broker, rng, rng.choice(list(ClientBy)))
 
 
+def test_a_gap_while_hunting_counts_the_held_bytes_from_their_own_offset():
+    fetch = request(FETCH, fetch_body("t", 0, 0, 1000))
+    c = Conversation(ClientBy.PORT)
+    c.client(fetch[:19])  # joined mid-stream: a frame's start, held until it proves one
+    c.gap(Direction.C2B, len(fetch) - 19)
+    c.client(fetch)
+    sink = c.close()
+    resyncs = [a for a in sink.anomalies if a["kind"] == "resync"]
+    assert resyncs and all(a["stream_offset"] >= 0 for a in resyncs)
+
+
 def test_roles_guessed_wrong_are_swapped_by_the_first_telling_record():
     c = Conversation(ClientBy.GUESS)
     conn = c.decoder._conn

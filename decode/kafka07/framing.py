@@ -136,11 +136,9 @@ class FrameStream:
             if self._hunting:
                 found = self._find(data, pos, self._max_frame)
                 if found.pos > pos:
-                    if self._hunt_from < 0:  # a stream joined mid-frame starts hunting here
-                        self._hunt_from = offset + pos
-                    self._skipped += found.pos - pos
                     last = found.pos - 1
-                    self._skip_ts = ts if last >= old or not chunk_ts else _ts_at(chunk_ts, last)
+                    last_ts = ts if last >= old or not chunk_ts else _ts_at(chunk_ts, last)
+                    self._skip(offset + pos, found.pos - pos, last_ts)
                 pos = found.pos
                 if not found.confirmed:
                     need = found.need
@@ -160,8 +158,7 @@ class FrameStream:
                 continue
             if not MIN_LENGTH <= length <= self._max_frame:
                 self._bad_length(length, ts, offset + pos)
-                self._skipped += 1
-                self._skip_ts = ts
+                self._skip(offset + pos, 1, ts)
                 pos += 1
                 continue
             if end > n:
@@ -171,8 +168,7 @@ class FrameStream:
             # Whole when its last byte arrived, never before its first (see Pulsar's).
             if not self._handle(data, pos, end, offset + pos, ts_first, max(ts, ts_first)):
                 self._start_hunt(offset + pos)
-                self._skipped += 1
-                self._skip_ts = ts
+                self._skip(offset + pos, 1, ts)
                 pos += 1
                 continue
             pos = end
@@ -224,6 +220,15 @@ class FrameStream:
             self._skipped = 0
             self._hunt_from = offset
 
+    def _skip(self, at: int, count: int, ts: int) -> None:
+        """``count`` bytes from stream offset ``at`` on are skipped by the hunt; the first
+        skipped byte starts the hunt's `resync` (a stream may begin hunting: joined
+        mid-frame, or its roles just settled)."""
+        if self._hunt_from < 0:
+            self._hunt_from = at
+        self._skipped += count
+        self._skip_ts = ts
+
     def _end_hunt(self) -> None:
         self._hunting = False
         if self._skipped:
@@ -252,6 +257,8 @@ class FrameStream:
                 return False
             return True
         if not self._chunks or self._hunting:
+            if self._have and self._hunt_from < 0:
+                self._hunt_from = self._start_offset
             self._skipped += self._have
             self._drop_pending()
             self._start_hunt(offset + size)
