@@ -53,7 +53,15 @@ def connection_id(
     ``scope`` names the capture: the same connection seen in two captures (a capture and
     a filtered copy of it, two taps on one link) gets two ids, so a dataset of many
     captures never mixes their rows."""
-    text = f"{scope}|{client_ip}|{client_port}|{server_ip}|{port}|{ts}".encode()
+    return _id_of(f"{scope}|{client_ip}|{client_port}|{server_ip}|{port}|{ts}".encode())
+
+
+def next_connection_id(conn_id: int) -> int:
+    """Another id, derived from one already taken (the same in every run)."""
+    return _id_of(conn_id.to_bytes(8, "big"))
+
+
+def _id_of(text: bytes) -> int:
     return int.from_bytes(hashlib.blake2b(text, digest_size=8).digest(), "big") >> 1
 
 
@@ -288,7 +296,8 @@ class Reassembler:
         self.scope = scope  # the capture's name, part of every connection id
         self._halves: dict[Key, _Half] = {}  # keyed by (sender ip, port, receiver ip, port)
         self._open: dict[int, tuple[Key, Key]] = {}  # conn_id -> its two keys
-        self._closed: dict[Key, None] = {}  # recently closed pairs, oldest first
+        # Recently closed pairs, oldest first, with the id their connection had.
+        self._closed: dict[Key, int] = {}
         self._countdown = SWEEP_EVERY
 
     def segment(
@@ -370,8 +379,10 @@ class Reassembler:
         isn = (seq + 1) & _MASK
         if flags & ACK:  # SYN-ACK: the sender is the server
             if half is None:  # the client's SYN was not captured (or comes later)
-                self._closed.pop(key, None)
-                half = self._open_connection(ts, (dst, dport, src, sport), ClientBy.SYN).peer
+                previous = self._closed.pop(key, None)
+                half = self._open_connection(
+                    ts, (dst, dport, src, sport), ClientBy.SYN, previous
+                ).peer
                 half.peer.start(ack)  # it acknowledges the client's ISN: a late SYN matches
             if not half.started:
                 half.start(isn)
@@ -380,8 +391,8 @@ class Reassembler:
             if half.started and half.base == isn:
                 return half  # the same SYN again
             self._close(half, ts, "reused")
-        self._closed.pop(key, None)
-        half = self._open_connection(ts, key, ClientBy.SYN)
+        previous = self._closed.pop(key, None)
+        half = self._open_connection(ts, key, ClientBy.SYN, previous)
         half.start(isn)
         return half
 
@@ -395,12 +406,20 @@ class Reassembler:
             return self._open_connection(ts, (dst, dport, src, sport), ClientBy.GUESS).peer
         return self._open_connection(ts, key, ClientBy.GUESS)
 
-    def _open_connection(self, ts: int, key: Key, client_by: ClientBy) -> _Half:
-        """A new connection whose client sends on ``key``; returns the client's half."""
+    def _open_connection(
+        self, ts: int, key: Key, client_by: ClientBy, previous: int | None = None
+    ) -> _Half:
+        """A new connection whose client sends on ``key``; returns the client's half.
+
+        ``previous`` is the id of the connection that used the pair last: a SYN record
+        repeated after its connection ended would otherwise open one with the same id."""
         src, sport, dst, dport = key
         client_ip, server_ip = address(src), address(dst)
+        conn_id = connection_id(self.scope, client_ip, sport, server_ip, dport, ts)
+        while conn_id == previous or conn_id in self._open:
+            conn_id = next_connection_id(conn_id)
         conn = Connection(
-            connection_id(self.scope, client_ip, sport, server_ip, dport, ts),
+            conn_id,
             client_ip,
             sport,
             server_ip,
@@ -441,7 +460,7 @@ class Reassembler:
         self.stats.delivered_bytes += sum(conn.bytes)  # counted once, not per delivery
         for key in keys:
             del self._halves[key]
-            self._closed[key] = None
+            self._closed[key] = conn.conn_id
         while len(self._closed) > MAX_CLOSED:
             del self._closed[next(iter(self._closed))]
         self.sink.on_close(conn, ts, reason)

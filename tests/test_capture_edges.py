@@ -229,6 +229,19 @@ def test_a_closed_pair_reopened_by_a_syn_is_a_second_connection():
     assert reasons == ["fin", "end_of_capture"]
 
 
+def test_a_syn_record_repeated_after_its_connection_ended_opens_one_with_another_id():
+    talk = Talk()
+    talk.handshake()
+    talk.send(C, b"one")
+    talk.close()
+    talk.ts = T0  # the first SYN's record again, timestamp and all
+    talk.send(C, flags=SYN, seq=1000, ack=0)
+    talk.reassembler.finish()
+    first, second = talk.sink.connections.values()
+    assert first.conn.first_ts == second.conn.first_ts
+    assert first.conn.conn_id != second.conn.conn_id
+
+
 def test_stragglers_of_a_closed_connection_are_dropped_and_counted():
     talk = Talk()
     talk.handshake()
