@@ -1,0 +1,8 @@
+"""pwcap's fuzzing campaign: damaged and hostile captures, and the promises checked on each.
+
+- :mod:`fuzz.mutate` makes damaged captures from the sample captures, from a seed;
+- :mod:`fuzz.batch` decodes them in-process and checks :mod:`fuzz.invariants`, time and
+  memory; :mod:`fuzz.campaign` runs many in watched worker processes (hangs, deaths);
+- :mod:`fuzz.minimize` shrinks a failing input for the regression corpus
+  (``fuzz/corpus``), which the tests replay; :mod:`fuzz.known` lists the open failures.
+"""

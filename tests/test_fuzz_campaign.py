@@ -1,0 +1,120 @@
+"""The mutation campaign in small: damaged captures decoded, every promise checked.
+
+The short run decodes a few thousand mutants of the sample captures (seeded, so the same
+ones every time); the long run is ``python -m fuzz.campaign`` (see ``fuzz/``). Inputs a
+run found failing are kept, minimized, in ``fuzz/corpus/captures`` and replayed here.
+"""
+
+from __future__ import annotations
+
+import random
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.compute as pc
+import pytest
+
+from fuzz import mutate
+from fuzz.batch import decode_batch
+from fuzz.campaign import run
+from fuzz.invariants import read, violations
+from fuzz.known import OPEN, known
+from fuzz.mutate import Mutant, mutant
+
+SEED = 1
+SHORT_RUN = 3000
+BATCH = 100
+CORPUS = Path(__file__).resolve().parent.parent / "fuzz" / "corpus" / "captures"
+
+
+def test_a_mutant_is_the_same_bytes_every_time_and_differs_from_its_neighbours() -> None:
+    assert mutant(SEED, 42) == mutant(SEED, 42)
+    assert len({mutant(SEED, i).data for i in range(50)}) == 50
+
+
+@pytest.mark.parametrize("name", [name for name, _ in mutate.OPERATIONS])
+def test_every_mutation_changes_some_sample(name: str) -> None:
+    operation = dict(mutate.OPERATIONS)[name]
+    changed = 0
+    for stem, data, layout in mutate.samples():
+        rng = random.Random(stem)
+        if name in mutate.LAYOUT_OPERATIONS:
+            copy = layout.copy()
+            operation(rng, copy)
+            changed += copy.to_bytes() != data
+        else:
+            changed += operation(rng, data) != data
+    assert changed >= len(mutate.samples()) // 2
+
+
+def test_the_sample_dataset_keeps_every_promise(sample_dataset: Path) -> None:
+    assert violations(read(sample_dataset)) == []
+
+
+def test_the_checker_names_each_broken_promise(sample_dataset: Path) -> None:
+    tables = read(sample_dataset)
+    connections = tables["connections"]
+    first = connections.slice(0, 1)
+    capture = first["capture"][0].as_py()
+    twice = pa.concat_tables([connections, first])
+    late = first["last_ts"][0].as_py()
+    reversed_times = first.set_column(
+        first.schema.get_field_index("first_ts"),
+        "first_ts",
+        pa.array([late.replace(year=late.year + 1)], pa.timestamp("us", tz="UTC")),
+    )
+    frames = tables["frames"]
+    sideways = frames.set_column(
+        frames.schema.get_field_index("direction"),
+        "direction",
+        pc.if_else(pc.equal(frames["direction"], "c2b"), "sideways", frames["direction"]),
+    )
+    broken = tables | {
+        "connections": pa.concat_tables([twice, reversed_times]),
+        "frames": sideways,
+    }
+    found = violations(broken)
+    assert any("3 connections rows for conn_id" in line for line in found)
+    assert any("connections.first_ts" in line and "after its last_ts" in line for line in found)
+    assert any("frames.direction = 'sideways' is not documented" in line for line in found)
+    assert all(line.split(": ")[0] for line in found)
+    assert any(line.startswith(capture) for line in found)
+
+
+def test_a_short_campaign_breaks_no_promise_but_the_known_open_ones(tmp_path: Path) -> None:
+    failures = []
+    decoded = 0
+    for start in range(0, SHORT_RUN, BATCH):
+        batch = [mutant(SEED, i) for i in range(start, start + BATCH)]
+        outcome = decode_batch(batch, tmp_path)
+        failures += outcome.failures
+        decoded += outcome.decoded + outcome.refused
+    assert decoded == SHORT_RUN
+    assert [f for f in failures if known(f) is None] == []
+
+
+def test_the_supervised_campaign_decodes_every_mutant_in_workers(tmp_path: Path) -> None:
+    report = run(SEED, 0, 40, jobs=2, found=tmp_path, batch=10)
+    assert report.decoded + report.refused == 40
+    assert 0 < report.peak_mb < 400
+    assert all(known(failure) for _, failure in report.failures)
+
+
+CORPUS_INPUTS = sorted(path.name for path in CORPUS.iterdir())
+
+
+@pytest.mark.parametrize("name", CORPUS_INPUTS)
+def test_a_corpus_input_fails_only_as_its_open_problem_says(name: str, tmp_path: Path) -> None:
+    outcome = decode_batch([Mutant(name, (CORPUS / name).read_bytes(), ())], tmp_path)
+    entry = next((entry for entry in OPEN if name in entry.inputs), None)
+    if entry is None:
+        assert outcome.failures == []
+    else:
+        assert outcome.failures, f"{name} passes now: remove it from fuzz/known.py OPEN"
+        assert all(entry.matches(failure) for failure in outcome.failures)
+
+
+def test_every_open_problem_has_an_input_in_the_corpus() -> None:
+    for entry in OPEN:
+        assert entry.inputs
+        assert all(name in CORPUS_INPUTS for name in entry.inputs)
