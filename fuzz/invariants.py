@@ -13,10 +13,8 @@ from collections import Counter
 from functools import cache
 from pathlib import Path
 
-import pyarrow as pa
-import pyarrow.compute as pc
 import pyarrow.parquet as pq
-from pwcap.tables.schema import KINDS, TABLES
+from pwcap.tables.schema import KINDS, TABLES, Row
 
 # Columns whose values the schema lists in backquotes in the column's description.
 ENUM_COLUMNS = {
@@ -43,71 +41,60 @@ def documented(table: str, column: str) -> frozenset[str]:
     return frozenset(re.findall(r"`([a-z0-9_]+)`", doc))
 
 
-def read(dataset: Path) -> dict[str, pa.Table]:
-    return {table: pq.read_table(dataset / table) for table in TABLES}
+def read(dataset: Path) -> dict[str, list[Row]]:
+    """The rows of every table of a dataset."""
+    return {table: pq.read_table(dataset / table).to_pylist() for table in TABLES}
 
 
-def violations(tables: dict[str, pa.Table]) -> list[str]:
-    """Every invariant the tables break, each as one line naming the capture."""
-    found: list[str] = []
-    for table, columns in ENUM_COLUMNS.items():
-        for column in (*columns, *(["kind"] if table == "anomalies" else [])):
-            allowed = documented(table, column)
-            for value, capture in _rows(tables[table], column):
+def violations(tables: dict[str, list[Row]]) -> list[str]:
+    """Every invariant the rows break, each as one line naming the capture (once per
+    capture, column and value)."""
+    found: dict[str, None] = {}
+    for table, rows in tables.items():
+        enums = [(c, documented(table, c)) for c in ENUM_COLUMNS[table]]
+        if table == "anomalies":
+            enums.append(("kind", KINDS))
+        for row in rows:
+            capture = row.get("capture")
+            for column, allowed in enums:
+                value = row.get(column)
                 if value is not None and value not in allowed:
-                    found.append(f"{capture}: {table}.{column} = {value!r} is not documented")
-    for table, columns in NON_NEGATIVE.items():
-        for column in columns:
-            for value, capture in _rows(tables[table], column, pc.less(tables[table][column], 0)):
-                found.append(f"{capture}: {table}.{column} = {value} is negative")
-    for table, pairs in IN_ORDER.items():
-        for first, last in pairs:
-            data = tables[table]
-            for value, capture in _rows(data, first, pc.greater(data[first], data[last])):
-                found.append(f"{capture}: {table}.{first} {value} is after its {last}")
-    found += _connections(tables)
-    return found
+                    found[f"{capture}: {table}.{column} = {value!r} is not documented"] = None
+            for column in NON_NEGATIVE[table]:
+                value = row.get(column)
+                if value is not None and value < 0:
+                    found[f"{capture}: {table}.{column} = {value} is negative"] = None
+            for first, last in IN_ORDER.get(table, ()):
+                before, after = row.get(first), row.get(last)
+                if before is not None and after is not None and before > after:
+                    found[f"{capture}: {table}.{first} is after its {last}"] = None
+    return list(found) + _connections(tables)
 
 
-def _connections(tables: dict[str, pa.Table]) -> list[str]:
+def _connections(tables: dict[str, list[Row]]) -> list[str]:
     """One row per conn_id; its `anomalies` count equals its anomaly rows; every row of
     a connection has the connection's row."""
     found = []
     connections = tables["connections"]
-    ids = connections["conn_id"].to_pylist()
-    captures = connections["capture"].to_pylist()
-    repeated = {conn_id for conn_id, count in Counter(ids).items() if count > 1}
-    for conn_id, count in Counter(ids).items():
-        if count > 1:
-            capture = captures[ids.index(conn_id)]
-            found.append(f"{capture}: {count} connections rows for conn_id {conn_id}")
-    rows = Counter(c for c in tables["anomalies"]["conn_id"].to_pylist() if c is not None)
-    counted = connections["anomalies"].to_pylist()
-    for conn_id, capture, count in zip(ids, captures, counted, strict=True):
-        if count != rows.get(conn_id, 0) and conn_id not in repeated:  # said above
+    rows = Counter(c for c in (r.get("conn_id") for r in tables["anomalies"]) if c is not None)
+    times = Counter(row["conn_id"] for row in connections)
+    for row in connections:
+        conn_id, capture = row["conn_id"], row.get("capture")
+        if times[conn_id] > 1:  # said once; the counts of its rows mean nothing then
+            found.append(f"{capture}: {times[conn_id]} connections rows for conn_id {conn_id}")
+            times[conn_id] = 0
+        if not times[conn_id]:
+            continue
+        if (row.get("anomalies") or 0) != rows.get(conn_id, 0):
             found.append(
-                f"{capture}: connection {conn_id} counts {count} anomalies,"
+                f"{capture}: connection {conn_id} counts {row.get('anomalies')} anomalies,"
                 f" {rows.get(conn_id, 0)} rows name it"
             )
-    known = set(ids)
+    known = set(times)
     for table in ("frames", "messages", "anomalies"):
-        data = tables[table]
-        for conn_id, capture in zip(
-            data["conn_id"].to_pylist(), data["capture"].to_pylist(), strict=True
-        ):
+        for row in tables[table]:
+            conn_id = row.get("conn_id")
             if conn_id is not None and conn_id not in known:
-                found.append(f"{capture}: {table} row of conn_id {conn_id}, which has no row")
+                found.append(f"{row.get('capture')}: {table} row of conn_id {conn_id} has no row")
                 known.add(conn_id)  # said once
     return found
-
-
-def _rows(
-    table: pa.Table, column: str, where: pa.ChunkedArray | None = None
-) -> list[tuple[object, str]]:
-    """Distinct (value, capture) pairs of ``column``, of the rows ``where`` selects."""
-    if where is not None:
-        table = table.filter(pc.fill_null(where, False))
-    if not len(table):
-        return []
-    pairs = table.select([column, "capture"]).group_by([column, "capture"]).aggregate([])
-    return list(zip(pairs[column].to_pylist(), pairs["capture"].to_pylist(), strict=True))

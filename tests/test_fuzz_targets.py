@@ -1,0 +1,60 @@
+"""The coverage-guided targets, replayed without atheris: their seeds, a short seeded run
+of random damage to those seeds, and the inputs atheris found (``fuzz/corpus/<target>``)."""
+
+from __future__ import annotations
+
+import random
+from pathlib import Path
+
+import pytest
+from pwcap.capture import ClientBy, Connection
+
+from fuzz.targets import TARGETS, Broken, Rows, check_rows
+
+CORPUS = Path(__file__).resolve().parent.parent / "fuzz" / "corpus"
+RUNS = {"records": 300, "reassembly": 600, "pulsar": 60, "kafka07": 150}
+
+
+@pytest.mark.parametrize("name", list(TARGETS))
+def test_a_target_takes_its_seeds_and_damaged_copies_of_them(name: str) -> None:
+    target, seeds = TARGETS[name]
+    found = list(seeds())
+    assert found
+    for seed in found:
+        target(seed)
+    rng = random.Random(name)
+    for _ in range(RUNS[name]):
+        data = bytearray(rng.choice(found))
+        for _ in range(rng.randrange(1, 6)):
+            if rng.random() < 0.2:
+                data += rng.randbytes(rng.randrange(1, 300))
+            elif data:
+                data[rng.randrange(len(data))] = rng.randrange(256)
+        if rng.random() < 0.3:
+            del data[rng.randrange(len(data) + 1) :]
+        target(bytes(data))
+
+
+def corpus_inputs() -> list[tuple[str, Path]]:
+    return [
+        (name, path)
+        for name in TARGETS
+        if (CORPUS / name).is_dir()
+        for path in sorted((CORPUS / name).iterdir())
+    ]
+
+
+@pytest.mark.parametrize(("name", "path"), corpus_inputs(), ids=lambda v: getattr(v, "name", v))
+def test_an_input_atheris_found_failing_passes_now(name: str, path: Path) -> None:
+    TARGETS[name][0](path.read_bytes())
+
+
+def test_a_decoder_target_refuses_rows_that_break_a_promise() -> None:
+    conn = Connection(7, "10.0.0.1", 40000, "10.0.0.2", 6650, 0, ClientBy.SYN)
+    rows = Rows()
+    rows.anomaly({"ts": 1, "capture": "fuzz", "conn_id": 7, "kind": "sideways"})
+    with pytest.raises(Broken, match="'sideways' is not documented"):
+        check_rows(rows, {"anomalies": 1}, conn, "pulsar")
+    with pytest.raises(Broken, match="counts 2 anomalies, 1 rows name it"):
+        rows.tables["anomalies"][0]["kind"] = "gap"
+        check_rows(rows, {"anomalies": 2}, conn, "pulsar")
