@@ -1,0 +1,322 @@
+"""The catalogue of bad inputs in ``docs/robustness.md``: each made here, decoded by the
+``pwcap decode`` command, and its answer written down as pwcap gave it.
+
+    python -m fuzz.catalogue > docs/robustness.md
+
+Each entry says what answer it expects (refused, cut off, a kind of anomaly, or a clean
+decode); :func:`answers` decodes them all and a test checks both that every answer is the
+one expected and that the document is the one this module writes.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import gzip
+import io
+import struct
+import sys
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from tempfile import TemporaryDirectory
+
+import pyarrow.parquet as pq
+
+from fuzz.layout import Layout, tcp
+from fuzz.mutate import samples
+from pwcap.cli import main as pwcap
+
+REFUSED = "refused"  # exit 1, one error line, no dataset
+CUT = "cut"  # exit 3, a warning line, the dataset written with a truncated_capture row
+CLEAN = "clean"  # exit 0, no anomaly
+
+
+@dataclass(frozen=True)
+class Entry:
+    layer: str
+    what: str
+    build: Callable[[], bytes]
+    expect: str  # REFUSED, CUT, CLEAN or an anomaly kind
+
+
+@dataclass(frozen=True)
+class Answer:
+    status: int
+    lines: tuple[str, ...]  # what pwcap wrote to standard error, the file named FILE
+    kinds: tuple[str, ...]  # anomaly kinds in the dataset, sorted
+
+    def meets(self, expect: str) -> bool:
+        if expect == REFUSED:
+            return self.status == 1 and len(self.lines) == 1 and "error" in self.lines[0]
+        if expect == CUT:
+            return self.status == 3 and "truncated_capture" in self.kinds
+        if expect == CLEAN:
+            return self.status == 0 and not self.kinds
+        return self.status in (0, 3) and expect in self.kinds
+
+
+def sample(stem: str) -> Layout:
+    return next(layout for name, _, layout in samples() if name == stem).copy()
+
+
+def edited(stem: str, edit: Callable[[Layout], object]) -> Callable[[], bytes]:
+    """A sample capture with ``edit`` applied to its layout."""
+
+    def build() -> bytes:
+        layout = sample(stem)
+        edit(layout)
+        return layout.to_bytes()
+
+    return build
+
+
+def in_payload(index: int, at: int, value: bytes) -> Callable[[Layout], None]:
+    """Bytes written at ``at`` into the TCP payload of part ``index`` (negative: from its
+    end)."""
+
+    def edit(layout: Layout) -> None:
+        part = layout.parts[index]
+        base = part.packet_at or 0
+        where = tcp(part.packet, layout.linktype)
+        assert where is not None
+        start = base + (where.payload if at >= 0 else where.end) + at
+        part.raw[start : start + len(value)] = value
+
+    return edit
+
+
+def flipped(index: int, at: int) -> Callable[[Layout], None]:
+    def edit(layout: Layout) -> None:
+        part = layout.parts[index]
+        where = tcp(part.packet, layout.linktype)
+        assert where is not None
+        base = (part.packet_at or 0) + (where.payload if at >= 0 else where.end)
+        part.raw[base + at] ^= 0xFF
+
+    return edit
+
+
+def record_field(index: int, at: int, value: int) -> Callable[[Layout], None]:
+    def edit(layout: Layout) -> None:
+        struct.pack_into(layout.endian + "I", layout.parts[index].raw, at, value)
+
+    return edit
+
+
+def header_field(at: int, value: int) -> Callable[[Layout], None]:
+    def edit(layout: Layout) -> None:
+        struct.pack_into(layout.endian + "I", layout.head, at, value)
+
+    return edit
+
+
+def raw(stem: str, change: Callable[[bytes], bytes]) -> Callable[[], bytes]:
+    return lambda: change(next(data for name, data, _ in samples() if name == stem))
+
+
+def land(layout: Layout) -> None:
+    """The first packet (a SYN) sent from an endpoint to itself."""
+    part = layout.parts[0]
+    where = tcp(part.packet, layout.linktype)
+    assert where is not None
+    ip, header = (part.packet_at or 0) + where.ip, (part.packet_at or 0) + where.header
+    part.raw[ip + 16 : ip + 20] = part.raw[ip + 12 : ip + 16]
+    part.raw[header + 2 : header + 4] = part.raw[header : header + 2]
+
+
+def backwards(layout: Layout) -> None:
+    """Every second record timed an hour before the one it follows."""
+    for part in layout.parts[1::2]:
+        seconds = struct.unpack_from(layout.endian + "I", part.raw)[0]
+        struct.pack_into(layout.endian + "I", part.raw, 0, seconds - 3600)
+
+
+def lose(index: int, count: int = 1) -> Callable[[Layout], None]:
+    def edit(layout: Layout) -> None:
+        del layout.parts[index : index + count]
+
+    return edit
+
+
+def repeat(index: int) -> Callable[[Layout], None]:
+    def edit(layout: Layout) -> None:
+        layout.parts.insert(index + 1, layout.parts[index])
+
+    return edit
+
+
+def swap(index: int) -> Callable[[Layout], None]:
+    def edit(layout: Layout) -> None:
+        parts = layout.parts
+        parts[index], parts[index + 1] = parts[index + 1], parts[index]
+
+    return edit
+
+
+def short_last_block(layout: Layout) -> None:
+    layout.parts.append(layout.parts[-1])
+    layout.parts[-1] = type(layout.parts[-1])(bytearray(struct.pack("<III", 6, 12, 12)), None)
+
+
+def gzip_bad_crc(data: bytes) -> bytes:
+    packed = bytearray(gzip.compress(data, mtime=0))
+    packed[-8] ^= 0xFF
+    return bytes(packed)
+
+
+PULSAR, KAFKA, PCAPNG = "pulsar_plain", "kafka07_plain", "pulsar_derived_pcapng"
+
+ENTRIES = [
+    Entry("file", "an empty file", lambda: b"", REFUSED),
+    Entry("file", "a text file", lambda: b"this is not a capture\n", REFUSED),
+    Entry("file", "a pcap file header cut short (10 bytes)", raw(PULSAR, lambda d: d[:10]), CUT),
+    Entry("file", "a pcap file header and no record", raw(PULSAR, lambda d: d[:24]), CLEAN),
+    Entry("file", "a capture cut in the middle of a record", raw(PULSAR, lambda d: d[:-9]), CUT),
+    Entry(
+        "file", "zero padding after the last record", raw(PULSAR, lambda d: d + bytes(4096)), CLEAN
+    ),
+    Entry("file", "junk after the last record", raw(PULSAR, lambda d: d + b"\xde\xad" * 40), CUT),
+    Entry(
+        "file",
+        "a gzip capture cut short",
+        raw(PULSAR, lambda d: gzip.compress(d, mtime=0)[:-40]),
+        CUT,
+    ),
+    Entry("file", "a gzip capture whose CRC trailer is damaged", raw(PULSAR, gzip_bad_crc), CUT),
+    Entry(
+        "records",
+        "a pcap link type pwcap does not parse (147)",
+        edited(PULSAR, header_field(20, 147)),
+        "unsupported_link_type",
+    ),
+    Entry(
+        "records",
+        "a pcap record length of 4 GiB",
+        edited(PULSAR, record_field(30, 8, 0xFFFFFFFF)),
+        CUT,
+    ),
+    Entry(
+        "records",
+        "a pcapng block too short for its fields, last in the file",
+        edited(PCAPNG, short_last_block),
+        "bad_block",
+    ),
+    Entry(
+        "records",
+        "a pcapng packet of an interface never declared",
+        edited(PCAPNG, record_field(30, 8, 5)),
+        "bad_block",
+    ),
+    Entry(
+        "records",
+        "a pcapng timestamp beyond the year 9999",
+        edited(PCAPNG, record_field(30, 12, 1 << 30)),
+        "bad_timestamp",
+    ),
+    Entry(
+        "records",
+        "a pcapng block length not a multiple of 4",
+        edited(PCAPNG, record_field(30, 4, 30)),
+        CUT,
+    ),
+    Entry("packets", "a land packet (from an endpoint to itself)", edited(PULSAR, land), CLEAN),
+    Entry("packets", "records timed backwards", edited(PULSAR, backwards), CLEAN),
+    Entry(
+        "packets", "a record lost (a segment the capture missed)", edited(PULSAR, lose(21)), "gap"
+    ),
+    Entry("packets", "a record duplicated (a retransmission)", edited(PULSAR, repeat(21)), CLEAN),
+    Entry("packets", "two records swapped (out of order)", edited(PULSAR, swap(21)), CLEAN),
+    Entry("packets", "a capture that starts mid-connection", edited(PULSAR, lose(0, 22)), CLEAN),
+    Entry(
+        "Pulsar",
+        "a totalSize of 4 GiB",
+        edited(PULSAR, in_payload(11, 0, b"\xff\xff\xff\xff")),
+        "oversize_frame",
+    ),
+    Entry(
+        "Pulsar",
+        "a totalSize over --max-frame-size (6 MiB)",
+        edited(PULSAR, in_payload(11, 0, (6 << 20).to_bytes(4, "big"))),
+        "oversize_frame",
+    ),
+    Entry(
+        "Pulsar",
+        "a commandSize larger than its frame",
+        edited(PULSAR, in_payload(11, 4, b"\x00\x00\x10\x00")),
+        "bad_frame_header",
+    ),
+    Entry(
+        "Pulsar",
+        "a command that is not protobuf",
+        edited(PULSAR, in_payload(3, 8, b"\xff\xff\xff")),
+        "bad_protobuf",
+    ),
+    Entry("Pulsar", "a SEND payload byte changed", edited(PULSAR, flipped(21, -1)), "bad_checksum"),
+    Entry(
+        "Kafka 0.7",
+        "a request size of 4 GiB",
+        edited(KAFKA, in_payload(3, 0, b"\xff\xff\xff\xff")),
+        "bad_frame_header",
+    ),
+    Entry(
+        "Kafka 0.7",
+        "a message magic byte of 7",
+        edited(KAFKA, in_payload(7, 4, b"\x07")),
+        "bad_magic",
+    ),
+    Entry(
+        "Kafka 0.7", "a message payload byte changed", edited(KAFKA, flipped(7, 12)), "bad_checksum"
+    ),
+]
+
+
+def answer(data: bytes, folder: Path) -> Answer:
+    """What ``pwcap decode FILE -q`` answers: exit status, standard error, anomaly kinds."""
+    path = folder / "capture"
+    path.write_bytes(data)
+    out = folder / "dataset"
+    stderr = io.StringIO()
+    with contextlib.redirect_stderr(stderr):
+        status = pwcap(["decode", str(path), "-o", str(out), "-q", "--overwrite"])
+    lines = tuple(line.replace(str(path), "FILE") for line in stderr.getvalue().splitlines())
+    kinds: tuple[str, ...] = ()
+    if status in (0, 3):
+        kinds = tuple(sorted(set(pq.read_table(out / "anomalies")["kind"].to_pylist())))
+    return Answer(status, lines, kinds)
+
+
+def answers() -> list[tuple[Entry, Answer]]:
+    with TemporaryDirectory(prefix="pwcap-catalogue-") as tmp:
+        return [(entry, answer(entry.build(), Path(tmp))) for entry in ENTRIES]
+
+
+def markdown(found: list[tuple[Entry, Answer]]) -> str:
+    lines = [
+        "# Bad input, and what pwcap answers",
+        "",
+        "Generated by `python -m fuzz.catalogue > docs/robustness.md` from the inputs in",
+        "`fuzz/catalogue.py`, each decoded by `pwcap decode FILE -q`; a test decodes them",
+        "again and keeps this page equal to what pwcap answers. Anomaly kinds are explained",
+        "in [schema.md](schema.md#anomaly-kinds).",
+        "",
+        "Exit status: 0 decoded, 1 not a capture (nothing written), 3 decoded up to a cut",
+        "(the dataset is written, with a `truncated_capture` row). Damage pwcap steps over",
+        "is never silent: it is an `anomalies` row, for the capture or for the connection.",
+        "",
+        "Beyond this list, a mutation campaign over the sample captures (`python -m",
+        "fuzz.campaign`) and coverage-guided fuzzing of the readers and decoders (`python -m",
+        "fuzz.atheris_run`) check that no input makes pwcap raise, hang, outgrow 400 MB or",
+        "write rows that contradict each other; see `fuzz/__init__.py`.",
+        "",
+        "| layer | input | exit | pwcap says | anomaly kinds |",
+        "|---|---|---|---|---|",
+    ]
+    for entry, found_answer in found:
+        said = "<br>".join(f"`{line}`" for line in found_answer.lines) or "(nothing)"
+        kinds = ", ".join(f"`{kind}`" for kind in found_answer.kinds) or "none"
+        lines.append(f"| {entry.layer} | {entry.what} | {found_answer.status} | {said} | {kinds} |")
+    return "\n".join(lines) + "\n"
+
+
+if __name__ == "__main__":
+    sys.stdout.write(markdown(answers()))
