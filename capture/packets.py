@@ -143,8 +143,8 @@ class PacketParser:
         sport, dport, seq, ack, data_offset, flags = _tcp(data, offset)
         start = offset + (data_offset >> 4) * 4
         cut = 0
-        if end > captured:
-            cut = end - max(start, captured)
+        if end > captured:  # a header running past both ends leaves nothing missing
+            cut = max(0, end - max(start, captured))
             self.stats.truncated += 1
             end = captured
         return src, sport, dst, dport, seq, ack, flags, data[start:end], cut

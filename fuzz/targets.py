@@ -78,7 +78,7 @@ def reassembly(data: bytes) -> None:
         key = (pair, direction)
         seq = (expected.get(key, 1000 * (pair + 1)) + delta) & 0xFFFFFFFF
         ack = (expected.get((pair, 1 - direction), 0)) & 0xFFFFFFFF
-        ts += pause
+        ts += 1 + pause  # a connection's id is its endpoints and first time: never twice
         reassembler.segment(ts, src[0], src[1], dst[0], dst[1], seq, ack, flags, payload)
         expected[key] = seq + len(payload) + (1 if flags & 0x03 else 0)
     reassembler.finish()

@@ -7,6 +7,8 @@ path (records, link and IP layers, reassembly) is exercised too.
 
 from __future__ import annotations
 
+import struct
+
 import pytest
 from pwcap.capture import CaptureStats, ClientBy, Connection, Direction, read_streams, reassembly
 from pwcap.capture.reassembly import ACK, ACK_SLACK, FIN, RST, SYN, Reassembler
@@ -472,3 +474,19 @@ def test_a_crafted_reset_closes_with_rst(tmp_path, flags):
     (recorded,) = sink.connections.values()
     assert recorded.stream(Direction.C2B).data == b"hello"
     assert recorded.close_reason == "rst"
+
+
+def test_a_tcp_header_longer_than_its_cut_packet_declares_no_negative_gap(tmp_path):
+    """A TCP header length (60 bytes) past the IP packet's end, the packet cut by the
+    snaplen: no payload and nothing missing, not a gap of minus the overrun."""
+    ip = struct.pack(">BBHHHBBH4s4s", 0x45, 0, 45, 0, 0, 64, 6, 0, CLIENT_IP, SERVER_IP)
+    tcp = struct.pack(">HHIIBBHHH", 40000, 6650, 101, 0, 0xF0, 0x18, 65535, 0, 0)
+    frame = b"\x02" * 12 + b"\x08\x00" + ip + tcp + b"hello"
+    path = tmp_path / "overrun.pcap"
+    header = struct.pack("<IHHiIII", 0xA1B2C3D4, 2, 4, 0, 0, len(frame) - 1, 1)
+    record = struct.pack("<IIII", 1_700_000_000, 0, len(frame) - 1, len(frame))
+    path.write_bytes(header + record + frame[:-1])
+    sink = RecordingSink()  # asserts every gap is more than zero bytes
+    read_streams(path, sink, server_ports={6650})
+    for recorded in sink.connections.values():
+        assert recorded.stream(Direction.C2B).length == 0
