@@ -6,12 +6,15 @@ The seeds (:data:`fuzz.targets.TARGETS`) are written to ``fuzz/work/<target>/see
 the inputs libFuzzer finds interesting to ``fuzz/work/<target>/corpus``, and a crashing,
 hanging or memory-hungry input to ``fuzz/work/<target>/`` as ``crash-*``, ``timeout-*``
 or ``oom-*``: a failure worth keeping goes to ``fuzz/corpus/<target>/``, which the tests
-replay. Other arguments are libFuzzer's (``-help=1`` lists them).
+replay. Other arguments are libFuzzer's (``-help=1`` lists them). The interpreted decoder
+runs (``PWCAP_PURE_PYTHON``): atheris follows the coverage of Python code only, and the
+compiled modules are built from the same sources.
 """
 
 from __future__ import annotations
 
 import hashlib
+import os
 import sys
 from pathlib import Path
 
@@ -21,8 +24,10 @@ WORK = Path(__file__).resolve().parent / "work"
 def main(argv: list[str]) -> None:
     import atheris  # only here: the targets run without it
 
-    with atheris.instrument_imports(include=["pwcap", "fuzz"]):
-        from fuzz.targets import TARGETS
+    os.environ["PWCAP_PURE_PYTHON"] = "1"
+    from fuzz.targets import TARGETS
+
+    atheris.instrument_all()  # pwcap's own import finder bypasses instrument_imports
 
     name, options = argv[0], argv[1:]
     target, seeds = TARGETS[name]
