@@ -43,7 +43,16 @@ class Settings:
 class _Tracked:
     """A connection's pipeline state: undecided (sniffer), decoded (decoder) or neither."""
 
-    __slots__ = ("anomalies", "client", "conn", "decoder", "gaps", "protocol", "sniffer")
+    __slots__ = (
+        "anomalies",
+        "client",
+        "conn",
+        "decoder",
+        "gaps",
+        "midstream",
+        "protocol",
+        "sniffer",
+    )
 
     def __init__(self, conn: Connection) -> None:
         self.conn = conn
@@ -51,7 +60,8 @@ class _Tracked:
         self.protocol = UNKNOWN
         self.decoder: ConnectionDecoder | None = None
         self.sniffer: Sniffer | None = None
-        self.anomalies = 0  # rows the pipeline itself wrote (gaps)
+        self.anomalies = 0  # rows the pipeline itself wrote (gaps...)
+        self.midstream = conn.client_by != ClientBy.SYN  # no handshake: joined late
         # Gaps (direction, ts, offset, size) met while sniffing: which protocol lost the
         # bytes is known only once the content decides; never written if it does not.
         self.gaps: list[tuple[Direction, int, int, int]] = []
@@ -121,20 +131,56 @@ class Pipeline:
     def _gap_row(
         self, tracked: _Tracked, direction: Direction, ts: int, offset: int, size: int
     ) -> None:
+        detail = f"{size} bytes missing from the capture"
+        self._anomaly(tracked, direction, ts, offset, size, "gap", detail)
+
+    def _anomaly(
+        self,
+        tracked: _Tracked,
+        direction: Direction | None,
+        ts: int,
+        offset: int | None,
+        size: int | None,
+        kind: str,
+        detail: str,
+    ) -> None:
+        """An ``anomalies`` row the pipeline itself finds, counted on its connection."""
         tracked.anomalies += 1
         self._rows.anomaly(
             {
                 "ts": ts,
                 "capture": self._options.capture,
                 "conn_id": tracked.conn.conn_id,
-                "direction": direction.label,
+                "direction": None if direction is None else direction.label,
                 "protocol": tracked.protocol,
-                "kind": "gap",
+                "kind": kind,
                 "stream_offset": offset,
                 "size": size,
-                "detail": f"{size} bytes missing from the capture",
+                "detail": detail,
             }
         )
+
+    def _connection_anomalies(self, tracked: _Tracked) -> None:
+        """What a connection's row alone would not say: bytes nothing decoded, and
+        streams the capture joined late."""
+        conn = tracked.conn
+        if tracked.decoder is None:
+            if sum(conn.bytes):
+                why = (
+                    "encrypted (TLS)"
+                    if tracked.protocol != UNKNOWN
+                    else "no protocol pwcap decodes was recognised in its bytes"
+                )
+                detail = f"{sum(conn.bytes)} bytes not decoded: {why}"
+                self._anomaly(
+                    tracked, None, conn.first_ts, None, sum(conn.bytes), "not_decoded", detail
+                )
+            return
+        if tracked.midstream:
+            for direction in Direction:
+                if conn.bytes[direction]:
+                    detail = "the capture began after this stream did: its first bytes are unknown"
+                    self._anomaly(tracked, direction, conn.first_ts, 0, None, "midstream", detail)
 
     def on_close(self, conn: Connection, ts: int, reason: str) -> None:
         self.events += 1
@@ -147,6 +193,7 @@ class Pipeline:
         if tracked.decoder is not None:
             tracked.decoder.on_close(ts)
             fields = tracked.decoder.connection_fields()
+        self._connection_anomalies(tracked)
         self.last_ts = max(self.last_ts, ts)
         self._closed_bytes += sum(conn.bytes)
         self._connection(self._connection_row(tracked, fields, ts, reason))
@@ -238,6 +285,7 @@ class Pipeline:
             "gaps": conn.gaps,
             "gap_bytes": sum(conn.gap_bytes),
             "close_reason": reason,
+            "midstream": tracked.midstream,
         }
         row.update(fields)
         row["anomalies"] = fields.get("anomalies", 0) + tracked.anomalies

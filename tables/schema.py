@@ -36,7 +36,7 @@ class Column:
     doc: str
 
 
-def _common(what: str) -> list[Column]:
+def _common(what: str, protocols: str = "`pulsar` or `kafka07`") -> list[Column]:
     return [
         Column("ts", TS, f"capture time of the last byte of the {what}"),
         Column(
@@ -52,7 +52,7 @@ def _common(what: str) -> list[Column]:
             " of the capture's name, both endpoints and the connection's first packet time",
         ),
         Column("direction", STR, "`c2b` (client to broker) or `b2c` (broker to client)"),
-        Column("protocol", STR, "`pulsar` or `kafka07`"),
+        Column("protocol", STR, protocols),
     ]
 
 
@@ -190,6 +190,12 @@ CONNECTIONS: list[Column] = [
     Column("gap_bytes", I64, "bytes missing from the streams"),
     Column("anomalies", I32, "anomaly rows for this connection"),
     Column("close_reason", STR, "`fin`, `rst`, `reused`, `evicted` or `end_of_capture`"),
+    Column(
+        "midstream",
+        BOOL,
+        "the capture joined the connection after it began (no SYN seen): what came before,"
+        " such as the names behind ids and the requests answered later, is unknown",
+    ),
 ]
 
 # Every anomaly `kind` pwcap writes, by family, and what it means. The fuzz campaign
@@ -207,6 +213,12 @@ ANOMALY_KINDS: dict[str, dict[str, str]] = {
     "stream": {
         "gap": "bytes the capture missed",
         "resync": "bytes skipped to the next frame boundary",
+        "midstream": "the capture joined this direction after the connection began: the bytes"
+        " before it are unknown (one per direction that carried data)",
+    },
+    "connection": {
+        "not_decoded": "a connection that carried bytes pwcap does not decode: TLS (encrypted)"
+        " or no protocol it knows (`protocol` says which)",
     },
     "framing": {
         "truncated_frame": "a frame cut by a gap or by the end of the stream",
@@ -236,7 +248,10 @@ ANOMALY_KINDS: dict[str, dict[str, str]] = {
 KINDS = frozenset(kind for family in ANOMALY_KINDS.values() for kind in family)
 
 ANOMALIES: list[Column] = [
-    *_common("stream position where the anomaly was found"),
+    *_common(
+        "stream position where the anomaly was found",
+        "`pulsar` or `kafka07`; `tls` or `unknown` for `not_decoded`",
+    ),
     Column("kind", STR, "what went wrong: one of the kinds listed below the tables"),
     Column("stream_offset", I64, "offset in the direction's stream (null if not stream-bound)"),
     Column("size", I64, "bytes concerned (missing, skipped, or the frame's size)"),

@@ -127,9 +127,12 @@ def test_tls_is_reported_and_never_decoded():
     h.send(conn, Direction.C2B, TLS_RECORD + CONNECT)  # even bytes that would decode stay
     h.lose(conn, Direction.C2B, 100)
     row = h.close(conn)
-    assert h.rows.frames == [] and h.rows.anomalies == []  # nothing was to be decoded
+    assert h.rows.frames == []  # nothing was to be decoded, and that is said once
+    assert [(a["protocol"], a["kind"], a["size"]) for a in h.rows.anomalies] == [
+        ("tls", "not_decoded", len(TLS_RECORD + CONNECT))
+    ]
     assert row["protocol"] == "tls" and row["bytes_c2b"] == len(TLS_RECORD + CONNECT)
-    assert row["gaps"] == 1 and row["anomalies"] == 0
+    assert row["gaps"] == 1 and row["anomalies"] == 1
 
 
 def test_plaintext_pulsar_on_the_tls_port_is_decoded_by_its_content():
@@ -150,6 +153,7 @@ def test_a_connection_nobody_recognises_is_unknown():
     assert row["protocol"] == "unknown"
     assert (row["frames_c2b"], row["frames_b2c"]) == (0, 0)
     assert h.rows.frames == []
+    assert [(a["protocol"], a["kind"]) for a in h.rows.anomalies] == [("unknown", "not_decoded")]
 
 
 def test_kafka_found_by_content_with_the_roles_reversed_swaps_them():
@@ -210,4 +214,24 @@ def test_a_gap_in_a_stream_never_recognised_is_no_decoding_anomaly():
     h.send(conn, Direction.C2B, b"Host: example\r\n\r\n")
     row = h.close(conn)
     assert row["protocol"] == "unknown" and row["gaps"] == 1
-    assert h.rows.anomalies == [] and row["anomalies"] == 0
+    assert [a["kind"] for a in h.rows.anomalies] == ["not_decoded"] and row["anomalies"] == 1
+
+
+def test_a_connection_joined_late_says_so_once_per_direction_that_spoke():
+    h = Harness()
+    conn = h.open(6650, ClientBy.PORT)  # no handshake: the capture began mid-connection
+    h.send(conn, Direction.C2B, CONNECT)
+    row = h.close(conn)
+    assert row["midstream"] is True
+    assert [(a["kind"], a["direction"], a["stream_offset"]) for a in h.rows.anomalies] == [
+        ("midstream", "c2b", 0)
+    ]
+    assert row["anomalies"] == 1
+
+
+def test_a_connection_seen_from_its_handshake_is_not_midstream():
+    h = Harness()
+    conn = h.open(6650)
+    h.send(conn, Direction.C2B, CONNECT)
+    row = h.close(conn)
+    assert row["midstream"] is False and h.rows.anomalies == []
