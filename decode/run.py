@@ -82,7 +82,7 @@ class Pipeline:
         self._connection = connection
         self._registry = registry
         self._options = options
-        self._after_data = after_data  # called every CHECK_EVERY records: flush, progress
+        self._after_data = after_data  # called every CHECK_EVERY records: progress
         self._countdown = CHECK_EVERY
         self._tracked: dict[int, _Tracked] = {}
         # conn_id -> the callable that takes this connection's bytes (the hot path)
@@ -412,14 +412,7 @@ def decode_capture(
     options = DecodeOptions(
         capture=capture.name, max_frame_size=settings.max_frame_size, payloads=settings.payloads
     )
-    flush = writer.flush_full
-    tick = progress.tick
-
-    def after_data() -> None:
-        flush()
-        tick()
-
-    pipeline = Pipeline(writer, writer.connection, registry, options, after_data)
+    pipeline = Pipeline(writer, writer.connection, registry, options, progress.tick)
     path = Path(capture.shown)
     progress.capture(path, done, pipeline.stream_bytes)
     started = time.perf_counter()
@@ -450,7 +443,6 @@ def decode_capture(
     if share is None:
         for row in capture_rows(capture.name, result):
             writer.anomaly(row)
-    writer.flush_full()
     return result, pipeline.connections
 
 

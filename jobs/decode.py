@@ -26,6 +26,7 @@ import sys
 import threading
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path, PurePosixPath
 
 import pyarrow as pa
@@ -36,7 +37,7 @@ from pwcap.decode.parallel import merge_shares
 from pwcap.decode.registry import Registry
 from pwcap.decode.run import CaptureResult, Progress, Settings, capture_rows, decode_capture
 from pwcap.jobs.common import session, spark_schema, write_tables
-from pwcap.tables.dataset import BATCH_ROWS
+from pwcap.tables.dataset import BATCH_ROWS, bounded_append
 from pwcap.tables.schema import TABLES, Row, arrow_schema
 from pyarrow import fs as pafs
 from pyspark import StorageLevel
@@ -169,15 +170,10 @@ class ArrowRows:
     def __init__(self, emit: Callable[[pa.RecordBatch], None]) -> None:
         self._emit = emit
         self._rows: dict[str, list[Row]] = {table: [] for table in TABLES}
-        self.frame = self._rows["frames"].append
-        self.message = self._rows["messages"].append
-        self.anomaly = self._rows["anomalies"].append
-        self.connection = self._rows["connections"].append
-
-    def flush_full(self) -> None:
-        for table, rows in self._rows.items():
-            if len(rows) >= BATCH_ROWS:
-                self._send(table)
+        self.frame, self.message, self.anomaly, self.connection = (
+            bounded_append(self._rows[table], BATCH_ROWS, partial(self._send, table))
+            for table in ("frames", "messages", "anomalies", "connections")
+        )
 
     def flush_all(self) -> None:
         for table in TABLES:

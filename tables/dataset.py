@@ -1,11 +1,10 @@
 """The Parquet dataset: one directory per table, rows streamed out in row groups.
 
-Decoders hand over rows as dicts (:class:`pwcap.decode.api.RowSink`). Appending a dict to
-a list is the cheapest thing the hot path can do, so the writer's ``frame`` / ``message`` /
-``anomaly`` are plain ``list.append``; the caller calls :meth:`DatasetWriter.flush_full`
-every few capture records (``CHECK_EVERY`` in ``decode/run.py``), and every
-``batch_rows`` rows become one Arrow record batch (converted in C++ against the schema
-of :mod:`pwcap.tables.schema`). Batches are written
+Decoders hand over rows as dicts (:class:`pwcap.decode.api.RowSink`); the writer's
+``frame`` / ``message`` / ``anomaly`` append them to a list, and every ``batch_rows``
+rows (or, with payloads, every :data:`BATCH_PAYLOAD_BYTES` of them) become one Arrow
+record batch, converted in C++ against the schema of :mod:`pwcap.tables.schema`, at the
+append that fills the list: one capture record may yield any number of rows. Batches are written
 as a row group once ``row_group_rows`` have gathered, so memory holds at most one row
 group per table in Arrow form plus one batch of dicts, whatever the capture size.
 
@@ -20,6 +19,7 @@ import os
 import shutil
 import uuid
 from collections import Counter
+from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 from types import TracebackType
@@ -67,8 +67,6 @@ class TableWriter:
         self._background = background
         self._in_flight: Future[None] | None = None
         self.rows: list[Row] = []
-        self._sized = 0  # rows whose payload bytes are already in self.payload_bytes
-        self.payload_bytes = 0  # bytes of `payload` values among self.rows
         self._batches: list[pa.RecordBatch] = []
         self._pending = 0  # rows in self._batches
         self._pending_bytes = 0  # Arrow bytes of self._batches
@@ -85,20 +83,12 @@ class TableWriter:
         """Rows received: written, converted and waiting, or still dicts."""
         return self.written + self._pending + len(self.rows)
 
-    def size_payloads(self) -> int:
-        """Add up the payload bytes of the rows that came since the last call."""
-        rows = self.rows
-        self.payload_bytes += sum(len(row.get("payload") or b"") for row in rows[self._sized :])
-        self._sized = len(rows)
-        return self.payload_bytes
-
     def convert(self) -> None:
         """Turn the buffered dicts into one Arrow batch (a dict's missing key is null)."""
         if not self.rows:
             return
         array = pa.array(self.rows, type=self._struct)
         self.rows.clear()  # in place: the writer's bound ``append`` keeps pointing at it
-        self._sized = self.payload_bytes = 0
         if self._counted_column is not None:
             tally = pc.value_counts(array.field(self._counted_column))
             self.counted.update({item["values"]: item["counts"] for item in tally.to_pylist()})
@@ -200,25 +190,13 @@ class DatasetWriter:
         self._messages = self.tables["messages"]
         self._anomalies = self.tables["anomalies"]
         self._connections = self.tables["connections"]
-        self.frame = self._frames.rows.append
-        self.message = self._messages.rows.append
-        self.anomaly = self._anomalies.rows.append
-        self.connection = self._connections.rows.append
+        self.frame = self._append_to(self._frames)
+        self.message = self._append_to(self._messages, BATCH_PAYLOAD_BYTES if payloads else 0)
+        self.anomaly = self._append_to(self._anomalies)
+        self.connection = self._append_to(self._connections)
 
-    def flush_full(self) -> None:
-        """Convert every table whose buffer reached the batch size (cheap when none has)."""
-        limit = self._batch_rows
-        if len(self._frames.rows) >= limit:
-            self._frames.convert()
-        messages = self._messages
-        if len(messages.rows) >= limit or (
-            self._payloads and messages.size_payloads() >= BATCH_PAYLOAD_BYTES
-        ):
-            messages.convert()
-        if len(self._anomalies.rows) >= limit:
-            self._anomalies.convert()
-        if len(self._connections.rows) >= limit:
-            self._connections.convert()
+    def _append_to(self, table: TableWriter, payload_limit: int = 0) -> Callable[[Row], None]:
+        return bounded_append(table.rows, self._batch_rows, table.convert, payload_limit)
 
     def row_counts(self) -> dict[str, int]:
         """Rows received so far per table (written or still buffered)."""
@@ -260,6 +238,30 @@ class DatasetWriter:
                 raise
         else:
             self.abort()
+
+
+def bounded_append(
+    rows: list[Row], limit: int, full: Callable[[], None], payload_limit: int = 0
+) -> Callable[[Row], None]:
+    """``rows.append`` that calls ``full()`` (which empties ``rows``) once ``limit`` rows,
+    or rows holding ``payload_limit`` bytes of `payload`, are held."""
+    held_bytes = 0
+
+    def append(row: Row) -> None:
+        rows.append(row)
+        if len(rows) >= limit:
+            full()
+
+    def append_counting_payloads(row: Row) -> None:
+        nonlocal held_bytes
+        rows.append(row)
+        if len(rows) == 1:  # emptied since the last row
+            held_bytes = 0
+        held_bytes += len(row.get("payload") or b"")
+        if len(rows) >= limit or held_bytes >= payload_limit:
+            full()
+
+    return append_counting_payloads if payload_limit else append
 
 
 def make_temporary(out: Path) -> tuple[Path, list[Path]]:

@@ -7,6 +7,7 @@ message; the entry's ``num_messages_in_batch`` says how many.
 from __future__ import annotations
 
 import struct
+from collections.abc import Iterator
 
 from google.protobuf.message import DecodeError
 from pwcap.decode.pulsar._pb.pulsar_api_pb2 import SingleMessageMetadata
@@ -17,33 +18,33 @@ _U32 = struct.Struct(">I")
 BatchMember = tuple[SingleMessageMetadata, memoryview]
 
 
-def split_batch(data: bytes | memoryview, count: int) -> tuple[list[BatchMember], str | None]:
-    """Return ``(metadata, payload)`` of each of the ``count`` messages, and what went wrong.
+class BadBatch(Exception):
+    """The batch breaks off: the messages before the damage were yielded already."""
 
-    A damaged batch still yields the messages before the damage; the second item then
-    explains where it stopped (it is None for a sound batch).
-    """
+
+def split_batch(data: bytes | memoryview, count: int) -> Iterator[BatchMember]:
+    """Yield ``(metadata, payload)`` of each of the ``count`` messages, one at a time: a
+    batch of a million bytes can hold a hundred thousand empty messages, and their rows
+    leave for Arrow as they come. Raise :class:`BadBatch` where a damaged batch stops."""
     view = memoryview(data)
     end = len(view)
     parse = SingleMessageMetadata.FromString
     unpack = _U32.unpack_from
     pos = 0
-    out = []
     for index in range(count):
         if end - pos < 4:
-            return out, f"batch ends after {index} of {count} messages"
+            raise BadBatch(f"batch ends after {index} of {count} messages")
         (size,) = unpack(view, pos)
         pos += 4
         if pos + size > end:
-            return out, f"metadata of message {index} overruns the batch"
+            raise BadBatch(f"metadata of message {index} overruns the batch")
         try:
             single = parse(view[pos : pos + size])
         except DecodeError as exc:
-            return out, f"undecodable metadata of message {index}: {exc}"
+            raise BadBatch(f"undecodable metadata of message {index}: {exc}") from None
         pos += size
         payload_end = pos + single.payload_size
         if single.payload_size < 0 or payload_end > end:
-            return out, f"payload of message {index} overruns the batch"
-        out.append((single, view[pos:payload_end]))
+            raise BadBatch(f"payload of message {index} overruns the batch")
+        yield single, view[pos:payload_end]
         pos = payload_end
-    return out, None

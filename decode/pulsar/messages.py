@@ -13,7 +13,7 @@ from typing import Any
 
 from pwcap.decode.api import DecodeOptions, RowSink
 from pwcap.decode.pulsar._pb.pulsar_api_pb2 import MessageMetadata
-from pwcap.decode.pulsar.batch import split_batch
+from pwcap.decode.pulsar.batch import BadBatch, split_batch
 from pwcap.decode.pulsar.chunks import ChunkAssembler
 from pwcap.decode.pulsar.commands import text
 from pwcap.decode.pulsar.compression import CODEC_NAMES, DecompressionError, decompress
@@ -133,11 +133,15 @@ class EntryDecoder:
         if not md.HasField("num_messages_in_batch"):
             self._emit(base, payload)
             return
-        members, problem = split_batch(payload, count)
-        if problem:
-            self._anomaly("bad_batch", frame, problem)
+        try:
+            self._members(base, payload, count)
+        except BadBatch as exc:
+            self._anomaly("bad_batch", frame, str(exc))
+
+    def _members(self, base: Row, payload: bytes | memoryview, count: int) -> None:
+        """One row per message of the batch, each emitted as soon as it is read."""
         first_sequence = base["sequence_id"]
-        for index, (single, data) in enumerate(members):
+        for index, (single, data) in enumerate(split_batch(payload, count)):
             row = base.copy()
             row["batch_index"] = index
             if single.HasField("sequence_id"):
