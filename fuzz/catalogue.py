@@ -226,7 +226,9 @@ ENTRIES = [
     ),
     Entry("packets", "a record duplicated (a retransmission)", edited(PULSAR, repeat(21)), CLEAN),
     Entry("packets", "two records swapped (out of order)", edited(PULSAR, swap(21)), CLEAN),
-    Entry("packets", "a capture that starts mid-connection", edited(PULSAR, lose(0, 22)), CLEAN),
+    Entry(
+        "packets", "a capture that starts mid-connection", edited(PULSAR, lose(0, 22)), "midstream"
+    ),
     Entry(
         "Pulsar",
         "a totalSize of 4 GiB",
