@@ -296,8 +296,10 @@ class Reassembler:
         self.scope = scope  # the capture's name, part of every connection id
         self._halves: dict[Key, _Half] = {}  # keyed by (sender ip, port, receiver ip, port)
         self._open: dict[int, tuple[Key, Key]] = {}  # conn_id -> its two keys
-        # Recently closed pairs, oldest first, with the id their connection had.
-        self._closed: dict[Key, int] = {}
+        self._closed: dict[Key, None] = {}  # recently closed pairs, oldest first
+        # Ids given to recently closed connections, oldest first: a SYN record repeated
+        # after its connection ended would otherwise open one with the same id.
+        self._closed_ids: dict[int, None] = {}
         self._countdown = SWEEP_EVERY
 
     def segment(
@@ -379,10 +381,8 @@ class Reassembler:
         isn = (seq + 1) & _MASK
         if flags & ACK:  # SYN-ACK: the sender is the server
             if half is None:  # the client's SYN was not captured (or comes later)
-                previous = self._closed.pop(key, None)
-                half = self._open_connection(
-                    ts, (dst, dport, src, sport), ClientBy.SYN, previous
-                ).peer
+                self._closed.pop(key, None)
+                half = self._open_connection(ts, (dst, dport, src, sport), ClientBy.SYN).peer
                 half.peer.start(ack)  # it acknowledges the client's ISN: a late SYN matches
             if not half.started:
                 half.start(isn)
@@ -391,8 +391,8 @@ class Reassembler:
             if half.started and half.base == isn:
                 return half  # the same SYN again
             self._close(half, ts, "reused")
-        previous = self._closed.pop(key, None)
-        half = self._open_connection(ts, key, ClientBy.SYN, previous)
+        self._closed.pop(key, None)
+        half = self._open_connection(ts, key, ClientBy.SYN)
         half.start(isn)
         return half
 
@@ -406,17 +406,13 @@ class Reassembler:
             return self._open_connection(ts, (dst, dport, src, sport), ClientBy.GUESS).peer
         return self._open_connection(ts, key, ClientBy.GUESS)
 
-    def _open_connection(
-        self, ts: int, key: Key, client_by: ClientBy, previous: int | None = None
-    ) -> _Half:
-        """A new connection whose client sends on ``key``; returns the client's half.
-
-        ``previous`` is the id of the connection that used the pair last: a SYN record
-        repeated after its connection ended would otherwise open one with the same id."""
+    def _open_connection(self, ts: int, key: Key, client_by: ClientBy) -> _Half:
+        """A new connection whose client sends on ``key``; returns the client's half; its
+        id is derived again while an open or recently closed connection has it."""
         src, sport, dst, dport = key
         client_ip, server_ip = address(src), address(dst)
         conn_id = connection_id(self.scope, client_ip, sport, server_ip, dport, ts)
-        while conn_id == previous or conn_id in self._open:
+        while conn_id in self._open or conn_id in self._closed_ids:
             conn_id = next_connection_id(conn_id)
         conn = Connection(
             conn_id,
@@ -460,9 +456,12 @@ class Reassembler:
         self.stats.delivered_bytes += sum(conn.bytes)  # counted once, not per delivery
         for key in keys:
             del self._halves[key]
-            self._closed[key] = conn.conn_id
+            self._closed[key] = None
         while len(self._closed) > MAX_CLOSED:
             del self._closed[next(iter(self._closed))]
+        self._closed_ids[conn.conn_id] = None
+        if len(self._closed_ids) > MAX_CLOSED:
+            del self._closed_ids[next(iter(self._closed_ids))]
         self.sink.on_close(conn, ts, reason)
 
     def _evict_idle(self, ts: int) -> None:

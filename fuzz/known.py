@@ -26,16 +26,7 @@ class Open:
         return re.search(self.pattern, f"{failure.kind}: {failure.detail}") is not None
 
 
-OPEN: tuple[Open, ...] = (
-    Open(
-        r"^invariant: 2 connections rows for conn_id \d+$",
-        "a pair whose roles swap twice (a SYN from the server's port opens the reverse"
-        " connection, then the client's first SYN comes again with its first time): the"
-        " third connection gets the first one's id, since only the id of the pair's last"
-        " connection is remembered",
-        ("0099887-kafka07_plain.pcap",),
-    ),
-)
+OPEN: tuple[Open, ...] = ()
 
 
 def known(failure: Failure) -> Open | None:
