@@ -203,10 +203,13 @@ def _run_workers(
                 results[index] = answer
         progress.finish()
     finally:
-        for process in processes:  # after an error; a worker that answered is ending
+        # After an error, or an interruption, which may come between two starts (another
+        # thread of this process may take the signal, and Python runs its handler here).
+        started = [process for process in processes if process.pid is not None]
+        for process in started:  # a worker that answered is ending
             if process.is_alive() and len(results) < len(processes):
                 process.terminate()
-        for process in processes:
+        for process in started:
             process.join()
     return [results[index] for index in range(len(processes))]
 

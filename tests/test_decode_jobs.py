@@ -7,6 +7,7 @@ must give the rows, connection ids and summary of ``--jobs 1``.
 
 from __future__ import annotations
 
+import multiprocessing
 import os
 import signal
 import subprocess
@@ -170,3 +171,25 @@ def _wait_for_workers(pid: int, count: int) -> list[int]:
             return [int(child) for child in children]
         time.sleep(0.05)
     raise AssertionError("the workers never started")
+
+
+def test_an_interruption_between_two_worker_starts_stops_the_started_one(tmp_path, monkeypatch):
+    """Python runs a signal's handler in the main thread whichever thread took it, so it
+    may raise between two starts: the started worker is stopped, the interruption is what
+    surfaces, and no dataset is left."""
+    process_class = multiprocessing.get_context("fork").Process
+    start = process_class.start
+    started: list[multiprocessing.process.BaseProcess] = []
+
+    def start_then_interrupt(self):
+        if started:
+            raise KeyboardInterrupt
+        start(self)
+        started.append(self)
+
+    monkeypatch.setattr(process_class, "start", start_then_interrupt)
+    capture = SAMPLES / "pulsar_shared_two_consumers.pcap"
+    with pytest.raises(KeyboardInterrupt):
+        decode_parallel([capture], tmp_path / "out", jobs=2)
+    assert [process.exitcode is not None for process in started] == [True]
+    assert list(tmp_path.iterdir()) == []  # no dataset, no temporary folder
