@@ -41,7 +41,7 @@ from pwcap.decode.run import (
     decode_captures,
 )
 from pwcap.tables.dataset import DatasetWriter, check_output, make_temporary, put_in_place
-from pwcap.tables.interrupts import terminate_as_interrupt
+from pwcap.tables.interrupts import Interrupted, interrupts_deferred, terminate_as_interrupt
 from pwcap.tables.schema import TABLES
 
 MIN_WORKER_BYTES = 16 << 20  # input bytes below which another worker does not pay off
@@ -124,15 +124,21 @@ def decode_parallel(
     progress = progress or Progress()
     check_output(out, overwrite)
     started = time.perf_counter()
-    tmp, removed = make_temporary(out)
+    tmp: Path | None = None
     try:
+        # Created with interruptions held, inside the `try`: no moment leaves it behind.
+        with interrupts_deferred() as received:
+            tmp, removed = make_temporary(out)
+        if received:
+            raise Interrupted(received[0])
         with terminate_as_interrupt():
             results = _run_workers(captures, workers, tmp, settings, progress)
         summary = _gather(captures, results, tmp, out, settings)
         _merge(tmp, len(workers) + 1)
         put_in_place(tmp, out, overwrite)
     except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
+        if tmp is not None:
+            shutil.rmtree(tmp, ignore_errors=True)
         raise
     summary.seconds = time.perf_counter() - started
     summary.skipped = expanded.skipped
@@ -172,15 +178,20 @@ def _run_workers(
     progress.capture(Path(f"{len(workers)} workers"), 0, lambda: int(sum(done)))
     results: dict[int, WorkerResult] = {}
     try:
-        # A signal between fork and the worker's own handlers would run the parent's
-        # handler in the child (or in the parent's after-fork hooks): held until both sides
-        # are ready, then delivered.
-        blocked = signal.pthread_sigmask(signal.SIG_BLOCK, _STOPPING)
-        try:
-            for process in processes:
-                process.start()
-        finally:
-            signal.pthread_sigmask(signal.SIG_SETMASK, blocked)
+        # Signals are only recorded while the workers start, then raised: an interruption
+        # inside a start (Python runs handlers in the main thread, whichever thread took
+        # the signal) could come after the fork and before the process knows its child,
+        # which would then run on, unseen, into a folder already deleted. They are also
+        # blocked, so a child holds one sent early until its own handlers are in place.
+        with interrupts_deferred() as received:
+            blocked = signal.pthread_sigmask(signal.SIG_BLOCK, _STOPPING)
+            try:
+                for process in processes:
+                    process.start()
+            finally:
+                signal.pthread_sigmask(signal.SIG_SETMASK, blocked)
+        if received:
+            raise Interrupted(received[0])
         for _, sender in pipes:
             sender.close()  # the workers' ends: a worker's exit then reads as end of file
         waiting = {receiver: index for index, (receiver, _) in enumerate(pipes)}

@@ -171,19 +171,27 @@ class DatasetWriter:
         self.out = Path(out)
         self.overwrite = overwrite
         check_output(self.out, overwrite)
-        self.tmp, self.removed = make_temporary(self.out)
-        self._background = ThreadPoolExecutor(1, thread_name_prefix="pwcap-parquet")
+        tmp: Path | None = None
+        background: ThreadPoolExecutor | None = None
         try:
+            # Created with interruptions held, inside the `try`: no moment leaves it behind.
+            with interrupts_deferred() as received:
+                tmp, self.removed = make_temporary(self.out)
+            if received:
+                raise Interrupted(received[0])
+            background = ThreadPoolExecutor(1, thread_name_prefix="pwcap-parquet")
             self.tables = {
-                name: TableWriter(
-                    self.tmp / name, name, row_group_rows, file_rows, self._background
-                )
+                name: TableWriter(tmp / name, name, row_group_rows, file_rows, background)
                 for name in TABLES
             }
         except BaseException:
-            self._background.shutdown()
-            shutil.rmtree(self.tmp, ignore_errors=True)
+            if background is not None:
+                background.shutdown()
+            if tmp is not None:
+                shutil.rmtree(tmp, ignore_errors=True)
             raise
+        self.tmp = tmp
+        self._background = background
         self._batch_rows = batch_rows
         self._payloads = payloads  # messages carry payload bytes: bound them too
         self._frames = self.tables["frames"]
