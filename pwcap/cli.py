@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import signal
 import sys
 
 from pwcap import __version__
@@ -46,5 +47,15 @@ def main(argv: list[str] | None = None) -> int:
     return modules[args.command].run(args)
 
 
+def entry() -> int:
+    """The ``pwcap`` program: :func:`main`, then deaf to Ctrl-C and SIGTERM while the
+    interpreter winds down, when the work is done and its outcome said (a signal then
+    would kill the process and turn a written dataset's exit status into a signal's)."""
+    status = main()
+    for signum in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(signum, signal.SIG_IGN)
+    return status
+
+
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(entry())

@@ -76,7 +76,11 @@ def test_a_short_campaign_breaks_no_promise_but_the_known_open_ones(tmp_path: Pa
         failures += outcome.failures
         decoded += outcome.decoded + outcome.refused
     assert decoded == SHORT_RUN
-    assert [f for f in failures if known(f) is None] == []
+    # In this process the peak also holds what earlier tests left in it (Spark's client,
+    # DuckDB...): memory is judged in fresh processes (the supervised campaign below, the
+    # long run, tests/test_hostile_memory.py), every other promise here.
+    broken = [f for f in failures if known(f) is None and f.kind != "memory"]
+    assert broken == []
 
 
 def test_the_supervised_campaign_decodes_every_mutant_in_workers(tmp_path: Path) -> None:
