@@ -9,7 +9,9 @@ Rules, each chosen for a passive observer that cannot ask anyone to resend:
 - Bytes are delivered once, in sequence order. Where a retransmission overlaps bytes
   already delivered, the first captured copy wins: it is what the decoder has already
   seen, and on a healthy path it is also what the receiver's stack accepted first.
-- Early segments are held, bounded per direction. A hole the receiver has not
+- Early segments are held, bounded per direction and across all connections (when the
+  total is reached, the connections holding the most give up their holes). A hole the
+  receiver has not
   acknowledged is a loss on the network: its retransmission is awaited until the hold
   buffer is full, the connection closes or the capture ends. A hole the receiver has
   acknowledged reached it and will never be sent again: after ACK_SLACK more segments
@@ -36,8 +38,8 @@ _HALF = 1 << 31
 MAX_HELD_BYTES = 4 << 20  # early bytes held per direction before a hole is given up
 MAX_HELD_SEGMENTS = 4096
 ACK_SLACK = 32  # segments to wait for acknowledged bytes a reordered capture may still show
-MAX_OPEN = 100_000  # open connections before the longest idle are evicted
-SWEEP_EVERY = 1 << 16  # segments between two checks of the open-connection count
+MAX_HELD_TOTAL = 64 << 20  # early bytes held by all connections together
+MAX_OPEN = 10_000  # open connections before the longest idle are evicted (~10 KB each)
 MAX_CLOSED = 1 << 16  # endpoint pairs remembered as closed, to drop their stragglers
 
 Key = tuple[bytes, int, bytes, int]
@@ -69,6 +71,40 @@ def address(raw: bytes) -> str:
     return socket.inet_ntop(socket.AF_INET if len(raw) == 4 else socket.AF_INET6, raw)
 
 
+class _Holding:
+    """The early bytes every connection holds, together: bounded, so many connections with
+    a hole each cannot hold more than one budget between them."""
+
+    __slots__ = ("holders", "total")
+
+    def __init__(self) -> None:
+        self.total = 0
+        self.holders: set[_Half] = set()
+
+    def add(self, half: _Half, size: int) -> None:
+        self.total += size
+        self.holders.add(half)
+
+    def remove(self, half: _Half, size: int) -> None:
+        self.total -= size
+        if not half.held:
+            self.holders.discard(half)
+
+    def relieve(self, ts: int) -> None:
+        """Over budget: the largest holders give up their holes until a quarter of the
+        budget is free (so the next relief is a quarter of a budget of new bytes away)."""
+        for half in sorted(self.holders, key=_held_size, reverse=True):
+            if self.total <= MAX_HELD_TOTAL * 3 // 4:
+                break
+            if half.held:
+                half.stats.hold_overflows += 1
+                deliver_held(half, half.peer, ts)
+
+
+def _held_size(half: _Half) -> int:
+    return half.held_bytes
+
+
 class _Half:
     """One direction of a connection: its sequence space, held segments and FIN."""
 
@@ -78,6 +114,7 @@ class _Half:
         "fin",
         "held",
         "held_bytes",
+        "holding",
         "ip",
         "next",
         "owed",
@@ -90,7 +127,13 @@ class _Half:
     )
 
     def __init__(
-        self, conn: Connection, ip: str, port: int, sink: StreamSink, stats: CaptureStats
+        self,
+        conn: Connection,
+        ip: str,
+        port: int,
+        sink: StreamSink,
+        stats: CaptureStats,
+        holding: _Holding,
     ) -> None:
         self.conn = conn
         self.ip = ip
@@ -101,6 +144,7 @@ class _Half:
         self.next = 0  # offset of the next byte to deliver
         self.held: list[_Held] = []  # segments waiting for delivery, sorted by offset
         self.held_bytes = 0
+        self.holding = holding
         self.owed = 0  # the other side acknowledged every byte before this offset
         self.waited = 0  # segments seen since ``owed`` passed ``next``
         self.fin: int | None = None  # offset just past the last byte, once a FIN was seen
@@ -167,6 +211,7 @@ class _Half:
     def pop_and_accept(self) -> None:
         at, ts, payload, cut, _ = self.held.pop(0)
         self.held_bytes -= len(payload)
+        self.holding.remove(self, len(payload))
         self._accept(at, ts, payload, cut)
 
     def declare_hole(self, ts: int, until: int) -> None:
@@ -205,6 +250,7 @@ class _Half:
             return
         held.insert(index, (at, ts, bytes(payload), cut, after))
         self.held_bytes += len(payload)
+        self.holding.add(self, len(payload))
         self.stats.reordered_segments += 1
         if self.held_bytes > MAX_HELD_BYTES or len(held) > MAX_HELD_SEGMENTS:
             self.stats.hold_overflows += 1
@@ -212,6 +258,8 @@ class _Half:
             if len(held) > MAX_HELD_SEGMENTS // 2:  # a hole nobody acknowledged: give up
                 self.declare_hole(ts, held[0][0])
                 drain_in_time_order(self, self.peer)
+        if self.holding.total > MAX_HELD_TOTAL:
+            self.holding.relieve(ts)
 
     def _gap(self, ts: int, size: int, direction: Direction | None = None) -> None:
         if direction is None:
@@ -267,14 +315,20 @@ def _first_held_ts(half: _Half) -> float:
     return half.held[0][1] if half.held else float("inf")
 
 
-def flush(one: _Half, other: _Half, ts: int) -> None:
-    """The connection ends: deliver everything held, earliest first, declaring the holes
-    before it and the bytes missing before a FIN."""
+def deliver_held(one: _Half, other: _Half, ts: int) -> None:
+    """Deliver everything both directions hold, earliest first, declaring the holes before
+    it: the connection ends, or holds more than the budget lets it wait for."""
     settle(one, other, ts)
     while one.held or other.held:
         half = one if not other.held or (one.held and one.held[0][1] <= other.held[0][1]) else other
         half.declare_hole(ts, half.held[0][0])
         half.pop_and_accept()
+
+
+def flush(one: _Half, other: _Half, ts: int) -> None:
+    """The connection ends: deliver everything held and declare the bytes missing before
+    a FIN."""
+    deliver_held(one, other, ts)
     for half in (one, other):
         if half.fin is not None:
             half.declare_hole(ts, half.fin)
@@ -300,7 +354,7 @@ class Reassembler:
         # Ids given to recently closed connections, oldest first: a SYN record repeated
         # after its connection ended would otherwise open one with the same id.
         self._closed_ids: dict[int, None] = {}
-        self._countdown = SWEEP_EVERY
+        self._holding = _Holding()
 
     def segment(
         self,
@@ -357,10 +411,6 @@ class Reassembler:
                 if owing.waited >= ACK_SLACK:
                     settle(half, peer, ts)
                     break
-        self._countdown -= 1
-        if not self._countdown:
-            self._countdown = SWEEP_EVERY
-            self._evict_idle(ts)
 
     def finish(self) -> None:
         """The capture ended: declare open holes and close every connection still open."""
@@ -409,6 +459,8 @@ class Reassembler:
     def _open_connection(self, ts: int, key: Key, client_by: ClientBy) -> _Half:
         """A new connection whose client sends on ``key``; returns the client's half; its
         id is derived again while an open or recently closed connection has it."""
+        if len(self._open) >= MAX_OPEN:
+            self._evict_idle()
         src, sport, dst, dport = key
         client_ip, server_ip = address(src), address(dst)
         conn_id = connection_id(self.scope, client_ip, sport, server_ip, dport, ts)
@@ -424,8 +476,8 @@ class Reassembler:
             client_by,
             last_ts=ts,
         )
-        client = _Half(conn, client_ip, sport, self.sink, self.stats)
-        server = _Half(conn, server_ip, dport, self.sink, self.stats)
+        client = _Half(conn, client_ip, sport, self.sink, self.stats, self._holding)
+        server = _Half(conn, server_ip, dport, self.sink, self.stats, self._holding)
         client.peer, server.peer = server, client
         reverse = (dst, dport, src, sport)
         self._halves[key] = client
@@ -464,10 +516,9 @@ class Reassembler:
             del self._closed_ids[next(iter(self._closed_ids))]
         self.sink.on_close(conn, ts, reason)
 
-    def _evict_idle(self, ts: int) -> None:
-        """Close the longest idle connections when too many are open (bounded memory)."""
-        if len(self._open) <= MAX_OPEN:
-            return
+    def _evict_idle(self) -> None:
+        """Close the longest idle tenth of the open connections (bounded memory; a tenth at
+        a time, so the sort is paid once per ``MAX_OPEN // 10`` new connections)."""
         halves = [self._halves[keys[0]] for keys in self._open.values()]
         halves.sort(key=lambda half: half.conn.last_ts)
         for half in halves[: len(halves) - MAX_OPEN * 9 // 10]:

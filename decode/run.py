@@ -18,6 +18,7 @@ from pathlib import Path
 
 from pwcap.capture import CaptureError, CaptureStats, read_streams
 from pwcap.capture.events import ClientBy, Connection, Direction
+from pwcap.capture.reassembly import MAX_OPEN
 from pwcap.capture.shares import FlowShare
 from pwcap.decode import MAX_FRAME_SIZE
 from pwcap.decode.api import ConnectionDecoder, DecodeOptions, Row, RowSink
@@ -160,10 +161,16 @@ class Pipeline:
             }
         )
 
-    def _connection_anomalies(self, tracked: _Tracked) -> None:
-        """What a connection's row alone would not say: bytes nothing decoded, and
-        streams the capture joined late."""
+    def _connection_anomalies(self, tracked: _Tracked, ts: int, reason: str) -> None:
+        """What a connection's row alone would not say: closed early to bound memory,
+        bytes nothing decoded, streams the capture joined late."""
         conn = tracked.conn
+        if reason == "evicted":
+            detail = (
+                f"closed while open: {MAX_OPEN} connections were open at once and this one"
+                " had been idle longest; what it carries later is another connection"
+            )
+            self._anomaly(tracked, None, ts, None, None, "evicted", detail)
         if tracked.decoder is None:
             if sum(conn.bytes):
                 why = (
@@ -193,7 +200,7 @@ class Pipeline:
         if tracked.decoder is not None:
             tracked.decoder.on_close(ts)
             fields = tracked.decoder.connection_fields()
-        self._connection_anomalies(tracked)
+        self._connection_anomalies(tracked, ts, reason)
         self.last_ts = max(self.last_ts, ts)
         self._closed_bytes += sum(conn.bytes)
         self._connection(self._connection_row(tracked, fields, ts, reason))

@@ -142,7 +142,12 @@ MESSAGES: list[Column] = [
     Column("redelivery_count", I32, "redelivery count the broker sent with it (MESSAGE)"),
     Column("payload_size", I32, "bytes of the application payload after decompression"),
     Column("payload_sha256", STR, "hex SHA-256 of the application payload"),
-    Column("payload", pa.binary(), "the application payload (only with `--payloads`)"),
+    Column(
+        "payload",
+        pa.binary(),
+        "the application payload (only with `--payloads`); its first 8 MiB when longer"
+        " (`payload_size` and `payload_sha256` are of the whole)",
+    ),
     Column("checksum_ok", BOOL, "entry checksum (Pulsar CRC32-C, Kafka CRC32) verified"),
     Column("magic", I32, "Kafka 0.7 message magic byte"),
     Column("encrypted", BOOL, "payload is encrypted (not decrypted; digest is of ciphertext)"),
@@ -211,7 +216,8 @@ ANOMALY_KINDS: dict[str, dict[str, str]] = {
         "unsupported_link_type": "records of a link layer pwcap does not parse, skipped",
     },
     "stream": {
-        "gap": "bytes the capture missed",
+        "gap": "bytes the capture missed (or bytes given up on: more were held waiting for"
+        " them than the memory budget allows)",
         "resync": "bytes skipped to the next frame boundary",
         "midstream": "the capture joined this direction after the connection began: the bytes"
         " before it are unknown (one per direction that carried data)",
@@ -219,6 +225,8 @@ ANOMALY_KINDS: dict[str, dict[str, str]] = {
     "connection": {
         "not_decoded": "a connection that carried bytes pwcap does not decode: TLS (encrypted)"
         " or no protocol it knows (`protocol` says which)",
+        "evicted": "a connection closed while still open because too many were open at once"
+        " (it had been idle longest); a later segment of it starts another connection",
     },
     "framing": {
         "truncated_frame": "a frame cut by a gap or by the end of the stream",
@@ -265,6 +273,15 @@ TABLES: dict[str, list[Column]] = {
     "connections": CONNECTIONS,
     "anomalies": ANOMALIES,
 }
+
+
+# Parquet needs several times a value's size to write it: a longer payload keeps its head.
+KEPT_PAYLOAD_BYTES = 8 << 20
+
+
+def kept_payload(payload: bytes | memoryview) -> bytes:
+    """What the `payload` column holds of a message's payload."""
+    return bytes(payload[:KEPT_PAYLOAD_BYTES])
 
 
 def arrow_schema(table: str) -> pa.Schema:

@@ -344,6 +344,25 @@ def test_a_full_hold_buffer_gives_up_on_the_hole(monkeypatch):
     assert talk.stats.hold_overflows == 1
 
 
+def test_connections_over_the_total_hold_budget_give_up_their_largest_holes(monkeypatch):
+    monkeypatch.setattr(reassembly, "MAX_HELD_TOTAL", 100)
+    first = Talk(ports=(40000, 6650))
+    talks = [first, Talk(ports=(40001, 6650)), Talk(ports=(40002, 6650))]
+    for talk in talks[1:]:  # three connections through one reassembler
+        talk.reassembler, talk.sink, talk.stats = first.reassembler, first.sink, first.stats
+    for talk, size in zip(talks, (30, 50, 40), strict=True):
+        talk.handshake()
+        talk.send(C, b"x" * size, seq=talk.next[C] + 1)  # each misses its first byte
+    # 30 + 50 + 40 held is over 100: the largest holder gives up until 75 at most are held.
+    recorded = first.sink.connections.values()
+    small, large, medium = (connection.stream(Direction.C2B) for connection in recorded)
+    assert (small.data, medium.data) == (b"", b"")
+    assert large.data == b"x" * 50 and [(g.offset, g.size) for g in large.gaps] == [(0, 1)]
+    assert first.stats.hold_overflows == 1
+    talks[1].send(C, b"y", seq=talks[1].next[C])  # the retransmission comes too late: not twice
+    assert large.data == b"x" * 50
+
+
 def test_a_snaplen_cut_is_a_gap_right_after_the_captured_bytes():
     talk = Talk()
     talk.handshake()
@@ -408,11 +427,9 @@ def test_connection_ids_are_the_same_in_every_run_and_fit_63_bits():
 
 def test_too_many_open_connections_close_the_longest_idle(monkeypatch):
     monkeypatch.setattr(reassembly, "MAX_OPEN", 4)
-    monkeypatch.setattr(reassembly, "SWEEP_EVERY", 1)
     sink = RecordingSink()
     stats = CaptureStats()
     reassembler = Reassembler(sink, stats, server_ports=(6650,))
-    reassembler._countdown = 1
     for index in range(6):
         reassembler.segment(T0 + index, CLIENT_IP, 40000 + index, SERVER_IP, 6650, 1, 0, ACK, b"x")
     reasons = [r.close_reason for r in sink.connections.values()]

@@ -1,9 +1,9 @@
-"""Inputs shaped to make pwcap hold memory: the peak stays under the budget.
+"""Inputs shaped to make pwcap hold memory: each decode's peak stays under the budget.
 
-A batch of a million bytes may declare and hold hundreds of thousands of empty messages,
-one row each, all from one capture record. The rows are converted to Arrow as the batch
-fills them, so the process stays within the 400 MB budget however many rows one record
-yields (it reached 628 MB when rows waited for the next periodic flush).
+Each capture here is small or cheap to make and asks for far more memory than the budget:
+rows by the million from one record, decompressed payloads of 64 MiB, tens of thousands of
+connections, hundreds of megabytes of bytes waiting behind holes. Each is decoded by the
+``pwcap`` program in a child process whose own peak RSS is measured.
 """
 
 from __future__ import annotations
@@ -11,25 +11,21 @@ from __future__ import annotations
 import struct
 import subprocess
 import sys
+from collections import Counter
+from pathlib import Path
 
+import pyarrow.dataset as ds
 import pyarrow.parquet as pq
+import pytest
+import zstandard
 
+from tests.kafka07_frames import GZIP, compressed, message, produce_body, request
 from tests.pulsar_frames import command, entry_bytes, frame, pb
 
 MEMORY_BUDGET_MB = 400
 BATCH_BYTES = 1 << 20
 # One member: its metadata's size, then a SingleMessageMetadata of payload_size 0.
 EMPTY_MESSAGE = struct.pack(">I", 2) + pb.SingleMessageMetadata(payload_size=0).SerializeToString()
-
-
-def empty_batch_send() -> tuple[bytes, int]:
-    count = BATCH_BYTES // len(EMPTY_MESSAGE)
-    metadata = pb.MessageMetadata(
-        producer_name="p", sequence_id=0, publish_time=1, num_messages_in_batch=count
-    )
-    send = command("SEND", producer_id=1, sequence_id=0, num_messages=count)
-    return frame(send, entry_bytes(metadata, EMPTY_MESSAGE * count)), count
-
 
 # Runs the command as its own child and prints that child's peak RSS alone (the test
 # process's own children include every Spark and decode an earlier test started).
@@ -42,14 +38,165 @@ sys.exit(done.returncode)
 """
 
 
-def test_a_batch_of_empty_messages_stays_within_the_memory_budget(tmp_path, write_capture):
-    send, count = empty_batch_send()
-    capture = write_capture(tmp_path / "bomb.pcap", [(6650, [(0, send)])])
-    out = tmp_path / "ds"
+def decode_within_budget(capture: Path, out: Path, *options: str) -> None:
+    """``pwcap decode`` in a child of its own: it succeeds, and its peak RSS is in budget."""
     decode = [sys.executable, "-m", "pwcap.cli", "decode", str(capture), "-o", str(out), "-q"]
     done = subprocess.run(
-        [sys.executable, "-c", _PEAK_OF, *decode], capture_output=True, text=True, check=False
+        [sys.executable, "-c", _PEAK_OF, *decode, "--jobs", "1", *options],
+        capture_output=True,
+        text=True,
+        check=False,
     )
     assert done.returncode == 0, done.stderr
-    assert pq.read_metadata(out / "messages" / "part-00000.parquet").num_rows == count
     assert float(done.stdout) < MEMORY_BUDGET_MB
+
+
+def table(out: Path, name: str) -> list[dict]:
+    return ds.dataset(out / name).to_table().to_pylist()
+
+
+def pulsar_send(metadata: pb.MessageMetadata, payload: bytes, messages: int = 1) -> bytes:
+    send = command("SEND", producer_id=1, sequence_id=metadata.sequence_id, num_messages=messages)
+    return frame(send, entry_bytes(metadata, payload))
+
+
+def test_a_batch_of_empty_messages_stays_within_the_memory_budget(tmp_path, write_capture):
+    """A batch of a million bytes holds 174,762 empty messages, all from one record: their
+    rows leave for Arrow as they come (628 MB when they waited for a periodic flush)."""
+    count = BATCH_BYTES // len(EMPTY_MESSAGE)
+    metadata = pb.MessageMetadata(
+        producer_name="p", sequence_id=0, publish_time=1, num_messages_in_batch=count
+    )
+    send = pulsar_send(metadata, EMPTY_MESSAGE * count, count)
+    capture = write_capture(tmp_path / "bomb.pcap", [(6650, [(0, send)])])
+    decode_within_budget(capture, tmp_path / "ds")
+    assert pq.read_metadata(tmp_path / "ds" / "messages" / "part-00000.parquet").num_rows == count
+
+
+def test_a_batch_declaring_more_messages_than_its_bytes_hold_is_refused_before_expanding(
+    tmp_path, write_capture
+):
+    """2^31-1 messages declared over ZSTD of 64 MiB of zeros (a 2 KB capture): zeros are
+    11 million messages of four bytes each, which the count check turns down at once (the
+    decoder wrote 16 million rows over two minutes before)."""
+    zeros = 64 << 20
+    metadata = pb.MessageMetadata(
+        producer_name="p",
+        sequence_id=0,
+        publish_time=1,
+        num_messages_in_batch=2**31 - 1,
+        compression=pb.ZSTD,
+        uncompressed_size=zeros,
+    )
+    send = pulsar_send(metadata, zstandard.ZstdCompressor().compress(bytes(zeros)), 2**31 - 1)
+    capture = write_capture(tmp_path / "bomb.pcap", [(6650, [(0, send)])])
+    decode_within_budget(capture, tmp_path / "ds")
+    [entry] = table(tmp_path / "ds", "messages")  # the entry stays one message row
+    assert (entry["batch_size"], entry["compression"]) == (2**31 - 1, "ZSTD")
+    [anomaly] = table(tmp_path / "ds", "anomalies")
+    assert anomaly["kind"] == "bad_batch" and "declares 2147483647 messages" in anomaly["detail"]
+
+
+def test_payloads_of_64_mib_each_keep_their_first_8_mib(tmp_path, write_capture):
+    """Thirty SENDs of ZSTD(64 MiB) with ``--payloads`` reached 4.9 GB: a kept payload is
+    at most 8 MiB (Parquet needs several times a value's size to write it)."""
+    size = 64 << 20
+    payload = zstandard.ZstdCompressor().compress(b"p" * size)
+    sends = b"".join(
+        pulsar_send(
+            pb.MessageMetadata(
+                producer_name="p",
+                sequence_id=index,
+                publish_time=1,
+                compression=pb.ZSTD,
+                uncompressed_size=size,
+            ),
+            payload,
+        )
+        for index in range(30)
+    )
+    capture = write_capture(tmp_path / "bomb.pcap", [(6650, [(0, sends)])])
+    decode_within_budget(capture, tmp_path / "ds", "--payloads")
+    rows = ds.dataset(tmp_path / "ds" / "messages").to_table(columns=["payload_size", "payload"])
+    assert rows.num_rows == 30
+    assert set(rows.column("payload_size").to_pylist()) == {size}
+    assert {len(kept) for kept in rows.column("payload").to_pylist()} == {8 << 20}
+
+
+def test_a_kafka_message_set_of_16_mib_of_gzipped_zeros_stays_within_budget(
+    tmp_path, write_capture
+):
+    """Zeros inflate to a message set of empty messages; they reached 2.7 GB of anomaly rows."""
+    produce = request(0, produce_body("t", 0, compressed(message(bytes(16 << 20)), GZIP)))
+    capture = write_capture(tmp_path / "bomb.pcap", [(9092, [(0, produce)])])
+    decode_within_budget(capture, tmp_path / "ds")
+    assert len(table(tmp_path / "ds", "frames")) == 1
+
+
+# -- many connections ---------------------------------------------------------------------
+
+_PCAP_HEADER = struct.pack("<IHHiIII", 0xA1B2C3D4, 2, 4, 0, 0, 262144, 1)
+_ETHERNET = bytes.fromhex("020000000002020000000001") + b"\x08\x00"
+
+
+class _Pcap:
+    """Writes TCP segments straight to a pcap file, one record each, 10 µs apart."""
+
+    def __init__(self, path: Path) -> None:
+        self.file = path.open("wb")
+        self.file.write(_PCAP_HEADER)
+        self.ts = 1_700_000_000_000_000
+
+    def segment(self, client: int, seq: int, flags: int, payload: bytes = b"") -> None:
+        """A segment of client ``client`` (10.x.x.x:port) to the broker 10.255.0.1:6650."""
+        src = (10 << 24 | client).to_bytes(4, "big")
+        ip = struct.pack(
+            ">BBHHHBBH4s4s", 0x45, 0, 40 + len(payload), 0, 0, 64, 6, 0, src, bytes([10, 255, 0, 1])
+        )
+        tcp = struct.pack(
+            ">HHIIBBHHH", 1024 + client % 60000, 6650, seq, 0, 0x50, flags, 65535, 0, 0
+        )
+        packet = _ETHERNET + ip + tcp + payload
+        self.ts += 10
+        self.file.write(
+            struct.pack("<IIII", self.ts // 10**6, self.ts % 10**6, len(packet), len(packet))
+        )
+        self.file.write(packet)
+
+    def close(self) -> None:
+        self.file.close()
+
+
+@pytest.mark.slow
+def test_forty_thousand_idle_connections_evict_the_longest_idle(tmp_path):
+    """Every open connection costs its decoder's state: 120,000 idle ones reached 1.4 GB.
+    Past the open-connection limit the longest idle close, each with an anomaly."""
+    capture = _Pcap(tmp_path / "idle.pcap")
+    for client in range(40_000):
+        capture.segment(client, 1000, 0x02)  # a SYN, then silence
+    capture.close()
+    decode_within_budget(tmp_path / "idle.pcap", tmp_path / "ds")
+    connections = table(tmp_path / "ds", "connections")
+    reasons = Counter(row["close_reason"] for row in connections)
+    assert len(connections) == 40_000 and reasons["evicted"] > 20_000
+    kinds = Counter(row["kind"] for row in table(tmp_path / "ds", "anomalies"))
+    assert kinds == {"evicted": reasons["evicted"]}
+
+
+@pytest.mark.slow
+def test_holes_in_many_connections_hold_no_more_than_the_total_budget(tmp_path):
+    """Each of 120 connections misses its first segment and sends 4 MB behind it: 480 MB
+    would wait for retransmissions (500 such connections reached 2.1 GB). The connections
+    holding most give their holes up as gaps, and every byte behind them is decoded."""
+    capture = _Pcap(tmp_path / "holes.pcap")
+    piece, offsets = 60_000, range(60_000, 4_000_000, 60_000)  # the piece at 0 never comes
+    for client in range(120):
+        capture.segment(client, 1000, 0x02)
+        for at in offsets:
+            capture.segment(client, 1001 + at, 0x18, bytes(piece))
+    capture.close()
+    decode_within_budget(tmp_path / "holes.pcap", tmp_path / "ds")
+    gaps = [row for row in table(tmp_path / "ds", "anomalies") if row["kind"] == "gap"]
+    assert len(gaps) == 120 and {row["size"] for row in gaps} == {piece}
+    connections = table(tmp_path / "ds", "connections")
+    assert all(row["bytes_c2b"] == len(offsets) * piece for row in connections)

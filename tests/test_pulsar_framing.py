@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import random
 import struct
+import time
 
 import pytest
 from pwcap.capture.events import ClientBy, Direction
@@ -212,3 +214,20 @@ def test_find_frame_start_confirms_by_decoding():
     found = find_frame_start(buf, 0, 5 << 20, looks_like_command)
     assert found.confirmed
     assert found.pos == 4 + len(decoy)
+
+
+def test_a_fake_header_declaring_five_megabytes_is_gathered_once_then_resynced():
+    """A header announcing a 5 MB command over 20 MB of noise, one segment at a time: the
+    frame's bytes are gathered once, not copied again per segment (over 400 s when they
+    were), and the frames after the noise are found again."""
+    noise = random.Random(7).randbytes(1 << 20) * 20
+    head = command("SEND", producer_id=1, sequence_id=0, num_messages=1).SerializeToString()
+    stream = struct.pack(">II", 5_000_004, 5_000_000) + head + noise + b"".join(flows(2))
+    dec, sink, _ = decoder()
+    started = time.process_time()
+    for pos in range(0, len(stream), 1448):
+        dec.on_data(Direction.C2B, pos, pos, stream[pos : pos + 1448])
+    dec.on_close(len(stream))
+    assert time.process_time() - started < 10  # quadratic copying takes minutes here
+    assert sink.kinds()[0] == "bad_protobuf" and sink.kinds()[-1] == "resync"
+    assert [r["permits"] for r in sink.frames] == [1, 2]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import struct
 
 import pytest
 from pwcap.capture.events import Direction
@@ -112,6 +113,28 @@ def test_batch_member_sequence_id_wins_when_set():
     members = [(pb.SingleMessageMetadata(sequence_id=40 + i), b"m") for i in range(3)]
     sink = decode(send(metadata(num_messages_in_batch=3), batch(members), sequence_id=0))
     assert [r["sequence_id"] for r in sink.messages] == [40, 41, 42]
+
+
+def test_a_batch_member_without_its_required_payload_size_ends_the_batch():
+    whole = batch([(pb.SingleMessageMetadata(), b"a")])
+    lacking = pb.SingleMessageMetadata(sequence_id=9).SerializePartialToString()
+    broken = struct.pack(">I", len(lacking)) + lacking + b"a"
+    sink = decode(send(metadata(num_messages_in_batch=3), whole + broken + whole))
+    assert [r["batch_index"] for r in sink.messages] == [0]  # the members before it stay
+    [anomaly] = sink.anomalies
+    assert anomaly["kind"] == "bad_batch" and "payload_size" in anomaly["detail"]
+
+
+def test_a_batch_count_its_bytes_cannot_hold_is_one_message_row_and_an_anomaly():
+    members = batch(batch_of(3))
+    sink = decode(send(metadata(num_messages_in_batch=1000), members))
+    [entry] = sink.messages  # not expanded: the entry is one row, as its metadata says
+    assert (entry["batch_size"], entry.get("batch_index")) == (1000, None)
+    [anomaly] = sink.anomalies
+    assert (
+        anomaly["detail"]
+        == f"declares 1000 messages in {len(members)} bytes, room for at most {len(members) // 6}"
+    )
 
 
 @pytest.mark.parametrize("codec", ["LZ4", "ZLIB", "ZSTD", "SNAPPY"])

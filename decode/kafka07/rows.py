@@ -21,6 +21,7 @@ from pwcap.decode.kafka07.wire import (
     OFFSETS,
     Part,
 )
+from pwcap.tables.schema import kept_payload
 
 MAX_INFO_PARTS = 8  # parts of a MULTI* frame listed in `info`
 _TIMES = {LATEST_TIME: "latest", EARLIEST_TIME: "earliest"}
@@ -59,7 +60,7 @@ def emit_messages(emit: Callable[[Row], None], row: Row, sets: Sets, payloads: b
                 out["payload_size"] = len(payload)
                 out["payload_sha256"] = _sha256(payload).hexdigest()
                 if payloads:
-                    out["payload"] = bytes(payload)
+                    out["payload"] = kept_payload(payload)
             emit(out)
             all_ok = all_ok and message.checksum_ok
             codecs.add(message.compression)

@@ -13,6 +13,9 @@ from google.protobuf.message import DecodeError
 from pwcap.decode.pulsar._pb.pulsar_api_pb2 import SingleMessageMetadata
 
 _U32 = struct.Struct(">I")
+# The smallest member: its 4-byte size and a SingleMessageMetadata holding only the required
+# payload_size (one tag byte, one varint byte), with an empty payload.
+MIN_MEMBER_BYTES = 6
 
 
 BatchMember = tuple[SingleMessageMetadata, memoryview]
@@ -25,9 +28,14 @@ class BadBatch(Exception):
 def split_batch(data: bytes | memoryview, count: int) -> Iterator[BatchMember]:
     """Yield ``(metadata, payload)`` of each of the ``count`` messages, one at a time: a
     batch of a million bytes can hold a hundred thousand empty messages, and their rows
-    leave for Arrow as they come. Raise :class:`BadBatch` where a damaged batch stops."""
+    leave for Arrow as they come. Raise :class:`BadBatch` where a damaged batch stops,
+    and before the first message when ``count`` members cannot fit in the bytes at all."""
     view = memoryview(data)
     end = len(view)
+    if count > end // MIN_MEMBER_BYTES:
+        raise BadBatch(
+            f"declares {count} messages in {end} bytes, room for at most {end // MIN_MEMBER_BYTES}"
+        )
     parse = SingleMessageMetadata.FromString
     unpack = _U32.unpack_from
     pos = 0
@@ -42,6 +50,8 @@ def split_batch(data: bytes | memoryview, count: int) -> Iterator[BatchMember]:
             single = parse(view[pos : pos + size])
         except DecodeError as exc:
             raise BadBatch(f"undecodable metadata of message {index}: {exc}") from None
+        if not single.HasField("payload_size"):
+            raise BadBatch(f"metadata of message {index} lacks its required payload_size")
         pos += size
         payload_end = pos + single.payload_size
         if single.payload_size < 0 or payload_end > end:

@@ -8,7 +8,7 @@ described, never decrypted: their digest is of the ciphertext.
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Callable, Hashable
+from collections.abc import Callable, Hashable, Iterator
 from typing import Any
 
 from pwcap.decode.api import DecodeOptions, RowSink
@@ -18,6 +18,7 @@ from pwcap.decode.pulsar.chunks import ChunkAssembler
 from pwcap.decode.pulsar.commands import text
 from pwcap.decode.pulsar.compression import CODEC_NAMES, DecompressionError, decompress
 from pwcap.decode.pulsar.payload import PayloadError, parse_entry
+from pwcap.tables.schema import kept_payload
 
 Row = dict[str, Any]
 AnomalyFn = Callable[[str, Row, str], None]  # kind, frame row, detail
@@ -133,13 +134,20 @@ class EntryDecoder:
         if not md.HasField("num_messages_in_batch"):
             self._emit(base, payload)
             return
+        emitted = False
         try:
-            self._members(base, payload, count)
+            for row, data in self._members(base, payload, count):
+                self._emit(row, data)
+                emitted = True
         except BadBatch as exc:
             self._anomaly("bad_batch", frame, str(exc))
+            if not emitted:  # the entry is still a message, if none of its members is known
+                self.sink.message(base)
 
-    def _members(self, base: Row, payload: bytes | memoryview, count: int) -> None:
-        """One row per message of the batch, each emitted as soon as it is read."""
+    def _members(
+        self, base: Row, payload: bytes | memoryview, count: int
+    ) -> Iterator[tuple[Row, memoryview]]:
+        """The row and payload of each message of the batch, one at a time."""
         first_sequence = base["sequence_id"]
         for index, (single, data) in enumerate(split_batch(payload, count)):
             row = base.copy()
@@ -154,7 +162,7 @@ class EntryDecoder:
             row["ordering_key"] = single.ordering_key if single.HasField("ordering_key") else None
             row["properties"] = _properties(single.properties) or None
             row["null_value"] = single.null_value or None
-            self._emit(row, data)
+            yield row, data
 
     def _chunk(
         self, frame: Row, row: Row, md: MessageMetadata, payload: memoryview, key: Hashable
@@ -183,7 +191,7 @@ class EntryDecoder:
         row["payload_size"] = len(payload)
         row["payload_sha256"] = _sha256(payload).hexdigest()
         if self._payloads:
-            row["payload"] = bytes(payload)
+            row["payload"] = kept_payload(payload)
         self.sink.message(row)
 
 
