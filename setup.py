@@ -89,6 +89,7 @@ class BuildOnEveryCore(build_ext):
 setup(
     packages=packages,
     package_dir=package_dir,
+    package_data={"pwcap.jobs": ["log4j2.properties"]},
     ext_modules=_extensions(),
     cmdclass={"build_ext": BuildOnEveryCore},
 )

@@ -8,8 +8,10 @@ never match each other and each job does the work of a real capture of that size
 
     python bench/bench_jobs.py [--dataset DIR | --seed DIR] [--frames 10M] [--keep DIR]
 
-Spark runs locally on every core with ``--driver-memory`` (default 6g); one session serves
-all jobs, so the first one also pays for the JVM's warm-up (its time is shown apart).
+Each job runs as a user runs it, ``python jobs/<job>.py`` in a process of its own (Spark's
+start included), then ``pwcap analyze`` runs all three in one session; Spark is local on
+every core with ``--driver-memory`` (default 6g). Beside each job, DuckDB answers the
+question's core query on the same Parquet: what this hardware allows.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ import argparse
 import math
 import os
 import shutil
+import subprocess
 import sys
 import tempfile
 import time
@@ -73,17 +76,67 @@ def replicate(spark, seed: Path, frames: int, out: Path) -> int:
     return copies * seed_frames
 
 
-def time_jobs(spark, dataset: Path, out: Path) -> list[tuple[str, float, dict[str, int]]]:
-    from pwcap.jobs import latency, permits, redelivery
-    from pwcap.jobs.common import write_tables
+JOBS = ("latency", "permits", "redelivery")
+JOB_SCRIPTS = Path(__file__).resolve().parent.parent / "jobs"
 
+# Each question's core query in DuckDB, over the same Parquet: what one machine allows.
+DUCKDB_CORE = {
+    # answered requests' latency percentiles per kind, topic and minute; sends to deliveries
+    "latency": """
+        SELECT answers, topic, time_bucket(INTERVAL 1 minute, request_ts) AS minute, count(*),
+               quantile_cont(epoch_us(ts) - epoch_us(request_ts), [0.5, 0.9, 0.99, 0.999])
+        FROM frames WHERE answers IS NOT NULL AND request_ts IS NOT NULL GROUP BY ALL;
+        SELECT count(*), quantile_cont(epoch_us(d.ts) - epoch_us(s.ts), 0.99)
+        FROM (SELECT capture, topic, producer_name, sequence_id, min(ts) AS ts FROM messages
+              WHERE command = 'SEND' GROUP BY ALL) s
+        JOIN (SELECT capture, topic, producer_name, sequence_id, subscription, min(ts) AS ts
+              FROM messages WHERE command = 'MESSAGE' GROUP BY ALL) d
+        USING (capture, topic, producer_name, sequence_id)""",
+    # each consumer's running permit balance, and how often it reached zero
+    "permits": """
+        SELECT capture, conn_id, consumer_id, count(*) FILTER (WHERE balance <= 0) FROM (
+          SELECT capture, conn_id, consumer_id, sum(CASE WHEN command = 'FLOW' THEN permits
+                 ELSE -coalesce(num_messages, 1) END)
+                 OVER (PARTITION BY capture, conn_id, consumer_id ORDER BY ts, stream_offset)
+                 AS balance
+          FROM frames WHERE command IN ('FLOW', 'MESSAGE')) GROUP BY ALL""",
+    # messages delivered more than once per subscription
+    "redelivery": """
+        SELECT count(*) FROM (SELECT capture, topic, subscription, ledger_id, entry_id,
+               partition, batch_index FROM messages WHERE command = 'MESSAGE'
+               GROUP BY ALL HAVING count(*) > 1)""",
+}
+
+
+def time_process(command: list[str]) -> float:
+    """Wall seconds of a whole process, Spark's start included, as a user waits for it."""
+    started = time.perf_counter()
+    subprocess.run(command, check=True, stdout=subprocess.DEVNULL)
+    return time.perf_counter() - started
+
+
+def time_duckdb(dataset: Path, queries: str) -> float:
+    import duckdb
+
+    con = duckdb.connect()
+    for table in ("frames", "messages"):
+        con.execute(
+            f"CREATE VIEW {table} AS SELECT * FROM read_parquet('{dataset / table}/**/*.parquet')"
+        )
+    started = time.perf_counter()
+    for query in queries.split(";"):
+        con.execute(query).fetchall()
+    return time.perf_counter() - started
+
+
+def time_jobs(dataset: Path, out: Path) -> list[tuple[str, float, float]]:
+    """Each job as its own ``python jobs/<job>.py`` process (its driver memory from
+    ``PYSPARK_SUBMIT_ARGS``), beside DuckDB's core query."""
     results = []
-    for name, job in (("latency", latency), ("permits", permits), ("redelivery", redelivery)):
-        started = time.perf_counter()
-        written = write_tables(job.build(spark, [str(dataset)], "1 minutes"), str(out / name))
-        seconds = time.perf_counter() - started
-        rows = {table: spark.read.parquet(path).count() for table, path in written.items()}
-        results.append((name, seconds, rows))
+    for job in JOBS:
+        script = [sys.executable, str(JOB_SCRIPTS / f"{job}.py"), str(dataset)]
+        seconds = time_process([*script, "-o", str(out / job)])
+        results.append((job, seconds, time_duckdb(dataset, DUCKDB_CORE[job])))
     return results
 
 
@@ -112,11 +165,15 @@ def main() -> int:
             print(f"synthesized {rows:,} frame rows in {time.perf_counter() - started:.1f} s")
             dataset = work / "dataset"
         frames = spark.read.parquet(str(dataset / "frames")).count()
+        spark.stop()
         print(f"dataset {dataset}: {frames:,} frame rows, {os.cpu_count()} cores\n")
-        print(f"{'job':12} {'seconds':>8} {'frames/s':>12}  output rows")
-        for name, seconds, rows in time_jobs(spark, dataset, work / "analytics"):
-            counts = ", ".join(f"{table} {n:,}" for table, n in rows.items())
-            print(f"{name:12} {seconds:8.1f} {frames / seconds:12,.0f}  {counts}")
+        print(f"{'job':12} {'seconds':>8} {'frames/s':>12} {'duckdb s':>9}")
+        for name, seconds, duck in time_jobs(dataset, work / "analytics"):
+            print(f"{name:12} {seconds:8.1f} {frames / seconds:12,.0f} {duck:9.1f}")
+        analyze = [sys.executable, "-m", "pwcap.cli", "analyze", str(dataset), "--overwrite"]
+        memory = ["--driver-memory", args.driver_memory]
+        seconds = time_process([*analyze, *memory, "-o", str(work / "analyze")])
+        print(f"{'analyze':12} {seconds:8.1f} {frames / seconds:12,.0f}  (all three, one session)")
     finally:
         if args.keep is None:
             shutil.rmtree(work, ignore_errors=True)

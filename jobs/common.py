@@ -14,6 +14,7 @@ import logging
 import os
 import uuid
 from collections.abc import Callable, Mapping
+from pathlib import Path
 
 import pyarrow as pa
 from pwcap.jobs.args import add_arguments
@@ -25,6 +26,7 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 Tables = dict[str, DataFrame]
+LOG4J = Path(__file__).with_name("log4j2.properties")  # Spark's logging when pwcap starts it
 
 
 def session(
@@ -40,14 +42,19 @@ def session(
     if active is not None:
         return active
     _local_on_loopback()
+    launching = "PYSPARK_GATEWAY_PORT" not in os.environ  # not under spark-submit
+    launch = dict(launch or {})
+    if launching and not verbose:  # quiet from the JVM's first line on
+        options = launch.get("spark.driver.extraJavaOptions", "")
+        launch["spark.driver.extraJavaOptions"] = f"{options} -Dlog4j2.configurationFile={LOG4J}"
     # Join spark-submit's JVM (or start one) first, so the conf carries its --master / --conf.
-    SparkContext._ensure_initialized(
-        conf=SparkConf().setAll(list(launch.items())) if launch else None
-    )
+    SparkContext._ensure_initialized(conf=SparkConf().setAll(list(launch.items())))
     conf = SparkConf().setIfMissing("spark.master", "local[*]")
-    if not verbose:  # from the context's start-up on, which is most of the INFO noise
-        conf.set("spark.log.level", "WARN").set("spark.ui.showConsoleProgress", "false")
+    if not verbose:
+        conf.set("spark.ui.showConsoleProgress", "false")
         conf.setIfMissing("spark.sql.debug.maxToStringFields", "1000")  # no "truncated plan"
+        if not launching:  # spark-submit's logging: WARN from the context's start-up on
+            conf.set("spark.log.level", "WARN")
     if conf.get("spark.master").startswith("local"):
         # Spark's 200 shuffle partitions are made for clusters: on a laptop, per-task
         # overhead would dominate a capture-sized dataset.
@@ -214,11 +221,18 @@ def conform(frame: DataFrame, table: str) -> DataFrame:
 # -- writing -------------------------------------------------------------------------------
 
 
-def write_tables(tables: Mapping[str, DataFrame], output: str) -> dict[str, str]:
+def write_tables(
+    tables: Mapping[str, DataFrame],
+    output: str,
+    starting: Callable[[str], None] | None = None,
+) -> dict[str, str]:
     """Write each table to ``output/<name>``: first under a hidden temporary name, then
-    renamed, so an interrupted run never leaves a half-written table behind."""
+    renamed, so an interrupted run never leaves a half-written table behind. ``starting``
+    hears each table's name before it is written (progress)."""
     written: dict[str, str] = {}
     for name, frame in tables.items():
+        if starting is not None:
+            starting(name)
         spark = frame.sparkSession
         jvm = spark.sparkContext._jvm
         hadoop_conf = spark.sparkContext._jsc.hadoopConfiguration()

@@ -125,6 +125,8 @@ def test_analyze_passes_driver_memory_and_settings_to_the_spark_it_starts(datase
     )
     assert done.returncode == 0, done.stderr
     assert "driver memory 1500m" in done.stderr
+    for notice in ("log4j", "Setting default log level", "NativeCodeLoader"):  # Spark's start
+        assert notice not in done.stderr
     assert (tmp_path / "a" / "latency_pairs").is_dir()
 
 

@@ -4,12 +4,15 @@ overspending permits, a redelivery after a reconnect."""
 
 from __future__ import annotations
 
+import io
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
 from pwcap.jobs import acks, latency, permits, redelivery
 from pwcap.jobs.common import spark_schema
+
+from pwcap.analyze_progress import AnalyzeProgress
 
 EPOCH = datetime(2026, 1, 1, tzinfo=UTC)
 SUB = {"topic": "persistent://t/n/topic", "subscription": "sub", "capture": "unit.pcap"}
@@ -188,3 +191,17 @@ def test_a_redelivery_after_the_consumer_connection_ended_is_a_reconnect(spark):
     rows = redelivery.redeliveries(redelivery.message_deliveries(messages), frames).collect()
     got = sorted((r.delivery_number, r.conn_id, r.trigger, r.since_first_delivery_us) for r in rows)
     assert got == [(1, 1, None, None), (2, 2, "reconnect", 8_000)]
+
+
+def test_analyze_progress_names_the_table_and_the_tasks_of_the_running_stage(spark):
+    stream = io.StringIO()
+    with AnalyzeProgress(spark.sparkContext, 3, stream) as progress:
+        progress.table("latency_pairs")
+        progress.table("latency_summary")
+        slow = (
+            spark.range(8).repartition(8).selectExpr("reflect('java.lang.Thread', 'sleep', 400L)")
+        )
+        slow.collect()  # eight tasks of 0.4 s on the test's cores: drawn while they run
+    drawn = stream.getvalue()
+    assert "[2/3] latency_summary" in drawn and "stage tasks " in drawn and "/8" in drawn
+    assert drawn.endswith("\r\x1b[K")  # the line is wiped when the tables are written
