@@ -7,35 +7,18 @@ the figures measure anomaly handling instead of decoding.
 
 from __future__ import annotations
 
-import importlib.util
-import sys
-from pathlib import Path
-from types import ModuleType
-
 import pyarrow.parquet as pq
 import pytest
 from pwcap.capture import CaptureStats, read_streams
 from pwcap.decode.run import decode_captures
 
+from tests.bench_scripts import load_bench
 from tests.stream_sink import RecordingSink
-
-BENCH = Path(__file__).resolve().parent.parent / "bench"
-
-
-def _load(name: str) -> ModuleType:
-    if str(BENCH) not in sys.path:  # the scripts import their sibling modules
-        sys.path.insert(0, str(BENCH))
-    spec = importlib.util.spec_from_file_location(name, BENCH / f"{name}.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[name] = module  # dataclasses look their module up by name
-    spec.loader.exec_module(module)
-    return module
 
 
 @pytest.mark.parametrize("shape", ["small", "large"])
 def test_the_decode_benchmark_capture_decodes_every_frame_without_anomalies(tmp_path, shape):
-    bench = _load("bench_decode")
+    bench = load_bench("bench_decode")
     capture = tmp_path / f"{shape}.pcap"
     frames = bench.write_capture(capture, shape, 3_000_000)
 
@@ -49,7 +32,7 @@ def test_the_decode_benchmark_capture_decodes_every_frame_without_anomalies(tmp_
 
 
 def test_the_capture_benchmark_streams_have_no_gaps(tmp_path):
-    bench = _load("bench_capture")
+    bench = load_bench("bench_capture")
     capture = tmp_path / "capture.pcap"
     bench.generate(capture, 20_000, connections=20)
     sink = RecordingSink()
@@ -65,7 +48,7 @@ def test_the_capture_benchmark_streams_have_no_gaps(tmp_path):
 
 
 def test_the_real_client_benchmark_capture_is_every_sample_once_per_copy(tmp_path):
-    bench = _load("bench_real_clients")
+    bench = load_bench("bench_real_clients")
     samples = bench.real_client_samples()
     replica = bench.Replica(copies=2, samples=samples)
     capture = tmp_path / "real.pcap"
