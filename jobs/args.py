@@ -14,6 +14,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "datasets", nargs="+", metavar="DATASET", help="decoded dataset folder(s) or glob(s)"
     )
     parser.add_argument("-o", "--output", required=True, help="folder for the result tables")
+    add_overwrite(parser)
     parser.add_argument(
         "--window",
         default="1m",
@@ -21,6 +22,16 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="time bucket of the summaries: 30s, 1m, 1h... (default 1m)",
     )
     parser.add_argument("--verbose", action="store_true", help="keep Spark's INFO logging")
+
+
+def add_overwrite(parser: argparse.ArgumentParser) -> None:
+    """The rule of every command that writes (``pwcap decode`` has it too): an output
+    that exists is refused unless asked for."""
+    parser.add_argument(
+        "--overwrite",
+        action="store_true",
+        help="write into OUT even if it exists, replacing the tables of the same name",
+    )
 
 
 def spark_interval(text: str) -> str:

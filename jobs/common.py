@@ -18,6 +18,7 @@ from pathlib import Path
 
 import pyarrow as pa
 from pwcap.jobs.args import add_arguments
+from pwcap.jobs.launch import driver_memory, java_problem
 from pwcap.tables.analytics import ANALYTICS
 from pwcap.tables.schema import arrow_schema
 from pyspark import SparkConf, SparkContext
@@ -36,7 +37,8 @@ def session(
     spark-submit's ``--master``, or a local one on every core, with timestamps in UTC.
 
     ``launch`` holds settings for a JVM this process starts itself (``pwcap analyze``:
-    its driver memory and ``--conf``); under spark-submit, its own flags decide.
+    its driver memory and ``--conf``; else half the memory available); under
+    spark-submit, its own flags decide.
     """
     active = SparkSession.getActiveSession()
     if active is not None:
@@ -44,6 +46,8 @@ def session(
     _local_on_loopback()
     launching = "PYSPARK_GATEWAY_PORT" not in os.environ  # not under spark-submit
     launch = dict(launch or {})
+    if launching:  # PYSPARK_SUBMIT_ARGS's --driver-memory, if any, comes later and wins
+        launch.setdefault("spark.driver.memory", driver_memory())
     if launching and not verbose:  # quiet from the JVM's first line on
         options = launch.get("spark.driver.extraJavaOptions", "")
         launch["spark.driver.extraJavaOptions"] = f"{options} -Dlog4j2.configurationFile={LOG4J}"
@@ -93,10 +97,42 @@ def run_job(
     missing = missing_datasets(args.datasets)
     if missing:
         parser.exit(2, f"{name}: not a decoded dataset (no frames/): {', '.join(missing)}\n")
-    spark = session(f"pwcap-{name}", args.verbose)
+    spark = start(name, args.output, args.overwrite, args.verbose)
     for table, path in write_tables(build(spark, args.datasets, args.window), args.output).items():
         print(f"{table}: {path}")
     return 0
+
+
+def start(name: str, output: str, overwrite: bool, verbose: bool) -> SparkSession:
+    """The session of a job script, once nothing stands in its way: Java to start Spark
+    with, and an output that is new or may be overwritten. Otherwise one line and exit 1,
+    never a launcher error and a traceback, nor a silently replaced output."""
+    refusal = output_refusal(output, overwrite)
+    if refusal is None and "PYSPARK_GATEWAY_PORT" not in os.environ:  # not under spark-submit
+        refusal = java_problem()
+    if refusal is not None:
+        raise SystemExit(f"{name}: error: {refusal}")
+    spark = session(f"pwcap-{name}", verbose)
+    refusal = output_refusal(output, overwrite, spark)
+    if refusal is not None:
+        raise SystemExit(f"{name}: error: {refusal}")
+    return spark
+
+
+def output_refusal(output: str, overwrite: bool, spark: SparkSession | None = None) -> str | None:
+    """Why ``output`` may not be written, or None: it exists and ``--overwrite`` was not
+    given. A local path is checked at once; a remote URI (``s3a://...``) through Spark's
+    filesystem once ``spark`` runs."""
+    if overwrite:
+        return None
+    if "://" not in output:
+        exists = os.path.lexists(output)
+    elif spark is None:
+        return None
+    else:
+        path = spark.sparkContext._jvm.org.apache.hadoop.fs.Path(output)
+        exists = path.getFileSystem(spark.sparkContext._jsc.hadoopConfiguration()).exists(path)
+    return f"{output} already exists (use --overwrite to replace it)" if exists else None
 
 
 def missing_datasets(datasets: list[str]) -> list[str]:

@@ -36,7 +36,8 @@ from pwcap.decode.inputs import InputError, expand_inputs, head_not_a_capture
 from pwcap.decode.parallel import merge_shares
 from pwcap.decode.registry import Registry
 from pwcap.decode.run import CaptureResult, Progress, Settings, capture_rows, decode_capture
-from pwcap.jobs.common import session, spark_schema, write_tables
+from pwcap.jobs.args import add_overwrite
+from pwcap.jobs.common import spark_schema, start, write_tables
 from pwcap.tables.dataset import BATCH_ROWS, bounded_append
 from pwcap.tables.schema import TABLES, Row, arrow_schema
 from pyarrow import fs as pafs
@@ -324,6 +325,7 @@ def main(argv: list[str] | None = None) -> int:
         help="capture files, folders or globs (file://, hdfs://, s3a://)",
     )
     parser.add_argument("-o", "--output", required=True, help="dataset folder to write")
+    add_overwrite(parser)
     parser.add_argument("--payloads", action="store_true", help="also write message payload bytes")
     parser.add_argument("--verbose", action="store_true", help="keep Spark's INFO logging")
     args = parser.parse_args(argv)
@@ -336,7 +338,7 @@ def main(argv: list[str] | None = None) -> int:
     # The tasks run pwcap: local Python workers are this interpreter, which has it (a
     # cluster's are what PYSPARK_PYTHON names: see the README).
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-    spark = session("pwcap-decode", args.verbose)
+    spark = start("decode", args.output, args.overwrite, args.verbose)
     tables = decoded_tables(spark, captures, Settings(payloads=args.payloads))
     for table, path in write_tables(tables, args.output).items():
         print(f"{table}: {path}")

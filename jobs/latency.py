@@ -1,6 +1,6 @@
 """How long each request, publish and delivery took: ``latency_pairs`` and ``latency_summary``.
 
-Usage: ``spark-submit jobs/latency.py DATASET... -o OUT [--window 1m] [--verbose]``
+Usage: ``spark-submit jobs/latency.py DATASET... -o OUT [--window 1m] [--overwrite] [--verbose]``
 (or ``python jobs/latency.py ...`` with a local session).
 
 Kinds of pair (the ``kind`` column):

@@ -1,7 +1,7 @@
 """Which consumers sat starved of permits, and for how long: ``permit_timeline``,
 ``starvation_intervals`` and ``permit_summary``.
 
-Usage: ``spark-submit jobs/permits.py DATASET... -o OUT [--verbose]``.
+Usage: ``spark-submit jobs/permits.py DATASET... -o OUT [--overwrite] [--verbose]``.
 
 The balance is kept as the broker keeps it: it starts at zero when the broker answers
 SUBSCRIBE, grows with each FLOW and shrinks by each delivered entry's number of messages.

@@ -1,7 +1,8 @@
 """Which messages were delivered more than once, why, and which were never acked:
 ``redeliveries``, ``redelivery_summary`` and ``unacked``.
 
-Usage: ``spark-submit jobs/redelivery.py DATASET... -o OUT [--window 1m] [--verbose]``.
+Usage: ``spark-submit jobs/redelivery.py DATASET... -o OUT [--window 1m] [--overwrite]
+[--verbose]``.
 
 A message is identified per capture file and subscription by topic, ledger, entry,
 partition and batch index (one row per message of a batch, from the ``messages`` table).

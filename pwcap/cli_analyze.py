@@ -4,23 +4,19 @@ Spark session, then a short summary of what stands out and where the tables are.
 from __future__ import annotations
 
 import argparse
-import os
-import shutil
 import sys
 from pathlib import Path
 from typing import Any
 
 from pwcap.cli_paths import PathError, check_dataset, check_new_output, check_writable
 from pwcap.jobs.args import add_arguments as _add_job_arguments
+from pwcap.jobs.launch import driver_memory, java_problem
 
 TOP = 5
-MIN_DRIVER_MIB = 1024  # Spark's own default: below it, no point
-DRIVER_SHARE = 0.5  # of the memory available, for the Spark that runs the jobs
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     _add_job_arguments(parser)
-    parser.add_argument("--overwrite", action="store_true", help="replace OUT if it exists")
     parser.add_argument(
         "--driver-memory",
         metavar="SIZE",
@@ -44,27 +40,17 @@ def _spark_setting(text: str) -> tuple[str, str]:
     return key.strip(), value
 
 
-def driver_memory(meminfo: str | None = None) -> str:
-    """Half the memory available (``MemAvailable`` of ``/proc/meminfo``), at least Spark's
-    1g default: local Spark runs every task inside the driver's heap, whose 1g default
-    dies on a dataset of a few million rows."""
-    if meminfo is None:
-        try:
-            meminfo = Path("/proc/meminfo").read_text()
-        except OSError:
-            meminfo = ""
-    available_kib = next(
-        (int(line.split()[1]) for line in meminfo.splitlines() if line.startswith("MemAvailable:")),
-        0,
-    )
-    return f"{max(MIN_DRIVER_MIB, int(available_kib * DRIVER_SHARE) >> 10)}m"
-
-
 def run(args: argparse.Namespace) -> int:
     # Imported here: pyspark is only needed by this sub-command, and slow to import.
     from pwcap.analyze_progress import AnalyzeProgress
     from pwcap.jobs import acks, latency, permits, redelivery
-    from pwcap.jobs.common import missing_datasets, read_table, session, write_tables
+    from pwcap.jobs.common import (
+        missing_datasets,
+        output_refusal,
+        read_table,
+        session,
+        write_tables,
+    )
 
     try:
         for dataset in missing_datasets(args.datasets):
@@ -73,18 +59,15 @@ def run(args: argparse.Namespace) -> int:
             check_new_output(Path(args.output), args.overwrite)
             check_writable(Path(args.output))
     except PathError as error:
-        print(f"pwcap analyze: error: {error}", file=sys.stderr)
-        return 1
-    if java_missing():
-        print(
-            "pwcap analyze: error: Spark needs Java 17 or later, and there is no java on the"
-            " PATH or in JAVA_HOME (apt-get install openjdk-17-jre-headless,"
-            " brew install openjdk@17)",
-            file=sys.stderr,
-        )
-        return 1
+        return _error(str(error))
+    problem = java_problem()
+    if problem is not None:
+        return _error(problem)
     launch = {"spark.driver.memory": args.driver_memory or driver_memory(), **dict(args.conf)}
     spark = session("pwcap-analyze", args.verbose, launch)
+    problem = output_refusal(args.output, args.overwrite, spark)  # a remote one, now Spark runs
+    if problem is not None:
+        return _error(problem)
     conf = spark.sparkContext.getConf()
     print(
         f"pwcap analyze: Spark {conf.get('spark.master')}, driver memory"
@@ -115,13 +98,9 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-def java_missing() -> bool:
-    """No Java for Spark to start: PySpark would fail with a launcher error and a Python
-    traceback. (It uses ``$JAVA_HOME/bin/java`` when JAVA_HOME is set, else the PATH's.)"""
-    java_home = os.environ.get("JAVA_HOME")
-    if java_home:
-        return not os.access(Path(java_home, "bin", "java"), os.X_OK)
-    return shutil.which("java") is None
+def _error(message: str) -> int:
+    print(f"pwcap analyze: error: {message}", file=sys.stderr)
+    return 1
 
 
 def summary(results: dict[str, Any]) -> str:

@@ -1,0 +1,65 @@
+"""What a local Spark that pwcap starts itself (``pwcap analyze``, ``python jobs/<job>.py``)
+needs from the machine: Java, checked before PySpark would fail with a traceback, and
+driver memory sized to the machine, since local Spark runs every task in the driver's heap.
+
+Importable without pyspark, so the command line can say what is missing at once.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+from pathlib import Path
+
+MIN_DRIVER_MIB = 1024  # Spark's own default: below it, no point
+DRIVER_SHARE = 0.5  # of the memory available, for the Spark that runs the jobs
+JAVA = 17  # the oldest Java the Spark that pwcap depends on runs on
+INSTALL_JAVA = "apt-get install openjdk-17-jre-headless, brew install openjdk@17"
+
+
+def driver_memory(meminfo: str | None = None) -> str:
+    """Half the memory available (``MemAvailable`` of ``/proc/meminfo``), at least Spark's
+    1g default, whose heap dies (or spends its time collecting) on a dataset of a few
+    million rows."""
+    if meminfo is None:
+        try:
+            meminfo = Path("/proc/meminfo").read_text()
+        except OSError:
+            meminfo = ""
+    available_kib = next(
+        (int(line.split()[1]) for line in meminfo.splitlines() if line.startswith("MemAvailable:")),
+        0,
+    )
+    return f"{max(MIN_DRIVER_MIB, int(available_kib * DRIVER_SHARE) >> 10)}m"
+
+
+def java_problem() -> str | None:
+    """Why Spark could not start a JVM here, in one line, or None. PySpark would say it
+    with a launcher error and a Python traceback. (It runs ``$JAVA_HOME/bin/java`` when
+    JAVA_HOME is set, else the PATH's; a JDK's ``release`` file names its version.)"""
+    java_home = os.environ.get("JAVA_HOME")
+    java = os.path.join(java_home, "bin", "java") if java_home else shutil.which("java")
+    if java is None or not os.access(java, os.X_OK):
+        return (
+            f"Spark needs Java {JAVA} or later, and there is no java on the PATH or in"
+            f" JAVA_HOME ({INSTALL_JAVA})"
+        )
+    version = java_version(Path(java).resolve().parent.parent / "release")
+    if version is not None and version < JAVA:
+        return (
+            f"Spark needs Java {JAVA} or later, and {java} is Java {version}"
+            f" ({INSTALL_JAVA}; JAVA_HOME chooses which java runs)"
+        )
+    return None
+
+
+def java_version(release: Path) -> int | None:
+    """The major version a JDK's ``release`` file names (``JAVA_VERSION="1.8.0_402"`` is 8),
+    or None when there is no such file to read."""
+    try:
+        text = release.read_text(errors="replace")
+    except OSError:
+        return None
+    found = re.search(r'^JAVA_VERSION="(?:1\.)?(\d+)', text, flags=re.M)
+    return int(found[1]) if found else None
