@@ -58,44 +58,24 @@ def answered_deliveries(frames: DataFrame) -> DataFrame:
     entry: an entry delivered and acked n times would join n * n rows (a redelivery
     storm, or a benchmark replaying the same ids). Rows are partitioned per entry, except
     in a subscription that acks cumulatively, whose acks answer across entries: there the
-    whole subscription is one partition.
+    whole subscription is one partition, and only there run the passes over positions
+    and times that cumulative acks need.
     """
-    delivered = frames.where((F.col("command") == "MESSAGE") & F.col("ledger_id").isNotNull())
     # An ack whose topic or subscription is unknown (capture started mid-connection)
     # answers nothing: it cannot be told which subscription it is for.
-    listed = acks(frames).where(_known(ENTRY))
-    cumulative = F.col("ack_type") == "Cumulative"
-    acking = listed.where(cumulative).select(*SUBSCRIPTION).distinct()
-    rows = (
-        delivered.select(
-            *DELIVERY[:-3],
-            F.coalesce("num_messages", F.lit(1)).alias("num_messages"),
-            "stream_offset",
-            "ts",
-            F.lit(DELIVERED).alias("row"),
-        )
-        .unionByName(
-            listed.select(
-                *ENTRY,
-                "ts",
-                F.col("validation_error").alias("error"),
-                F.when(cumulative, CUMULATIVE).otherwise(INDIVIDUAL).alias("row"),
-            ),
-            allowMissingColumns=True,
-        )
-        .join(
-            F.broadcast(acking.withColumn("acks_cumulatively", F.lit(True))),
-            list(SUBSCRIPTION),
-            "left",
-        )
+    rows = _deliveries_and_acks(frames).where((F.col("row") == DELIVERED) | _known(ENTRY))
+    cumulative = (F.col("command") == "ACK") & (F.col("ack_type") == "Cumulative")
+    acking = message_ids(frames.where(cumulative)).where(_known(ENTRY))
+    acking = F.broadcast(acking.select(*SUBSCRIPTION).distinct())
+    per_entry = rows.join(acking, list(SUBSCRIPTION), "left_anti")
+    per_subscription = rows.join(acking, list(SUBSCRIPTION), "left_semi").repartition(
+        *SUBSCRIPTION  # one shuffle for both passes
     )
-    for name in ENTRY[-2:]:  # named columns, so that every window shares one shuffle
-        rows = rows.withColumn(
-            f"part_{name}", F.when(F.col("acks_cumulatively").isNull(), F.col(name))
-        )
-    partition = [*SUBSCRIPTION, *(f"part_{name}" for name in ENTRY[-2:])]
-    rows = rows.repartition(*partition)  # else the per-entry pass shuffles by the whole entry
-    answered = _cumulative_answer(_individual_answer(rows, partition), partition)
+    answered = (
+        _individual_answer(per_entry)
+        .withColumn("cumulative_ts", F.lit(None).cast("timestamp"))
+        .unionByName(_cumulative_answer(_individual_answer(per_subscription)))
+    )
     first = F.least("individual_ts", "cumulative_ts")
     return answered.where(F.col("row") == DELIVERED).select(
         *DELIVERY,
@@ -115,6 +95,40 @@ def answered_deliveries(frames: DataFrame) -> DataFrame:
 DELIVERED, INDIVIDUAL, CUMULATIVE = 0, 1, 2  # kinds of row, in the order acks sort first
 
 
+def _deliveries_and_acks(frames: DataFrame) -> DataFrame:
+    """MESSAGE frames (a row each) and the message ids ACKs name (a row each) from one
+    scan: ``row`` says which; the delivery columns are a delivery's, ``error`` an ack's."""
+    is_ack = F.col("command") == "ACK"
+    named = F.transform(
+        "message_ids",
+        lambda i: F.struct(i.ledger_id.alias("ledger_id"), i.entry_id.alias("entry_id")),
+    )
+    ids = F.when(is_ack & (F.size("message_ids") > 0), named).otherwise(
+        F.array(F.struct("ledger_id", "entry_id"))
+    )
+    kind = (
+        F.when(~is_ack, DELIVERED)
+        .when(F.col("ack_type") == "Cumulative", CUMULATIVE)
+        .otherwise(INDIVIDUAL)
+    )
+    delivery_only = [c for c in DELIVERY if c not in (*ENTRY, "num_messages", "ts")]
+    return (
+        frames.where(F.col("command").isin("MESSAGE", "ACK"))
+        .select(
+            *(F.when(~is_ack, F.col(c)).alias(c) for c in delivery_only),
+            *SUBSCRIPTION,
+            F.when(~is_ack, F.coalesce("num_messages", F.lit(1))).alias("num_messages"),
+            "ts",
+            F.when(is_ack, F.col("validation_error")).alias("error"),
+            kind.alias("row"),
+            F.explode(ids).alias("_id"),
+        )
+        .select("*", "_id.ledger_id", "_id.entry_id")
+        .drop("_id")
+        .where(F.col("ledger_id").isNotNull())
+    )
+
+
 def _known(columns: tuple[str, ...]) -> Column:
     known = F.lit(True)
     for name in columns:
@@ -126,25 +140,33 @@ def _before_redelivery(ack_ts: Column) -> Column:
     return F.col("next_delivery_ts").isNull() | (ack_ts < F.col("next_delivery_ts"))
 
 
-def _individual_answer(rows: DataFrame, partition: list[str]) -> DataFrame:
+def _individual_answer(rows: DataFrame) -> DataFrame:
     """Per entry, latest first: for each delivery, the later deliveries (the next one's
     time, and so its number) and the earliest individual ack at or after it, which answers
     it if it comes before the next delivery."""
-    entry = [*partition, *ENTRY[-2:]]
-    # At one time, acks before deliveries: an ack in the delivery's own packet answers it.
-    latest_first = Window.partitionBy(*entry).orderBy(
-        F.desc("ts"), F.desc(F.col("row") == INDIVIDUAL), F.desc("stream_offset")
+    # The ids first: sorting compares them before the names, which they mostly decide.
+    # Every window below shares this one order, so the rows are sorted once.
+    latest_first = Window.partitionBy("entry_id", "ledger_id", *SUBSCRIPTION).orderBy(
+        # At one time, acks before deliveries: an ack in the delivery's own packet answers it.
+        F.desc("ts"),
+        F.desc("individual"),
+        F.desc("stream_offset"),
     )
     after = latest_first.rowsBetween(Window.unboundedPreceding, -1)
     from_here = latest_first.rowsBetween(Window.unboundedPreceding, Window.currentRow)
+    entry = latest_first.rowsBetween(Window.unboundedPreceding, Window.unboundedFollowing)
     is_delivery = F.col("row") == DELIVERED
     later_deliveries = F.count(F.when(is_delivery, 1)).over(after)
-    deliveries = F.count(F.when(is_delivery, 1)).over(Window.partitionBy(*entry))
-    individual = F.when(F.col("row") == INDIVIDUAL, F.struct("ts", "error"))
+    deliveries = F.count(F.when(is_delivery, 1)).over(entry)
+    individual = F.when(F.col("individual"), F.struct("ts", "error"))
     return (
-        rows.withColumn("next_delivery_ts", F.min(F.when(is_delivery, F.col("ts"))).over(after))
-        .withColumn("delivery_number", (deliveries - later_deliveries).cast("int"))
-        .withColumn("first_ack", F.min(individual).over(from_here))
+        rows.withColumn("individual", F.col("row") == INDIVIDUAL)
+        .select(
+            "*",
+            F.min(F.when(is_delivery, F.col("ts"))).over(after).alias("next_delivery_ts"),
+            (deliveries - later_deliveries).cast("int").alias("delivery_number"),
+            F.min(individual).over(from_here).alias("first_ack"),
+        )
         .withColumn(
             "individual_ts",
             F.when(_before_redelivery(F.col("first_ack.ts")), F.col("first_ack.ts")),
@@ -156,7 +178,7 @@ def _individual_answer(rows: DataFrame, partition: list[str]) -> DataFrame:
     )
 
 
-def _cumulative_answer(rows: DataFrame, partition: list[str]) -> DataFrame:
+def _cumulative_answer(rows: DataFrame) -> DataFrame:
     """``cumulative_ts``: the earliest cumulative ack after the delivery at or beyond the
     entry's position, before the entry is delivered again.
 
@@ -164,25 +186,29 @@ def _cumulative_answer(rows: DataFrame, partition: list[str]) -> DataFrame:
     later of (the first ack at or beyond the position) and (the first ack after the
     delivery), both running minimums over one sorted pass per subscription.
     """
-    is_cumulative = F.col("row") == CUMULATIVE
-    ack_ts = F.when(is_cumulative, F.col("ts"))
+    ack_ts = F.when(F.col("cumulative"), F.col("ts"))
     by_position = (
-        Window.partitionBy(*partition)
-        .orderBy(F.desc("ledger_id"), F.desc("entry_id"), F.desc(is_cumulative))
+        Window.partitionBy(*SUBSCRIPTION)
+        .orderBy(F.desc("ledger_id"), F.desc("entry_id"), F.desc("cumulative"))
         .rowsBetween(Window.unboundedPreceding, Window.currentRow)
     )
     # "Rows after this one" as a running frame in reverse order: Spark recomputes a frame
     # ending at unboundedFollowing for every row, quadratic in the partition's size.
     by_time = (
-        Window.partitionBy(*partition)
-        .orderBy(F.desc("ts"), F.desc(is_cumulative))
+        Window.partitionBy(*SUBSCRIPTION)
+        .orderBy(F.desc("ts"), F.desc("cumulative"))
         .rowsBetween(Window.unboundedPreceding, -1)
     )
     at_or_beyond = F.min(ack_ts).over(by_position)
     after = F.min(ack_ts).over(by_time)
     # greatest() skips nulls; no ack on either side means no answer.
     answer = F.when(at_or_beyond.isNotNull() & after.isNotNull(), F.greatest(at_or_beyond, after))
-    return rows.withColumn("cumulative_ts", answer).withColumn(
-        "cumulative_ts",
-        F.when(_before_redelivery(F.col("cumulative_ts")), F.col("cumulative_ts")),
+    return (
+        rows.withColumn("cumulative", F.col("row") == CUMULATIVE)
+        .withColumn("cumulative_ts", answer)
+        .withColumn(
+            "cumulative_ts",
+            F.when(_before_redelivery(F.col("cumulative_ts")), F.col("cumulative_ts")),
+        )
+        .drop("cumulative")
     )

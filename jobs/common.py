@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pyarrow as pa
 from pwcap.jobs.args import add_arguments
-from pwcap.jobs.launch import driver_memory, java_problem
+from pwcap.jobs.launch import JVM_OPTIONS, driver_memory, java_problem
 from pwcap.tables.analytics import ANALYTICS
 from pwcap.tables.schema import arrow_schema
 from pyspark import SparkConf, SparkContext
@@ -26,7 +26,10 @@ from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
-Tables = dict[str, DataFrame]
+# A table, or how to compute one from the tables written before it: read back from
+# Parquet, they cost a scan of a few columns rather than a cache or computing them twice.
+Table = DataFrame | Callable[[Mapping[str, DataFrame]], DataFrame]
+Tables = dict[str, Table]
 LOG4J = Path(__file__).with_name("log4j2.properties")  # Spark's logging when pwcap starts it
 
 
@@ -48,9 +51,10 @@ def session(
     launch = dict(launch or {})
     if launching:  # PYSPARK_SUBMIT_ARGS's --driver-memory, if any, comes later and wins
         launch.setdefault("spark.driver.memory", driver_memory())
-    if launching and not verbose:  # quiet from the JVM's first line on
-        options = launch.get("spark.driver.extraJavaOptions", "")
-        launch["spark.driver.extraJavaOptions"] = f"{options} -Dlog4j2.configurationFile={LOG4J}"
+        options = [JVM_OPTIONS, launch.get("spark.driver.extraJavaOptions", "")]  # theirs win
+        if not verbose:  # quiet from the JVM's first line on
+            options.append(f"-Dlog4j2.configurationFile={LOG4J}")
+        launch["spark.driver.extraJavaOptions"] = " ".join(filter(None, options))
     # Join spark-submit's JVM (or start one) first, so the conf carries its --master / --conf.
     SparkContext._ensure_initialized(conf=SparkConf().setAll(list(launch.items())))
     conf = SparkConf().setIfMissing("spark.master", "local[*]")
@@ -59,6 +63,7 @@ def session(
         conf.setIfMissing("spark.sql.debug.maxToStringFields", "1000")  # no "truncated plan"
         if not launching:  # spark-submit's logging: WARN from the context's start-up on
             conf.set("spark.log.level", "WARN")
+    conf.setIfMissing("spark.sql.adaptive.enabled", "true")  # a cluster's may have it off
     if conf.get("spark.master").startswith("local"):
         # Spark's 200 shuffle partitions are made for clusters: on a laptop, per-task
         # overhead would dominate a capture-sized dataset.
@@ -258,18 +263,19 @@ def conform(frame: DataFrame, table: str) -> DataFrame:
 
 
 def write_tables(
-    tables: Mapping[str, DataFrame],
+    tables: Mapping[str, Table],
     output: str,
     starting: Callable[[str], None] | None = None,
 ) -> dict[str, str]:
     """Write each table to ``output/<name>``: first under a hidden temporary name, then
     renamed, so an interrupted run never leaves a half-written table behind. ``starting``
     hears each table's name before it is written (progress)."""
+    spark = SparkSession.active()
     written: dict[str, str] = {}
-    for name, frame in tables.items():
+    for name, table in tables.items():
         if starting is not None:
             starting(name)
-        spark = frame.sparkSession
+        frame = table if isinstance(table, DataFrame) else table(read_back(spark, written))
         jvm = spark.sparkContext._jvm
         hadoop_conf = spark.sparkContext._jsc.hadoopConfiguration()
         final = jvm.org.apache.hadoop.fs.Path(output, name)
@@ -284,3 +290,8 @@ def write_tables(
             raise OSError(f"could not rename {temporary} to {final}")
         written[name] = final.toString()
     return written
+
+
+def read_back(spark: SparkSession, written: Mapping[str, str]) -> dict[str, DataFrame]:
+    """The tables :func:`write_tables` wrote, read from their Parquet."""
+    return {name: spark.read.parquet(path) for name, path in written.items()}

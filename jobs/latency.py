@@ -62,6 +62,7 @@ CONTEXT = [
 ]
 PERCENTILES = {"p50_us": 0.5, "p90_us": 0.9, "p99_us": 0.99, "p999_us": 0.999}
 SUMMARY_KEYS = ["kind", "topic", "subscription", "broker", "window_start"]
+LOOKED_UP = 100_000  # keys short of answers matched in memory (see unanswered_requests)
 
 
 def _pair(kind: Column, request_ts: Column, response_ts: Column, outcome: Column) -> list:
@@ -114,33 +115,41 @@ def unanswered_requests(frames: DataFrame) -> DataFrame:
     """Requests no response answers.
 
     Responses name their request by (connection, direction, command, time); several
-    requests can share a capture time (one packet), so requests are numbered within that
-    key, and those beyond the number of responses naming the key are the unanswered ones.
-    Requests and responses go through one sorted pass per key, not a join.
+    requests can share a capture time (one packet), so the requests of such a key beyond
+    the number of responses naming it are the unanswered ones, the last in the stream.
+
+    Requests and responses are counted per key (an aggregate of narrow rows); only the
+    requests of the keys short of answers are then numbered. Those keys are usually few:
+    up to ``LOOKED_UP`` of them, one job collects them and the requests are matched against
+    them in memory, never shuffled; more, and the requests are joined with them.
     """
-    key = ["capture", "conn_id", "direction", "command", "ts"]
+    key = ["capture", "conn_id", "direction", "command", "us"]
     opposite = F.when(F.col("direction") == "c2b", "b2c").otherwise("c2b")
     requests = frames.where(_is_request()).select(
-        *CONTEXT, "direction", "command", "ts", "stream_offset", F.lit(True).alias("is_request")
+        *CONTEXT, "direction", "command", "ts", micros("ts").alias("us"), "stream_offset"
     )
     responses = frames.where(_is_response()).select(
         "capture",
         "conn_id",
         opposite.alias("direction"),
         F.col("answers").alias("command"),
-        F.col("request_ts").alias("ts"),
-        F.lit(False).alias("is_request"),
+        micros("request_ts").alias("us"),
     )
-    both = requests.unionByName(responses, allowMissingColumns=True)
-    by_key = Window.partitionBy(*key)
-    numbered = by_key.orderBy(F.desc("is_request"), "stream_offset").rowsBetween(
-        Window.unboundedPreceding, Window.currentRow
+    counted = (
+        requests.select(*key, F.lit(1).alias("asked"), F.lit(0).alias("answered"))
+        .unionByName(responses.select(*key, F.lit(0).alias("asked"), F.lit(1).alias("answered")))
+        .groupBy(*key)
+        .agg(F.sum("asked").alias("asked"), F.sum("answered").alias("answered"))
     )
-    answered = F.count(F.when(~F.col("is_request"), 1)).over(by_key)
+    short = counted.where(F.col("asked") > F.col("answered")).drop("asked")
+    few = short.limit(LOOKED_UP + 1).collect()
+    if len(few) <= LOOKED_UP:  # times as microseconds: a round trip through Python keeps them
+        short = F.broadcast(frames.sparkSession.createDataFrame(few, short.schema))
+    in_order = Window.partitionBy(*key).orderBy("stream_offset")
     missing = (
-        both.withColumn("n", F.count(F.when(F.col("is_request"), 1)).over(numbered))
-        .withColumn("answered", answered)
-        .where(F.col("is_request") & (F.col("n") > F.col("answered")))
+        requests.join(short, key)
+        .withColumn("n", F.row_number().over(in_order))
+        .where(F.col("n") > F.col("answered"))
     )
     no_time = F.lit(None).cast("timestamp")
     return missing.select(
@@ -156,7 +165,8 @@ def _application_messages(messages: DataFrame, command: str) -> DataFrame:
 
 def publish_delivery(messages: DataFrame) -> DataFrame:
     """First send of each message to its first delivery on each subscription."""
-    key = ["capture", "topic", "producer_name", "sequence_id"]
+    # The sequence id first: the aggregates below sort by these keys, and it decides most.
+    key = ["sequence_id", "producer_name", "topic", "capture"]
     sent = (
         _application_messages(messages, "SEND")
         .where(F.col("producer_name").isNotNull())
@@ -249,8 +259,10 @@ def tables(
     """``answered``: :func:`acks.answered_deliveries` of ``frames``, when the caller has it."""
     if answered is None:
         answered = acks.answered_deliveries(frames)
-    pairs = latency_pairs(frames, messages, connections, answered).cache()
-    return {"latency_pairs": pairs, "latency_summary": latency_summary(pairs, window)}
+    return {
+        "latency_pairs": latency_pairs(frames, messages, connections, answered),
+        "latency_summary": lambda written: latency_summary(written["latency_pairs"], window),
+    }
 
 
 def build(spark: SparkSession, datasets: list[str], window: str) -> Tables:

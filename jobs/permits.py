@@ -27,7 +27,7 @@ from __future__ import annotations
 import sys
 
 from pwcap.jobs.common import Tables, micros, read_table, run_job
-from pyspark.sql import Column, DataFrame, SparkSession, Window
+from pyspark.sql import Column, DataFrame, SparkSession, Window, WindowSpec
 from pyspark.sql import functions as F
 
 PROMPT_US = 10_000  # a delivery this soon after the FLOW was already waiting at the broker
@@ -78,71 +78,86 @@ def _events(frames: DataFrame) -> DataFrame:
 
 
 def permit_timeline(frames: DataFrame) -> DataFrame:
-    """Every event of every consumer in order, with the running balance.
+    """Every event of every consumer in order, with the running balance, and the marks
+    :func:`starvation_intervals` reads, all from one sorted pass per consumer.
 
     Events are ordered by capture time; a SUBSCRIBE answered again on the same consumer id
-    starts a new life (``life``) whose balance restarts at zero.
+    starts a new life (``life``) whose balance restarts at zero: the balance is the running
+    sum of the deltas less that sum at the life's start (the SUCCESS adds nothing).
     """
-    events = _events(frames)
     order = Window.partitionBy(*CONSUMER).orderBy("ts", "direction", "stream_offset")
     running = order.rowsBetween(Window.unboundedPreceding, Window.currentRow)
-    life = F.sum(F.when(F.col("event") == "subscribed", 1).otherwise(0)).over(running)
+    subscribed = F.col("event") == "subscribed"
     delta = F.coalesce("permits", F.lit(0)) - F.coalesce("messages", F.lit(0))
-    by_life = (
-        Window.partitionBy(*CONSUMER, "life")
-        .orderBy("ts", "direction", "stream_offset")
-        .rowsBetween(Window.unboundedPreceding, Window.currentRow)
+    summed = _events(frames).select(
+        "*",
+        delta.alias("delta"),
+        F.sum(F.when(subscribed, 1).otherwise(0)).over(running).alias("life"),
+        F.sum(delta).over(running).alias("summed"),
     )
-    balance = F.when(F.col("life") > 0, F.sum("delta").over(by_life))
-    return (
-        events.withColumn("life", life)
-        .withColumn("delta", delta)
-        .withColumn("balance", balance)
-        .withColumn("balance_before", F.col("balance") - F.col("delta"))
+    at_start = F.last(F.when(subscribed, F.col("summed")), ignorenulls=True).over(running)
+    balance = F.when(F.col("life") > 0, F.col("summed") - at_start)
+    timeline = summed.withColumn("balance", balance).withColumn(
+        "balance_before", F.col("balance") - F.col("delta")
+    )
+    return _starvation_marks(timeline, order)
+
+
+def _starvation_marks(timeline: DataFrame, order: WindowSpec) -> DataFrame:
+    """Which events are starved (at a balance of zero or below, a close excepted), which
+    begin and end a run of them within a life, and for the last of a run the next event
+    of its life and the first delivery after it: the ends of a starvation span."""
+    starved = F.col("starved")
+    marked = timeline.withColumn(
+        "starved", (F.col("balance") <= 0) & (F.col("event") != "closed")
+    ).withColumn("delivered", F.when(F.col("event") == "delivery", F.struct("life", "ts")))
+    previous_in_life = F.lag("life").over(order) == F.col("life")
+    next_in_life = F.lead("life").over(order) == F.col("life")
+    # The first delivery after the event: the next non-null value, in this life or a later one.
+    later = F.expr("lead(delivered, 1, null, true)").over(order)
+    return marked.select(
+        *TIMELINE_COLUMNS,
+        "direction",
+        "stream_offset",
+        "life",
+        (starved & ~F.coalesce(previous_in_life & F.lag(starved).over(order), F.lit(False))).alias(
+            "starts_span"
+        ),
+        (starved & ~F.coalesce(next_in_life & F.lead(starved).over(order), F.lit(False))).alias(
+            "ends_span"
+        ),
+        F.when(next_in_life, F.lead("ts").over(order)).alias("next_ts"),
+        F.when(next_in_life, F.lead("event").over(order)).alias("next_event"),
+        F.when(later.life == F.col("life"), later.ts).alias("later_delivery"),
     )
 
 
 def starvation_intervals(timeline: DataFrame, frames: DataFrame) -> DataFrame:
-    """Islands of consecutive events at or below zero, each ended by the next event, with
-    the consumer's receiver queue size and usual refill (what a span is measured against)."""
-    order = Window.partitionBy(*CONSUMER, "life").orderBy("ts", "direction", "stream_offset")
-    # The rows after this one, as a running frame in reverse order (a frame ending at
-    # unboundedFollowing is recomputed for every row: quadratic in a consumer's events).
-    rest = (
-        Window.partitionBy(*CONSUMER, "life")
-        .orderBy(F.desc("ts"), F.desc("direction"), F.desc("stream_offset"))
-        .rowsBetween(Window.unboundedPreceding, -1)
-    )
-    starved = (F.col("balance") <= 0) & (F.col("event") != "closed")
-    later_delivery = F.min(F.when(F.col("event") == "delivery", F.col("ts"))).over(rest)
-    marked = (
-        timeline.where(F.col("balance").isNotNull())
-        .withColumn("starved", starved)
-        .withColumn("later_delivery", later_delivery)
-        .withColumn("next_ts", F.lead("ts").over(order))
-        .withColumn("next_event", F.lead("event").over(order))
-        .withColumn("delivery_after_next", F.lead("later_delivery").over(order))
-    )
-    change = F.col("starved") != F.coalesce(F.lag("starved").over(order), F.lit(False))
-    islands = marked.withColumn(
-        "island",
-        F.sum(change.cast("int")).over(order.rowsBetween(Window.unboundedPreceding, 0)),
-    ).where("starved")
-    last = F.max(F.struct("ts", "stream_offset", "next_ts", "next_event", "delivery_after_next"))
+    """Runs of starved events (:func:`permit_timeline`), each ended by the next event,
+    with the consumer's receiver queue size and usual refill (what a span is measured
+    against). A run's first and last events are all it takes: they are paired in order."""
+    bounds = timeline.where(F.col("starts_span") | F.col("ends_span"))
+    order = Window.partitionBy(*CONSUMER).orderBy("ts", "direction", "stream_offset")
+    running = order.rowsBetween(Window.unboundedPreceding, Window.currentRow)
+    start = F.struct("ts", (F.col("event") == "subscribed").alias("subscribed"), *NAMES)
+    started = F.last(F.when(F.col("starts_span"), start), ignorenulls=True).over(running)
     spans = (
-        islands.groupBy(*CONSUMER, "life", "island")
-        .agg(
-            *(F.first(name).alias(name) for name in NAMES),
-            F.min("ts").alias("start_ts"),
-            F.max(F.col("event") == "subscribed").alias("before_first_flow"),
-            last.alias("last"),
+        bounds.withColumn("start", started)
+        .where(F.col("ends_span") & ~F.col("start.subscribed"))  # not SUBSCRIBE to first FLOW
+        .select(
+            *CONSUMER,
+            *(F.col(f"start.{name}").alias(name) for name in NAMES),
+            F.col("start.ts").alias("start_ts"),
+            "next_ts",
+            "next_event",
+            "later_delivery",
         )
-        .where(~F.col("before_first_flow"))
     )
     capture_end = _capture_end(frames)
-    end_ts = F.coalesce("last.next_ts", "capture_end")
-    flow_to_delivery = micros("last.delivery_after_next") - micros("last.next_ts")
-    ended_by_flow = F.col("last.next_event") == "flow"
+    end_ts = F.coalesce("next_ts", "capture_end")
+    # The first delivery after the span's last event is the first after a FLOW ending it.
+    flow_to_delivery = micros("later_delivery") - micros("next_ts")
+    ended_by_flow = F.col("next_event") == "flow"
     pattern = _refill_pattern(timeline).select(*CONSUMER, "receiver_queue_size", "refill_permits")
     return (
         spans.join(capture_end, CONNECTION)
@@ -155,7 +170,7 @@ def starvation_intervals(timeline: DataFrame, frames: DataFrame) -> DataFrame:
             "start_ts",
             end_ts.alias("end_ts"),
             (micros(end_ts) - micros("start_ts")).alias("duration_us"),
-            F.coalesce("last.next_event", F.lit("end_of_capture")).alias("ended_by"),
+            F.coalesce("next_event", F.lit("end_of_capture")).alias("ended_by"),
             F.when(ended_by_flow, flow_to_delivery).alias("flow_to_delivery_us"),
             (ended_by_flow & F.coalesce(flow_to_delivery <= PROMPT_US, F.lit(False))).alias(
                 "backlog_waiting"
@@ -195,17 +210,31 @@ def _refill_pattern(timeline: DataFrame) -> DataFrame:
 def permit_summary(timeline: DataFrame, intervals: DataFrame, frames: DataFrame) -> DataFrame:
     """Per consumer: grants, deliveries, starvation and deliveries beyond the permits."""
     beyond = (F.col("event") == "delivery") & (F.col("balance_before") <= 0)
-    per_consumer = timeline.groupBy(*CONSUMER).agg(
-        *(F.first(name, ignorenulls=True).alias(name) for name in NAMES),
+    # Counted per consumer and names first, then per consumer: an aggregate of strings
+    # (the names) sorts its input, here only the few rows of the first step.
+    per_names = timeline.groupBy(*CONSUMER, *NAMES).agg(
         F.min("ts").alias("first_ts"),
         F.max("ts").alias("last_ts"),
         F.count(F.when(F.col("event") == "flow", 1)).alias("flows"),
-        F.coalesce(F.sum("permits"), F.lit(0)).alias("permits_granted"),
+        F.sum("permits").alias("permits_granted"),
         F.count(F.when(F.col("event") == "delivery", 1)).alias("entries_delivered"),
-        F.coalesce(F.sum("messages"), F.lit(0)).alias("messages_delivered"),
+        F.sum("messages").alias("messages_delivered"),
         F.count(F.when(beyond, 1)).alias("deliveries_beyond_permits"),
         F.max(F.col("life") > 0).alias("balance_known"),
         F.max(F.when(F.col("event") == "closed", F.col("ts"))).alias("closed_ts"),
+    )
+    # Sums of counts are never null, as the counts are not (nor in the table's schema).
+    per_consumer = per_names.groupBy(*CONSUMER).agg(
+        *(F.first(name, ignorenulls=True).alias(name) for name in NAMES),
+        F.min("first_ts").alias("first_ts"),
+        F.max("last_ts").alias("last_ts"),
+        F.coalesce(F.sum("flows"), F.lit(0)).alias("flows"),
+        F.coalesce(F.sum("permits_granted"), F.lit(0)).alias("permits_granted"),
+        F.coalesce(F.sum("entries_delivered"), F.lit(0)).alias("entries_delivered"),
+        F.coalesce(F.sum("messages_delivered"), F.lit(0)).alias("messages_delivered"),
+        F.coalesce(F.sum("deliveries_beyond_permits"), F.lit(0)).alias("deliveries_beyond_permits"),
+        F.max("balance_known").alias("balance_known"),
+        F.max("closed_ts").alias("closed_ts"),
     )
     starvation = intervals.groupBy(*CONSUMER).agg(
         F.count("*").alias("starvation_spans"),

@@ -29,29 +29,44 @@ TRIGGERS = ["redeliver_ids", "redeliver_all", "seek", "reconnect"]
 
 
 def message_deliveries(messages: DataFrame) -> DataFrame:
-    """Every delivery of every message, numbered per subscription, with the previous one."""
+    """Every delivery of every message delivered more than once to its subscription,
+    numbered, with the previous one.
+
+    Few messages are: they are found by counting deliveries per hash of the message id (an
+    aggregate of one narrow column), and only theirs are sorted per message. Two ids that
+    share a hash only make a candidate that the exact count below leaves out.
+    """
+    delivered = _deliveries(messages)
+    key = F.xxhash64(*MESSAGE)
+    again = delivered.groupBy(key.alias("key")).count().where(F.col("count") > 1)
+    candidates = delivered.join(F.broadcast(again), key == F.col("key"), "left_semi")
     order = Window.partitionBy(*MESSAGE).orderBy("ts", "stream_offset")
-    return (
-        messages.where((F.col("command") == "MESSAGE") & F.col("ledger_id").isNotNull())
-        .select(
-            *SUBSCRIPTION,
-            "ledger_id",
-            "entry_id",
-            # -1, as Pulsar means it, rather than null: the id columns are join keys
-            F.coalesce("partition", F.lit(-1)).alias("partition"),
-            F.coalesce("batch_index", F.lit(-1)).alias("batch_index"),
-            "conn_id",
-            "consumer_id",
-            "consumer_name",
-            F.coalesce("redelivery_count", F.lit(0)).alias("redelivery_count"),
-            "stream_offset",
-            "ts",
-        )
-        .withColumn("delivery_number", F.row_number().over(order))
-        .withColumn("deliveries", F.count("*").over(Window.partitionBy(*MESSAGE)))
-        .withColumn("previous_ts", F.lag("ts").over(order))
-        .withColumn("previous_conn_id", F.lag("conn_id").over(order))
-        .withColumn("first_ts", F.min("ts").over(Window.partitionBy(*MESSAGE)))
+    message = order.rowsBetween(Window.unboundedPreceding, Window.unboundedFollowing)
+    return candidates.select(
+        "*",
+        F.row_number().over(order).alias("delivery_number"),
+        F.count("*").over(message).alias("deliveries"),
+        F.lag("ts").over(order).alias("previous_ts"),
+        F.lag("conn_id").over(order).alias("previous_conn_id"),
+        F.min("ts").over(message).alias("first_ts"),
+    ).where(F.col("deliveries") > 1)
+
+
+def _deliveries(messages: DataFrame) -> DataFrame:
+    """Every delivery of every message: a MESSAGE row of the ``messages`` table."""
+    return messages.where((F.col("command") == "MESSAGE") & F.col("ledger_id").isNotNull()).select(
+        *SUBSCRIPTION,
+        "ledger_id",
+        "entry_id",
+        # -1, as Pulsar means it, rather than null: the id columns are join keys
+        F.coalesce("partition", F.lit(-1)).alias("partition"),
+        F.coalesce("batch_index", F.lit(-1)).alias("batch_index"),
+        "conn_id",
+        "consumer_id",
+        "consumer_name",
+        F.coalesce("redelivery_count", F.lit(0)).alias("redelivery_count"),
+        "stream_offset",
+        "ts",
     )
 
 
@@ -93,9 +108,9 @@ def _triggers(redelivered: DataFrame, frames: DataFrame) -> DataFrame:
     return union.groupBy(*key).agg(F.min("rank").alias("rank"))
 
 
-def redeliveries(deliveries: DataFrame, frames: DataFrame) -> DataFrame:
-    """Every delivery of every message delivered more than once to its subscription."""
-    repeated = deliveries.where(F.col("deliveries") > 1)
+def redeliveries(repeated: DataFrame, frames: DataFrame) -> DataFrame:
+    """Every delivery of every message delivered more than once to its subscription
+    (``repeated``: :func:`message_deliveries`), with what triggered each redelivery."""
     triggers = _triggers(repeated.where(F.col("delivery_number") > 1), frames)
     names = F.array(*(F.lit(t) for t in TRIGGERS))
     trigger = (
@@ -119,17 +134,29 @@ def redeliveries(deliveries: DataFrame, frames: DataFrame) -> DataFrame:
     )
 
 
-def redelivery_summary(deliveries: DataFrame, frames: DataFrame, window: str) -> DataFrame:
-    """Per subscription and window: deliveries, redeliveries, REDELIVER commands, ack errors."""
+def redelivery_summary(
+    messages: DataFrame, repeated: DataFrame, frames: DataFrame, window: str
+) -> DataFrame:
+    """Per subscription and window: deliveries, redeliveries, REDELIVER commands, ack errors.
+
+    ``repeated``: the deliveries of messages delivered again, numbered (``redeliveries``).
+    """
     key = [*SUBSCRIPTION, "window_start"]
+    again = (
+        repeated.where(F.col("delivery_number") > 1)
+        .withColumn("window_start", window_start("ts", window))
+        .groupBy(*key)
+        .agg(F.count("*").alias("redeliveries"))
+    )
     delivered = (
-        deliveries.withColumn("window_start", window_start("ts", window))
+        _deliveries(messages)
+        .withColumn("window_start", window_start("ts", window))
         .groupBy(*key)
         .agg(
             F.count("*").alias("deliveries"),
-            F.count(F.when(F.col("delivery_number") > 1, 1)).alias("redeliveries"),
             F.max("redelivery_count").alias("max_redelivery_count"),
         )
+        .join(again, key, "left")
     )
     with_ids = F.coalesce("num_message_ids", F.lit(0)) > 0
     requested = (
@@ -194,10 +221,11 @@ def tables(
     """``answered``: :func:`acks.answered_deliveries` of ``frames``, when the caller has it."""
     if answered is None:
         answered = acks.answered_deliveries(frames)
-    deliveries = message_deliveries(messages).cache()
     return {
-        "redeliveries": redeliveries(deliveries, frames),
-        "redelivery_summary": redelivery_summary(deliveries, frames, window),
+        "redeliveries": redeliveries(message_deliveries(messages), frames),
+        "redelivery_summary": lambda written: redelivery_summary(
+            messages, written["redeliveries"], frames, window
+        ),
         "unacked": unacked(answered),
     }
 

@@ -47,6 +47,7 @@ def run(args: argparse.Namespace) -> int:
     from pwcap.jobs.common import (
         missing_datasets,
         output_refusal,
+        read_back,
         read_table,
         session,
         write_tables,
@@ -90,8 +91,7 @@ def run(args: argparse.Namespace) -> int:
             written = write_tables(tables, args.output, progress.table)
     else:
         written = write_tables(tables, args.output)
-    results = {name: spark.read.parquet(path) for name, path in written.items()}
-    print(summary(results))
+    print(summary(read_back(spark, written)))
     print(f"\nTables under {args.output}:")
     for name, path in written.items():
         print(f"  {name:22} {path}")

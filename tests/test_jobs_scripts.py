@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 from pwcap.jobs import permits
 from pwcap.jobs.common import output_refusal, run_job
-from pwcap.jobs.launch import MIN_DRIVER_MIB, java_problem, java_version
+from pwcap.jobs.launch import JVM_OPTIONS, MIN_DRIVER_MIB, java_problem, java_version
 
 JOBS = Path(__file__).resolve().parent.parent / "jobs"
 SCRIPTS = ["latency", "permits", "redelivery", "decode"]
@@ -71,21 +71,24 @@ def test_a_script_without_java_says_what_to_install(tmp_path, dataset_of, name):
 
 def test_a_script_starts_spark_sized_to_the_machine():
     """``python jobs/<job>.py`` starts the local Spark ``pwcap analyze`` does: half the
-    memory available (Spark's 1g died at ten million frames); no environment variable."""
+    memory available (Spark's 1g died at ten million frames), the JIT settings for a short
+    JVM, adaptive execution; no environment variable needed."""
     script = (
         "from pwcap.jobs.common import session\n"
         "spark = session('t')\n"
         "conf = spark.sparkContext.getConf()\n"
         "print(conf.get('spark.driver.memory'))\n"
         "print(conf.get('spark.driver.extraJavaOptions'))\n"
+        "print(spark.conf.get('spark.sql.adaptive.enabled'))\n"
     )
     env = {k: v for k, v in os.environ.items() if not k.startswith("PYSPARK_")}
     done = subprocess.run(
         [sys.executable, "-c", script], capture_output=True, text=True, timeout=300, env=env
     )
-    memory, options = done.stdout.splitlines()
+    memory, options, adaptive = done.stdout.splitlines()
     assert memory.endswith("m") and int(memory[:-1]) >= MIN_DRIVER_MIB, done.stderr
-    assert "log4j2.configurationFile" in options
+    assert JVM_OPTIONS in options and "log4j2.configurationFile" in options
+    assert adaptive == "true"
     assert "Traceback" not in done.stderr and "log4j" not in done.stderr
 
 

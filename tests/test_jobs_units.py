@@ -61,6 +61,31 @@ def test_two_requests_in_one_packet_one_answered_leaves_one_unanswered(spark):
     assert got == [("success", 250), ("unanswered", None)]
 
 
+def test_requests_short_of_answers_are_found_alike_when_too_many_to_look_up(spark, monkeypatch):
+    """Past ``LOOKED_UP`` keys short of answers, the requests are joined with them rather
+    than matched in memory: the same requests are unanswered, the later ones of a packet."""
+    frames = table(
+        spark,
+        "frames",
+        [
+            frame(100, "LOOKUP", "c2b", request_id=1),
+            frame(100, "LOOKUP", "c2b", request_id=2),
+            frame(100, "LOOKUP", "c2b", request_id=3),
+            frame(350, "LOOKUP_RESPONSE", "b2c", request_id=1, answers="LOOKUP", request_ts=100),
+            frame(400, "PING", "c2b"),
+            frame(900, "PING", "b2c"),
+        ],
+    )
+    found = {}
+    for looked_up in (100, 0):
+        monkeypatch.setattr(latency, "LOOKED_UP", looked_up)
+        rows = latency.unanswered_requests(frames).collect()
+        found[looked_up] = sorted((r.kind, us(r.request_ts)) for r in rows)
+    assert (
+        found[100] == found[0] == [("LOOKUP", 100), ("LOOKUP", 100), ("PING", 400), ("PING", 900)]
+    )
+
+
 def delivery(us: int, entry: int, conn_id: int = 1, **fields: Any) -> dict:
     defaults = {"consumer_id": 0, "ledger_id": 7, "entry_id": entry, "num_messages": 1, **SUB}
     return frame(us, "MESSAGE", "b2c", conn_id, **{**defaults, **fields})
@@ -160,6 +185,27 @@ def test_a_batch_overspends_permits_and_the_next_flow_ends_the_starvation(spark,
     assert (summary.permits_granted, summary.messages_delivered) == (6, 5)
     assert summary.deliveries_beyond_permits == 1
     assert (summary.receiver_queue_size, summary.refill_permits) == (2, 4)
+
+
+def test_a_span_ends_at_the_event_after_its_last_one_when_two_share_a_microsecond(spark):
+    """Events of one time are ordered by direction, then offset (offsets of two directions
+    do not compare): the span ends at the FLOW that lifts the balance above zero, not at
+    the FLOW sharing a delivery's time that leaves it at zero."""
+    flow = lambda us, n, **more: frame(us, "FLOW", "c2b", consumer_id=0, permits=n, **SUB, **more)  # noqa: E731
+    frames = table(
+        spark,
+        "frames",
+        [
+            frame(0, "SUCCESS", "b2c", consumer_id=0, answers="SUBSCRIBE", request_ts=0, **SUB),
+            flow(10, 1),
+            delivery(1_000, 0),  # balance 0: starved
+            delivery(2_000, 1, stream_offset=900),  # -1
+            flow(2_000, 1, stream_offset=50),  # 0: still starved
+            flow(3_000, 5),  # 5: the span ends
+        ],
+    )
+    (span,) = permits.starvation_intervals(permits.permit_timeline(frames), frames).collect()
+    assert (us(span.start_ts), us(span.end_ts), span.ended_by) == (1_000, 3_000, "flow")
 
 
 def test_a_redelivery_after_the_consumer_connection_ended_is_a_reconnect(spark):
