@@ -1,83 +1,53 @@
-"""Time each analytics job (latency, permits, redelivery) on a large decoded dataset.
+"""Time each analytics job (latency, permits, redelivery) and ``pwcap analyze`` on a large
+decoded dataset, beside DuckDB answering each question's core query on the same Parquet.
 
-The dataset is either given (``--dataset``, e.g. ``pwcap decode`` of a capture written by
-``bench/bench_decode.py --keep``) or synthesized: a seed dataset (``--seed``, by default
-the sample captures decoded) replicated with Spark until it holds ``--frames`` frame rows.
-Every copy gets its own capture name, connection ids and a later time range, so copies
-never match each other and each job does the work of a real capture of that size.
+The dataset is one of:
 
-    python bench/bench_jobs.py [--dataset DIR | --seed DIR] [--frames 10M] [--keep DIR]
+- ``--small SIZE``: the benchmark's small-frame capture (``bench_decode.py``'s ``small``
+  shape; 640M holds about ten million frames) decoded by ``pwcap decode --jobs 1``, both
+  kept under ``--data`` for the next run;
+- ``--dataset DIR``: a decoded dataset;
+- ``--seed DIR`` (by default the sample captures decoded) replicated with Spark until it
+  holds ``--frames`` frame rows: every copy gets its own capture name, connection ids and
+  later time range, so copies never match each other.
 
-Each job runs as a user runs it, ``python jobs/<job>.py`` in a process of its own (Spark's
-start included), then ``pwcap analyze`` runs all three in one session; Spark is local on
-every core with ``--driver-memory`` (default 6g). Beside each job, DuckDB answers the
-question's core query on the same Parquet: what this hardware allows.
+Each job runs as a user runs it, ``python jobs/<job>.py DATASET -o OUT --overwrite`` in a
+process of its own (Spark's start included, with its default memory), then ``pwcap
+analyze`` runs all three in one session. They take turns, ``--runs`` times, so a machine
+that slows down slows them all; the table gives the median wall time and its spread
+(fastest to slowest), and the median CPU time of the whole process tree, sampled from
+``/proc`` (Spark's JVM outlives the wait for its Python parent). This machine is shared:
+the load average is printed before and after.
+
+    python bench/bench_jobs.py [--small 640M | --dataset DIR | --seed DIR] [--runs 3]
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import math
 import os
 import shutil
 import subprocess
 import sys
 import tempfile
+import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
+from statistics import median
 
-SAMPLES = Path(__file__).resolve().parent.parent / "sample_pcaps"
+import pyarrow.dataset as ds
+from options import DATA, parse_size
+
+ROOT = Path(__file__).resolve().parent.parent
+SAMPLES = ROOT / "sample_pcaps"
+JOB_SCRIPTS = ROOT / "jobs"
 DATASET_TABLES = ("frames", "messages", "connections", "anomalies")
-
-
-def _count(text: str) -> int:
-    scale = {"k": 10**3, "m": 10**6, "M": 10**6}
-    return int(float(text[:-1]) * scale[text[-1]]) if text[-1] in scale else int(text)
-
-
-def decode_samples(out: Path) -> Path:
-    from pwcap.decode.run import decode_captures
-
-    captures = sorted(str(p) for p in SAMPLES.iterdir() if p.suffix in (".pcap", ".pcapng"))
-    decode_captures(captures, out)
-    return out
-
-
-def replicate(spark, seed: Path, frames: int, out: Path) -> int:
-    """Write ``seed`` copied until it has ``frames`` frame rows; return the rows written."""
-    from pwcap.jobs.common import read_table
-    from pyspark.sql import functions as F
-
-    tables = {name: read_table(spark, [str(seed)], name) for name in DATASET_TABLES}
-    seed_frames = tables["frames"].count()
-    copies = math.ceil(frames / seed_frames)
-    bounds = (
-        tables["frames"]
-        .agg(
-            F.min("ts").alias("first"),
-            F.max("ts").alias("last"),
-        )
-        .first()
-    )
-    time_stride = int((bounds.last - bounds.first).total_seconds()) + 1
-    copy = spark.range(copies).withColumnRenamed("id", "copy")
-    for name, table in tables.items():
-        shifted = table.crossJoin(copy)
-        # conn_ids are hashes spread over 63 bits: a copy's are re-hashed with its number
-        shifted = shifted.withColumn("conn_id", F.xxhash64("conn_id", "copy"))
-        shifted = shifted.withColumn(
-            "capture", F.concat("capture", F.lit("#"), F.col("copy").cast("string"))
-        )
-        for column, kind in table.dtypes:
-            if kind == "timestamp":
-                delay = F.make_interval(secs=F.col("copy") * time_stride)
-                shifted = shifted.withColumn(column, F.col(column) + delay)
-        shifted.drop("copy").write.mode("overwrite").parquet(str(out / name))
-    return copies * seed_frames
-
-
 JOBS = ("latency", "permits", "redelivery")
-JOB_SCRIPTS = Path(__file__).resolve().parent.parent / "jobs"
+SAMPLE_SECONDS = 0.05
+TICKS = os.sysconf("SC_CLK_TCK")
 
 # Each question's core query in DuckDB, over the same Parquet: what one machine allows.
 DUCKDB_CORE = {
@@ -108,11 +78,122 @@ DUCKDB_CORE = {
 }
 
 
-def time_process(command: list[str]) -> float:
-    """Wall seconds of a whole process, Spark's start included, as a user waits for it."""
+def _count(text: str) -> int:
+    scale = {"k": 10**3, "m": 10**6, "M": 10**6}
+    return int(float(text[:-1]) * scale[text[-1]]) if text[-1] in scale else int(text)
+
+
+# -- the dataset ---------------------------------------------------------------------------
+
+
+def small_frames_dataset(data: Path, size: int) -> Path:
+    """``pwcap decode --jobs 1`` of the benchmark's small-frame capture of ``size`` bytes,
+    kept under ``data`` (decoding ten million frames takes minutes)."""
+    from bench_decode import cached_capture
+
+    capture, frames = cached_capture(data, "small", size)
+    dataset = data / f"jobs_{capture.stem}"
+    if not dataset.is_dir():
+        print(f"decoding {capture} ({frames:,} frames) into {dataset}", flush=True)
+        pwcap = [sys.executable, "-m", "pwcap.cli", "decode", str(capture), "--jobs", "1", "-q"]
+        subprocess.run([*pwcap, "-o", str(dataset)], check=True)
+    return dataset
+
+
+def decode_samples(out: Path) -> Path:
+    from pwcap.decode.run import decode_captures
+
+    captures = sorted(str(p) for p in SAMPLES.iterdir() if p.suffix in (".pcap", ".pcapng"))
+    decode_captures(captures, out)
+    return out
+
+
+def replicate(spark, seed: Path, frames: int, out: Path) -> int:
+    """Write ``seed`` copied until it has ``frames`` frame rows; return the rows written."""
+    from pwcap.jobs.common import read_table
+    from pyspark.sql import functions as F
+
+    tables = {name: read_table(spark, [str(seed)], name) for name in DATASET_TABLES}
+    seed_frames = tables["frames"].count()
+    copies = math.ceil(frames / seed_frames)
+    bounds = tables["frames"].agg(F.min("ts").alias("first"), F.max("ts").alias("last")).first()
+    time_stride = int((bounds.last - bounds.first).total_seconds()) + 1
+    copy = spark.range(copies).withColumnRenamed("id", "copy")
+    for name, table in tables.items():
+        shifted = table.crossJoin(copy)
+        # conn_ids are hashes spread over 63 bits: a copy's are re-hashed with its number
+        shifted = shifted.withColumn("conn_id", F.xxhash64("conn_id", "copy"))
+        shifted = shifted.withColumn(
+            "capture", F.concat("capture", F.lit("#"), F.col("copy").cast("string"))
+        )
+        for column, kind in table.dtypes:
+            if kind == "timestamp":
+                delay = F.make_interval(secs=F.col("copy") * time_stride)
+                shifted = shifted.withColumn(column, F.col(column) + delay)
+        shifted.drop("copy").write.mode("overwrite").parquet(str(out / name))
+    return copies * seed_frames
+
+
+def synthesized_dataset(args: argparse.Namespace, work: Path) -> Path:
+    from pwcap.jobs.common import session
+
+    spark = session("pwcap-bench-jobs")
+    seed = args.seed or decode_samples(work / "seed")
     started = time.perf_counter()
-    subprocess.run(command, check=True, stdout=subprocess.DEVNULL)
-    return time.perf_counter() - started
+    rows = replicate(spark, seed, args.frames, work / "dataset")
+    print(f"synthesized {rows:,} frame rows in {time.perf_counter() - started:.1f} s")
+    spark.stop()
+    return work / "dataset"
+
+
+# -- measuring -----------------------------------------------------------------------------
+
+
+def _tree(pid: int) -> list[int]:
+    """``pid`` and its live descendants."""
+    found, todo = [], [pid]
+    while todo:
+        current = todo.pop()
+        found.append(current)
+        for children in Path(f"/proc/{current}/task").glob("*/children"):
+            with contextlib.suppress(OSError):  # the thread or process ended meanwhile
+                todo.extend(int(child) for child in children.read_text().split())
+    return found
+
+
+def _cpu_seconds(pid: int) -> float | None:
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return None
+    return (int(fields[11]) + int(fields[12])) / TICKS  # utime + stime
+
+
+def run_process(argv: list[str]) -> tuple[float, float]:
+    """Wall seconds of a whole process, Spark's start included, as a user waits for it,
+    and the CPU seconds of its process tree (each process's last sample)."""
+    cpu: dict[int, float] = {}
+    done = threading.Event()
+
+    def sample() -> None:
+        while not done.is_set():
+            for pid in _tree(child.pid):
+                seconds = _cpu_seconds(pid)
+                if seconds is not None:
+                    cpu[pid] = seconds
+            done.wait(SAMPLE_SECONDS)
+
+    started = time.perf_counter()
+    child = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    sampler = threading.Thread(target=sample, daemon=True)
+    sampler.start()
+    _, stderr = child.communicate()
+    wall = time.perf_counter() - started
+    done.set()
+    sampler.join()
+    if child.returncode:
+        sys.exit(f"{' '.join(argv)} failed:\n{stderr.decode(errors='replace')[-3000:]}")
+    return wall, sum(cpu.values())
 
 
 def time_duckdb(dataset: Path, queries: str) -> float:
@@ -129,51 +210,70 @@ def time_duckdb(dataset: Path, queries: str) -> float:
     return time.perf_counter() - started
 
 
-def time_jobs(dataset: Path, out: Path) -> list[tuple[str, float, float]]:
-    """Each job as its own ``python jobs/<job>.py`` process (its driver memory from
-    ``PYSPARK_SUBMIT_ARGS``), beside DuckDB's core query."""
-    results = []
+def commands(dataset: Path, out: Path) -> dict[str, Callable[[], tuple[float, float]]]:
+    """Each job as ``python jobs/<job>.py``, then ``pwcap analyze``: one run each."""
+    runs: dict[str, Callable[[], tuple[float, float]]] = {}
     for job in JOBS:
-        script = [sys.executable, str(JOB_SCRIPTS / f"{job}.py"), str(dataset)]
-        seconds = time_process([*script, "-o", str(out / job)])
-        results.append((job, seconds, time_duckdb(dataset, DUCKDB_CORE[job])))
-    return results
+        script = [sys.executable, str(JOB_SCRIPTS / f"{job}.py"), str(dataset), "--overwrite"]
+        runs[job] = lambda script=script, job=job: run_process([*script, "-o", str(out / job)])
+    analyze = [sys.executable, "-m", "pwcap.cli", "analyze", str(dataset), "--overwrite"]
+    runs["analyze"] = lambda: run_process([*analyze, "-o", str(out / "analyze")])
+    return runs
+
+
+def _spread(values: list[float]) -> str:
+    return f"{median(values):6.1f} ({min(values):.1f}-{max(values):.1f})"
+
+
+def load() -> str:
+    return " ".join(Path("/proc/loadavg").read_text().split()[:3])
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=" ".join(__doc__.split("\n\n")[0].split()))
     source = parser.add_mutually_exclusive_group()
+    source.add_argument("--small", type=parse_size, help="small-frame capture size, e.g. 640M")
     source.add_argument("--dataset", type=Path, help="a decoded dataset to run the jobs on")
     source.add_argument("--seed", type=Path, help="dataset to replicate (default: the samples)")
-    parser.add_argument("--frames", type=_count, default=_count("10M"), help="e.g. 10M")
-    parser.add_argument("--driver-memory", default="6g")
-    parser.add_argument("--keep", type=Path, help="keep the dataset and outputs here")
-    args = parser.parse_args()
-    os.environ.setdefault(
-        "PYSPARK_SUBMIT_ARGS", f"--driver-memory {args.driver_memory} pyspark-shell"
+    parser.add_argument(
+        "--frames",
+        type=_count,
+        default=_count("10M"),
+        help="rows to synthesize from --seed, e.g. 10M",
     )
-    from pwcap.jobs.common import session
-
+    parser.add_argument("--runs", type=int, default=3, help="runs of each contender")
+    parser.add_argument("--data", type=Path, default=DATA, help="where --small keeps its files")
+    parser.add_argument("--keep", type=Path, help="keep a synthesized dataset and outputs here")
+    args = parser.parse_args()
     work = args.keep or Path(tempfile.mkdtemp(prefix="pwcap-bench-jobs-"))
     try:
-        spark = session("pwcap-bench-jobs")
-        dataset = args.dataset
-        if dataset is None:
-            seed = args.seed or decode_samples(work / "seed")
-            started = time.perf_counter()
-            rows = replicate(spark, seed, args.frames, work / "dataset")
-            print(f"synthesized {rows:,} frame rows in {time.perf_counter() - started:.1f} s")
-            dataset = work / "dataset"
-        frames = spark.read.parquet(str(dataset / "frames")).count()
-        spark.stop()
-        print(f"dataset {dataset}: {frames:,} frame rows, {os.cpu_count()} cores\n")
-        print(f"{'job':12} {'seconds':>8} {'frames/s':>12} {'duckdb s':>9}")
-        for name, seconds, duck in time_jobs(dataset, work / "analytics"):
-            print(f"{name:12} {seconds:8.1f} {frames / seconds:12,.0f} {duck:9.1f}")
-        analyze = [sys.executable, "-m", "pwcap.cli", "analyze", str(dataset), "--overwrite"]
-        memory = ["--driver-memory", args.driver_memory]
-        seconds = time_process([*analyze, *memory, "-o", str(work / "analyze")])
-        print(f"{'analyze':12} {seconds:8.1f} {frames / seconds:12,.0f}  (all three, one session)")
+        if args.small:
+            args.data.mkdir(parents=True, exist_ok=True)
+            dataset = small_frames_dataset(args.data, args.small)
+        else:
+            dataset = args.dataset or synthesized_dataset(args, work)
+        frames = ds.dataset(dataset / "frames").count_rows()
+        print(f"dataset {dataset}: {frames:,} frame rows, {os.cpu_count()} cores")
+        print(f"load average before: {load()}\n", flush=True)
+        runs = commands(dataset, work / "analytics")
+        walls: dict[str, list[float]] = {name: [] for name in runs}
+        cpus: dict[str, list[float]] = {name: [] for name in runs}
+        duck: dict[str, list[float]] = {job: [] for job in JOBS}
+        for _ in range(args.runs):
+            for name, run in runs.items():
+                wall, cpu = run()
+                walls[name].append(wall)
+                cpus[name].append(cpu)
+                if name in DUCKDB_CORE:
+                    duck[name].append(time_duckdb(dataset, DUCKDB_CORE[name]))
+        print(f"{'':11} {'wall s, median (range)':>24} {'CPU s':>7} {'frames/s':>10}", end=" ")
+        print(f"{'DuckDB s, median (range)':>26}")
+        for name in runs:
+            beside = _spread(duck[name]) if name in duck else "(all three, one session)"
+            rate = frames / median(walls[name])
+            cpu = median(cpus[name])
+            print(f"{name:11} {_spread(walls[name]):>24} {cpu:7.1f} {rate:10,.0f} {beside:>26}")
+        print(f"\nload average after: {load()}")
     finally:
         if args.keep is None:
             shutil.rmtree(work, ignore_errors=True)
