@@ -16,6 +16,7 @@ ended), else ``none_visible`` (a broker-side redelivery, or a capture that misse
 from __future__ import annotations
 
 import sys
+from functools import reduce
 
 from pwcap.jobs import acks
 from pwcap.jobs.common import Tables, message_ids, micros, read_table, run_job, window_start
@@ -24,6 +25,9 @@ from pyspark.sql import functions as F
 
 SUBSCRIPTION = ["capture", "topic", "subscription"]
 MESSAGE = [*SUBSCRIPTION, "ledger_id", "entry_id", "partition", "batch_index"]
+# The same key as sorts and joins take it: the ids first, which they compare before the
+# names and which mostly decide.
+BY_ID = ["entry_id", "ledger_id", "batch_index", "partition", *SUBSCRIPTION]
 REDELIVER = "REDELIVER_UNACKNOWLEDGED_MESSAGES"
 TRIGGERS = ["redeliver_ids", "redeliver_all", "seek", "reconnect"]
 
@@ -40,7 +44,7 @@ def message_deliveries(messages: DataFrame) -> DataFrame:
     key = F.xxhash64(*MESSAGE)
     again = delivered.groupBy(key.alias("key")).count().where(F.col("count") > 1)
     candidates = delivered.join(F.broadcast(again), key == F.col("key"), "left_semi")
-    order = Window.partitionBy(*MESSAGE).orderBy("ts", "stream_offset")
+    order = Window.partitionBy(*BY_ID).orderBy("ts", "stream_offset")
     message = order.rowsBetween(Window.unboundedPreceding, Window.unboundedFollowing)
     return candidates.select(
         "*",
@@ -73,38 +77,37 @@ def _deliveries(messages: DataFrame) -> DataFrame:
 def _triggers(redelivered: DataFrame, frames: DataFrame) -> DataFrame:
     """For each redelivery (delivery_number > 1), which trigger kinds the wire shows."""
     between = (F.col("t_ts") > F.col("previous_ts")) & (F.col("t_ts") <= F.col("ts"))
-    key = [*MESSAGE, "delivery_number"]
+    key = [*BY_ID, "delivery_number"]
     base = redelivered.select(*key, "previous_ts", "ts", "previous_conn_id")
     requests = frames.where(F.col("command") == REDELIVER)
     named = message_ids(requests.where(F.col("num_message_ids") > 0)).select(
         *SUBSCRIPTION, "ledger_id", "entry_id", F.col("ts").alias("t_ts")
     )
-    redeliver_all = requests.where(F.coalesce("num_message_ids", F.lit(0)) == 0).select(
-        *SUBSCRIPTION, F.col("ts").alias("t_ts")
+    # Rank in TRIGGERS of the commands that concern the whole subscription.
+    for_all = requests.where(F.coalesce("num_message_ids", F.lit(0)) == 0).withColumn(
+        "rank", F.lit(1)
     )
-    seeks = frames.where(F.col("command") == "SEEK").select(
-        *SUBSCRIPTION, F.col("ts").alias("t_ts")
-    )
+    seeks = frames.where(F.col("command") == "SEEK").withColumn("rank", F.lit(2))
     subscribes = frames.where(
         (F.col("command") == "SUBSCRIBE") & (F.col("direction") == "c2b")
-    ).select(*SUBSCRIPTION, F.col("ts").alias("t_ts"))
+    ).withColumn("rank", F.lit(3))
+    subscription_wide = [
+        part.select(*SUBSCRIPTION, F.col("ts").alias("t_ts"), "rank")
+        for part in (for_all, seeks, subscribes)
+    ]
     connection_end = frames.groupBy("capture", "conn_id").agg(F.max("ts").alias("t_ts"))
     closed = base.join(
         connection_end.withColumnRenamed("conn_id", "previous_conn_id"),
         ["capture", "previous_conn_id"],
-    ).where(between)
-    # (rank in TRIGGERS, redeliveries that trigger explains)
+    )
     found = [
-        (0, base.join(named, [*SUBSCRIPTION, "ledger_id", "entry_id"]).where(between)),
-        (1, base.join(redeliver_all, SUBSCRIPTION).where(between)),
-        (2, base.join(seeks, SUBSCRIPTION).where(between)),
-        (3, base.join(subscribes, SUBSCRIPTION).where(between)),
-        (3, closed),
+        base.join(named, [*SUBSCRIPTION, "ledger_id", "entry_id"]).withColumn("rank", F.lit(0)),
+        base.join(reduce(DataFrame.unionByName, subscription_wide), SUBSCRIPTION),
+        closed.withColumn("rank", F.lit(3)),  # the previous delivery's connection ended
     ]
-    marks = [part.select(*key, F.lit(rank).alias("rank")) for rank, part in found]
-    union = marks[0]
-    for part in marks[1:]:
-        union = union.unionByName(part)
+    union = reduce(
+        DataFrame.unionByName, (part.where(between).select(*key, "rank") for part in found)
+    )
     return union.groupBy(*key).agg(F.min("rank").alias("rank"))
 
 
@@ -118,7 +121,7 @@ def redeliveries(repeated: DataFrame, frames: DataFrame) -> DataFrame:
         .when(F.col("rank").isNotNull(), names[F.col("rank")])
         .otherwise("none_visible")
     )
-    return repeated.join(triggers, [*MESSAGE, "delivery_number"], "left").select(
+    return repeated.join(triggers, [*BY_ID, "delivery_number"], "left").select(
         *MESSAGE,
         "conn_id",
         "consumer_id",
@@ -221,8 +224,9 @@ def tables(
     """``answered``: :func:`acks.answered_deliveries` of ``frames``, when the caller has it."""
     if answered is None:
         answered = acks.answered_deliveries(frames)
+    repeated = message_deliveries(messages).cache()  # a pass the triggers' joins share
     return {
-        "redeliveries": redeliveries(message_deliveries(messages), frames),
+        "redeliveries": redeliveries(repeated, frames),
         "redelivery_summary": lambda written: redelivery_summary(
             messages, written["redeliveries"], frames, window
         ),
