@@ -35,6 +35,7 @@ COMPILED = [
     "decode/pulsar/decoder.py",
     "decode/pulsar/state.py",
     "decode/pulsar/holdback.py",
+    "decode/pulsar/metadata.py",
     "decode/pulsar/payload.py",
     "decode/pulsar/messages.py",
     "decode/pulsar/batch.py",
@@ -42,6 +43,7 @@ COMPILED = [
     "decode/kafka07/framing.py",
     "decode/kafka07/decoder.py",
     "decode/kafka07/messages.py",
+    "tables/columns.py",
     "tables/dataset.py",
 ]
 # Cython's defaults stay on (bounds checks, negative-index wrapping): the bytes are

@@ -26,7 +26,6 @@ import sys
 import threading
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from functools import partial
 from pathlib import Path, PurePosixPath
 
 import pyarrow as pa
@@ -37,7 +36,8 @@ from pwcap.decode.parallel import merge_shares
 from pwcap.decode.registry import Registry
 from pwcap.decode.run import CaptureResult, Progress, Settings, capture_rows, decode_capture
 from pwcap.jobs.common import session, spark_schema, write_tables
-from pwcap.tables.dataset import BATCH_ROWS, bounded_append
+from pwcap.tables.columns import ColumnBuffer
+from pwcap.tables.dataset import BATCH_ROWS
 from pwcap.tables.schema import TABLES, Row, arrow_schema
 from pyarrow import fs as pafs
 from pyspark import StorageLevel
@@ -169,21 +169,32 @@ class ArrowRows:
 
     def __init__(self, emit: Callable[[pa.RecordBatch], None]) -> None:
         self._emit = emit
-        self._rows: dict[str, list[Row]] = {table: [] for table in TABLES}
+        self._buffers = {table: ColumnBuffer(arrow_schema(table), BATCH_ROWS) for table in TABLES}
         self.frame, self.message, self.anomaly, self.connection = (
-            bounded_append(self._rows[table], BATCH_ROWS, partial(self._send, table))
-            for table in ("frames", "messages", "anomalies", "connections")
+            self._appender(table) for table in ("frames", "messages", "anomalies", "connections")
         )
+
+    def _appender(self, table: str) -> Callable[[Row], None]:
+        buffer = self._buffers[table]
+
+        def append(row: Row) -> None:
+            if buffer.add(row):
+                self._send(table)
+
+        return append
 
     def flush_all(self) -> None:
         for table in TABLES:
             self._send(table)
 
     def _send(self, table: str) -> None:
-        rows = self._rows[table]
-        if rows:
-            self._emit(wide_batch(table, pa.array(rows, type=pa.struct(list(arrow_schema(table))))))
-            rows.clear()
+        batch = self._buffers[table].take_batch()
+        if batch is not None:
+            self._emit(
+                wide_batch(
+                    table, pa.StructArray.from_arrays(batch.columns, fields=list(batch.schema))
+                )
+            )
 
 
 _SHARE = pa.struct([("capture", pa.string()), ("result", pa.string())])  # result: JSON
