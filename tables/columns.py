@@ -24,7 +24,6 @@ from typing import Any
 
 import cython
 import pyarrow as pa
-import pyarrow.compute as pc
 
 _INTEGERS = (pa.types.is_integer, pa.types.is_timestamp)
 
@@ -155,30 +154,51 @@ class ColumnBuffer:
         start = slot * self._capacity  # a slot's rows are contiguous
         validity = None
         if filled < count:
-            flags = bytes(self._valid_bytes[start : start + count])
-            validity = _bitmap(pa.py_buffer(flags), count)
-        values = pa.py_buffer(bytes(self._data_bytes[8 * start : 8 * (start + count)]))
+            validity = pa.py_buffer(_bits(self._valid, slot, count))
         if pa.types.is_boolean(kind):
-            return pa.Array.from_buffers(kind, count, [validity, _bitmap(values, count, 8)])
+            return pa.Array.from_buffers(kind, count, [validity, pa.py_buffer(self._truths(slot))])
+        values = pa.py_buffer(bytes(self._data_bytes[8 * start : 8 * (start + count)]))
         if pa.types.is_timestamp(kind):
             return pa.Array.from_buffers(kind, count, [validity, values])
         wide = pa.Array.from_buffers(pa.int64(), count, [validity, values])
         return wide if kind == pa.int64() else wide.cast(kind)  # checked: no silent wrap
+
+    def _truths(self, slot: cython.Py_ssize_t) -> bytearray:
+        """A boolean column's values as Arrow's bits (nonzero: true)."""
+        count: cython.Py_ssize_t = self.count
+        out = bytearray((count + 7) // 8)
+        bits: cython.uchar[::1] = out
+        data: cython.longlong[:, ::1] = self._data
+        row: cython.Py_ssize_t
+        for row in range(count):
+            if data[slot, row]:
+                bits[row >> 3] |= 1 << (row & 7)
+        return out
 
     def _object_array(self, index: int, kind: pa.DataType) -> pa.Array:
         rows: list = self._rows[index]
         values: list = self._values[index]
         if not rows:
             return pa.nulls(self.count, kind)
+        if len(rows) == self.count:  # set on every row: the values are the column
+            return pa.array(values, type=kind)
         full: list = [None] * self.count
         i: cython.Py_ssize_t
+        row: cython.Py_ssize_t
         for i in range(len(rows)):
-            full[rows[i]] = values[i]
+            row = rows[i]
+            full[row] = values[i]
         return pa.array(full, type=kind)
 
 
-def _bitmap(flags: pa.Buffer, count: int, width: int = 1) -> pa.Buffer:
-    """Arrow's bit-packed form of ``count`` little-endian flags of ``width`` bytes each
-    (nonzero: set)."""
-    unsigned = pa.uint8() if width == 1 else pa.uint64()
-    return pc.not_equal(pa.Array.from_buffers(unsigned, count, [None, flags]), 0).buffers()[1]
+def _bits(
+    flags: cython.uchar[:, ::1], slot: cython.Py_ssize_t, count: cython.Py_ssize_t
+) -> bytearray:
+    """Row ``slot``'s first ``count`` flags as Arrow's validity bits (nonzero: set)."""
+    out = bytearray((count + 7) // 8)
+    bits: cython.uchar[::1] = out
+    row: cython.Py_ssize_t
+    for row in range(count):
+        if flags[slot, row]:
+            bits[row >> 3] |= 1 << (row & 7)
+    return out
