@@ -6,6 +6,7 @@ from __future__ import annotations
 from functools import partial
 from typing import Any
 
+import cython
 from google.protobuf.message import DecodeError
 from pwcap.capture.events import LABELS, ClientBy, Connection, Direction
 from pwcap.decode.api import DecodeOptions, Row, RowSink
@@ -31,38 +32,42 @@ _CONNECT = BaseCommand.CONNECT
 _NAME_COLUMNS = frozenset(PRODUCER_NAMES + CONSUMER_NAMES)
 
 
+@cython.cclass
 class _Side:
     """One direction of the conversation; ``label`` is 0 (c2b) or 1 (b2c)."""
 
-    __slots__ = ("frames", "kinds", "label", "stream")
+    label = cython.declare(cython.int, visibility="public")
+    frames = cython.declare(cython.longlong, visibility="public")
+    stream = cython.declare(object, visibility="public")
+    kinds = cython.declare(dict, visibility="public")
 
     def __init__(self, label: int) -> None:
         self.label = label
         self.frames = 0
-        self.stream: FrameStream
-        self.kinds: dict[int, _Kind] = {}  # command type -> how this side's frames decode
+        self.stream = None  # a FrameStream, set by the decoder
+        self.kinds = {}  # command type -> how this side's frames decode (a _Kind)
 
 
+@cython.cclass
 class _Kind:
     """Everything about one command type on one side that does not change per frame.
 
     Resolved once, on the type's first frame, so the per-frame path does attribute
-    reads instead of table lookups, and copies a ready row template.
+    reads (compiled: of C struct fields) instead of table lookups, and copies a ready
+    row template.
     """
 
-    __slots__ = (
-        "delivery",
-        "effect",
-        "extract",
-        "holders",
-        "id_column",
-        "named",
-        "needs_body",
-        "pair",
-        "payload",
-        "spec",
-        "template",
-    )
+    spec = cython.declare(object, visibility="public")
+    template = cython.declare(dict, visibility="public")
+    extract = cython.declare(object, visibility="public")
+    pair = cython.declare(object, visibility="public")
+    effect = cython.declare(object, visibility="public")
+    needs_body = cython.declare(cython.bint, visibility="public")
+    payload = cython.declare(cython.bint, visibility="public")
+    delivery = cython.declare(cython.bint, visibility="public")
+    named = cython.declare(cython.bint, visibility="public")
+    id_column = cython.declare(str, visibility="public")
+    holders = cython.declare(object, visibility="public")
 
     def __init__(
         self, spec: c.CommandSpec, template: Row, pair: Pairer | None, effect: Any
@@ -80,7 +85,7 @@ class _Kind:
         self.named = bool(spec.columns & _NAME_COLUMNS) or spec.role == c.RESPONSE
         # Where the names behind the command's own producer / consumer id are kept.
         self.id_column = ""
-        self.holders: dict[int, Any] | None = None
+        self.holders = None  # producer or consumer id -> its names, when the command has one
 
 
 class PulsarDecoder:
@@ -153,6 +158,7 @@ class PulsarDecoder:
 
     # -- frames --------------------------------------------------------------------------
 
+    @cython.locals(side=_Side, kind=_Kind)
     def _frame(
         self,
         side: _Side,
