@@ -151,10 +151,10 @@ class ColumnBuffer:
         filled = self._set[slot]
         if not filled:
             return pa.nulls(count, kind)
-        start = slot * self._capacity  # a slot's rows are contiguous
+        start = slot * self._capacity  # a slot's rows (values and flags) are contiguous
         validity = None
         if filled < count:
-            validity = pa.py_buffer(_bits(self._valid, slot, count))
+            validity = pa.py_buffer(_flag_bits(self._valid_bytes[start : start + count], count))
         if pa.types.is_boolean(kind):
             return pa.Array.from_buffers(kind, count, [validity, pa.py_buffer(self._truths(slot))])
         values = pa.py_buffer(bytes(self._data_bytes[8 * start : 8 * (start + count)]))
@@ -180,6 +180,10 @@ class ColumnBuffer:
         values: list = self._values[index]
         if not rows:
             return pa.nulls(self.count, kind)
+        if kind == pa.string():
+            strings = _string_array(rows, values, self.count)
+            if strings is not None:
+                return strings
         if len(rows) == self.count:  # set on every row: the values are the column
             return pa.array(values, type=kind)
         full: list = [None] * self.count
@@ -191,14 +195,52 @@ class ColumnBuffer:
         return pa.array(full, type=kind)
 
 
-def _bits(
-    flags: cython.uchar[:, ::1], slot: cython.Py_ssize_t, count: cython.Py_ssize_t
-) -> bytearray:
-    """Row ``slot``'s first ``count`` flags as Arrow's validity bits (nonzero: set)."""
+def _string_array(rows: list, values: list, count: cython.Py_ssize_t) -> pa.Array | None:
+    """A string column from Arrow's three buffers, built here: the text of all values
+    encoded at once, offsets from their lengths (a str's length is its UTF-8 size when
+    it is ASCII, as nearly every value of these tables is). None when a value is not a
+    str, or not encodable: Arrow's own conversion then decides."""
+    offsets_bytes = bytearray(4 * (count + 1))
+    offsets: cython.int[::1] = memoryview(offsets_bytes).cast("i")
+    flags = bytearray(count)
+    valid: cython.uchar[::1] = flags
+    i: cython.Py_ssize_t
+    row: cython.Py_ssize_t
+    filled: cython.Py_ssize_t = 0
+    end: cython.longlong = 0
+    value: object
+    for i in range(len(rows)):
+        value = values[i]
+        if type(value) is not str:
+            return None
+        row = rows[i]
+        while filled < row:  # rows in between are null: their offsets do not move
+            filled += 1
+            offsets[filled] = end
+        end += len(value) if cython.cast(str, value).isascii() else len(value.encode())
+        if end > 0x7FFFFFFF:
+            return None
+        valid[row] = 1
+        filled = row + 1
+        offsets[filled] = end
+    while filled < count:
+        filled += 1
+        offsets[filled] = end
+    try:
+        data = "".join(values).encode()
+    except UnicodeEncodeError:
+        return None
+    validity = None if len(rows) == count else pa.py_buffer(_flag_bits(flags, count))
+    buffers = [validity, pa.py_buffer(offsets_bytes), pa.py_buffer(data)]
+    return pa.Array.from_buffers(pa.string(), count, buffers)
+
+
+def _flag_bits(flags: cython.uchar[::1], count: cython.Py_ssize_t) -> bytearray:
+    """The first ``count`` flag bytes as Arrow's validity bits (nonzero: set)."""
     out = bytearray((count + 7) // 8)
     bits: cython.uchar[::1] = out
     row: cython.Py_ssize_t
     for row in range(count):
-        if flags[slot, row]:
+        if flags[row]:
             bits[row >> 3] |= 1 << (row & 7)
     return out
