@@ -26,7 +26,46 @@ _PAYLOAD_SIZE = 1 << 3  # SingleMessageMetadata's one required field
 
 
 @cython.cclass
-class PlainMetadata:
+class _Plain:
+    """One reading: the field walk both messages share, each field handed to
+    :meth:`put`; ``seen`` has bit n set where field n was present."""
+
+    seen = cython.declare(cython.ulonglong, visibility="readonly")
+    _required = cython.declare(cython.ulonglong)
+
+    def __init__(self, required: int) -> None:
+        self.seen = 0
+        self._required = required
+
+    @cython.ccall
+    def read(self, data: bytes, start: cython.Py_ssize_t, end: cython.Py_ssize_t) -> cython.bint:
+        """Fill in from ``data[start:end]``; False when these bytes are not this shape
+        (a field twice, one :meth:`put` declines, a required one missing, damage)."""
+        fields = Fields(data, start, end)
+        number: cython.int
+        bit: cython.ulonglong
+        while True:
+            number = fields.next()
+            if number == 0:
+                break
+            if number > 63:
+                return False
+            bit = cython.cast(cython.ulonglong, 1) << number
+            if self.seen & bit:  # the generated classes merge or append a repeated field
+                return False
+            self.seen |= bit
+            if not self.put(number, fields, data):
+                return False
+        return not fields.broken and self.seen & self._required == self._required
+
+    @cython.ccall
+    def put(self, number: cython.int, fields: object, data: bytes) -> cython.bint:
+        """Keep field ``number`` (the cursor is on it); False when it is not this shape."""
+        raise NotImplementedError
+
+
+@cython.cclass
+class PlainMetadata(_Plain):
     """A MessageMetadata holding only producer_name, sequence_id, publish_time,
     partition_key, compression, uncompressed_size, num_messages_in_batch, event_time."""
 
@@ -38,7 +77,6 @@ class PlainMetadata:
     uncompressed_size = cython.declare(object, visibility="readonly")
     num_messages_in_batch = cython.declare(object, visibility="readonly")
     event_time = cython.declare(object, visibility="readonly")
-    seen = cython.declare(cython.ulonglong, visibility="readonly")  # bit n: field n present
     # Fields this shape never holds, at their defaults.
     properties = ()
     encryption_keys = ()
@@ -55,14 +93,45 @@ class PlainMetadata:
         self.sequence_id = self.publish_time = self.uncompressed_size = self.event_time = 0
         self.num_messages_in_batch = 1  # the schema's default
         self.compression = 0
-        self.seen = 0
+        super().__init__(_REQUIRED)
 
     def HasField(self, name: str) -> bool:
         return bool(self.seen & (1 << _METADATA_NUMBERS[name]))
 
+    @cython.ccall
+    def put(self, number: cython.int, fields: object, data: bytes) -> cython.bint:
+        wire_type = fields.wire_type
+        if wire_type == LENGTH_DELIMITED and (number == 1 or number == 6):
+            text = _utf8(data, fields.start, fields.stop)
+            if text is None:
+                return False
+            if number == 1:
+                self.producer_name = text
+            else:
+                self.partition_key = text
+            return True
+        if wire_type != VARINT:
+            return False
+        value = fields.value
+        if number == 2:
+            self.sequence_id = value
+        elif number == 3:
+            self.publish_time = value
+        elif number == 8 and value in CODECS:
+            self.compression = value
+        elif number == 9:
+            self.uncompressed_size = value & U32_MASK
+        elif number == 11:
+            self.num_messages_in_batch = int32(value)
+        elif number == 12:
+            self.event_time = value
+        else:
+            return False
+        return True
+
 
 @cython.cclass
-class PlainSingle:
+class PlainSingle(_Plain):
     """A SingleMessageMetadata holding only payload_size, partition_key, event_time,
     ordering_key and sequence_id."""
 
@@ -71,7 +140,6 @@ class PlainSingle:
     event_time = cython.declare(object, visibility="readonly")
     ordering_key = cython.declare(bytes, visibility="readonly")
     sequence_id = cython.declare(object, visibility="readonly")
-    seen = cython.declare(cython.ulonglong, visibility="readonly")
     properties = ()
     null_value = False
 
@@ -79,10 +147,32 @@ class PlainSingle:
         self.payload_size = self.event_time = self.sequence_id = 0
         self.partition_key = ""
         self.ordering_key = b""
-        self.seen = 0
+        super().__init__(_PAYLOAD_SIZE)
 
     def HasField(self, name: str) -> bool:
         return bool(self.seen & (1 << _SINGLE_NUMBERS[name]))
+
+    @cython.ccall
+    def put(self, number: cython.int, fields: object, data: bytes) -> cython.bint:
+        wire_type = fields.wire_type
+        if wire_type == LENGTH_DELIMITED and number == 2:
+            text = _utf8(data, fields.start, fields.stop)
+            if text is None:
+                return False
+            self.partition_key = text
+        elif wire_type == LENGTH_DELIMITED and number == 7:
+            self.ordering_key = data[fields.start : fields.stop]
+        elif wire_type != VARINT:
+            return False
+        elif number == 3:
+            self.payload_size = int32(fields.value)
+        elif number == 5:
+            self.event_time = fields.value
+        elif number == 8:
+            self.sequence_id = fields.value
+        else:
+            return False
+        return True
 
 
 _METADATA_NUMBERS = {
@@ -105,89 +195,16 @@ _SINGLE_NUMBERS = {
 }
 
 
-def read_metadata(data: bytes, start: cython.Py_ssize_t, end: cython.Py_ssize_t) -> object:
+def read_metadata(data: bytes, start: int, end: int) -> PlainMetadata | None:
     """The MessageMetadata in ``data[start:end]`` as a :class:`PlainMetadata`, or None."""
-    fields = Fields(data, start, end)
     md = PlainMetadata()
-    seen: cython.ulonglong = 0
-    while True:
-        number = fields.next()
-        if number == 0:
-            break
-        bit: cython.ulonglong = cython.cast(cython.ulonglong, 1) << (number & 63)
-        if number > 63 or seen & bit:
-            return None  # repeated: the generated classes merge or append
-        seen |= bit
-        wire_type = fields.wire_type
-        if wire_type == VARINT:
-            value = fields.value
-            if number == 2:
-                md.sequence_id = value
-            elif number == 3:
-                md.publish_time = value
-            elif number == 8 and value in CODECS:
-                md.compression = value
-            elif number == 9:
-                md.uncompressed_size = value & U32_MASK
-            elif number == 11:
-                md.num_messages_in_batch = int32(value)
-            elif number == 12:
-                md.event_time = value
-            else:
-                return None
-        elif wire_type == LENGTH_DELIMITED and (number == 1 or number == 6):
-            text = _utf8(data, fields.start, fields.stop)
-            if text is None:
-                return None
-            if number == 1:
-                md.producer_name = text
-            else:
-                md.partition_key = text
-        else:
-            return None
-    if fields.broken or seen & _REQUIRED != _REQUIRED:
-        return None
-    md.seen = seen
-    return md
+    return md if md.read(data, start, end) else None
 
 
-def read_single(data: bytes, start: cython.Py_ssize_t, end: cython.Py_ssize_t) -> object:
+def read_single(data: bytes, start: int, end: int) -> PlainSingle | None:
     """The SingleMessageMetadata in ``data[start:end]`` as a :class:`PlainSingle`, or None."""
-    fields = Fields(data, start, end)
     single = PlainSingle()
-    seen: cython.ulonglong = 0
-    while True:
-        number = fields.next()
-        if number == 0:
-            break
-        bit: cython.ulonglong = cython.cast(cython.ulonglong, 1) << (number & 63)
-        if number > 63 or seen & bit:
-            return None
-        seen |= bit
-        wire_type = fields.wire_type
-        if wire_type == VARINT:
-            value = fields.value
-            if number == 3:
-                single.payload_size = int32(value)
-            elif number == 5:
-                single.event_time = value
-            elif number == 8:
-                single.sequence_id = value
-            else:
-                return None
-        elif wire_type == LENGTH_DELIMITED and number == 2:
-            text = _utf8(data, fields.start, fields.stop)
-            if text is None:
-                return None
-            single.partition_key = text
-        elif wire_type == LENGTH_DELIMITED and number == 7:
-            single.ordering_key = data[fields.start : fields.stop]
-        else:
-            return None
-    if fields.broken or not seen & _PAYLOAD_SIZE:
-        return None
-    single.seen = seen
-    return single
+    return single if single.read(data, start, end) else None
 
 
 def _utf8(data: bytes, start: cython.Py_ssize_t, stop: cython.Py_ssize_t) -> str | None:
