@@ -224,7 +224,8 @@ ANOMALY_KINDS: dict[str, dict[str, str]] = {
     },
     "connection": {
         "not_decoded": "a connection that carried bytes pwcap does not decode: TLS (encrypted)"
-        " or no protocol it knows (`protocol` says which)",
+        " or no protocol it knows (`protocol` says which), or none recognised before the"
+        " connections still undecided held more of their first bytes than memory allows",
         "evicted": "a connection closed while still open because too many were open at once"
         " (it had been idle longest); a later segment of it starts another connection",
     },
