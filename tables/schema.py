@@ -230,7 +230,9 @@ ANOMALY_KINDS: dict[str, dict[str, str]] = {
         " (it had been idle longest); a later segment of it starts another connection",
     },
     "framing": {
-        "truncated_frame": "a frame cut by a gap or by the end of the stream",
+        "truncated_frame": "a frame cut by a gap or by the end of the stream, or given up"
+        " while incomplete because the incomplete frames of all connections held more than"
+        " the memory budget (the rest of it is skipped)",
         "oversize_frame": "a frame over `--max-frame-size`, skipped",
         "bad_frame_header": "sizes no frame can have",
     },

@@ -220,3 +220,24 @@ def test_many_connections_of_unknown_content_hold_no_more_than_the_sniffing_budg
     details = [row["detail"] for row in table(tmp_path / "ds", "anomalies")]
     assert len(details) == 1600
     assert sum("recognition stopped early" in detail for detail in details) > 1000
+
+
+@pytest.mark.slow
+def test_incomplete_frames_in_many_connections_hold_no_more_than_their_budget(tmp_path):
+    """Each of 60 connections sends 4.9 MB of a 5 MB SEND that never ends: every byte
+    waited for the rest of its frame, 470 MB. The streams holding most give their frames
+    up past the budget shared by every connection of the capture."""
+    head = command("SEND", producer_id=1, sequence_id=0, num_messages=1).SerializeToString()
+    first = struct.pack(">II", 5_000_000, len(head)) + head
+    body = bytes(range(256)) * 5 + bytes(168)  # 1,448 bytes
+    capture = _Pcap(tmp_path / "frames.pcap")
+    for client in range(60):
+        capture.segment(client, 1000, 0x02)
+        capture.segment(client, 1001, 0x18, first)
+        for at in range(len(first), 4_900_000, len(body)):
+            capture.segment(client, 1001 + at, 0x18, body)
+    capture.close()
+    decode_within_budget(tmp_path / "frames.pcap", tmp_path / "ds")
+    details = [row["detail"] for row in table(tmp_path / "ds", "anomalies")]
+    assert len(details) == 60  # one truncated_frame each
+    assert sum("given up" in detail for detail in details) > 30

@@ -8,6 +8,7 @@ import time
 
 import pytest
 from pwcap.capture.events import ClientBy, Direction
+from pwcap.decode.api import FrameBudget
 from pwcap.decode.pulsar import contains_frame, sniff
 from pwcap.decode.pulsar._pb import pulsar_api_pb2 as pb
 from pwcap.decode.pulsar.framing import find_frame_start
@@ -231,3 +232,24 @@ def test_a_fake_header_declaring_five_megabytes_is_gathered_once_then_resynced()
     assert time.process_time() - started < 10  # quadratic copying takes minutes here
     assert sink.kinds()[0] == "bad_protobuf" and sink.kinds()[-1] == "resync"
     assert [r["permits"] for r in sink.frames] == [1, 2]
+
+
+def test_incomplete_frames_of_all_connections_hold_no_more_than_their_budget():
+    """Thousands of connections may each be in the middle of a frame of up to 5 MiB:
+    60 of them held 470 MB. Past the budget the streams holding most give their frame up
+    (a truncated_frame that says why) and skip the rest of it, so what follows decodes."""
+    budget = FrameBudget(limit=600_000)
+    send, flow = big_send(), flows(1)[0]
+    streams = [decoder(frames=budget) for _ in range(5)]
+    for index, (dec, _, _) in enumerate(streams):
+        dec.on_data(Direction.C2B, index, 0, send[:150_000])  # the fifth is one too many
+        assert budget.total <= 600_000
+    for dec, _, _ in streams:
+        dec.on_data(Direction.C2B, 10, 150_000, send[150_000:] + flow)
+        dec.on_close(20)
+    assert budget.total == 0
+    outcomes = [([r["command"] for r in sink.frames], sink.kinds()) for _, sink, _ in streams]
+    assert outcomes == [(["FLOW"], ["truncated_frame"])] * 2 + [(["SEND", "FLOW"], [])] * 3
+    lost = streams[0][1].anomalies[0]
+    assert (lost["stream_offset"], lost["size"]) == (0, len(send))
+    assert "given up after 150000 bytes" in lost["detail"]

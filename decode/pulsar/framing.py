@@ -14,6 +14,8 @@ import struct
 from collections.abc import Callable
 from typing import Protocol
 
+from pwcap.decode.api import FrameBudget
+
 HEADER = struct.Struct(">II")
 SIZE = struct.Struct(">I")
 MIN_COMMAND_SIZE = 2  # a BaseCommand always has its `type` field: one tag byte, one varint
@@ -46,6 +48,7 @@ class FrameStream:
     """Frames of one direction of one connection."""
 
     __slots__ = (
+        "_budget",
         "_chunk_ts",
         "_chunks",
         "_confirm",
@@ -68,8 +71,10 @@ class FrameStream:
         confirm: CommandCheck,
         max_frame_size: int,
         in_sync: bool,
+        budget: FrameBudget | None = None,
     ) -> None:
         self._handle = handle
+        self._budget = budget or FrameBudget()  # shared by every stream of a capture
         self._report = report
         self._confirm = confirm
         self._max_frame = max_frame_size
@@ -92,11 +97,13 @@ class FrameStream:
             offset += dropped
             if not data:
                 return
+        held = self._have
         if self._chunks:
             self._chunks.append(data)
             self._chunk_ts.append((len(data), ts))
             self._have += len(data)
             if self._have < self._need:
+                self._budget.hold(self, self._have)
                 return
             data = b"".join(self._chunks)
             offset = self._start_offset
@@ -107,6 +114,8 @@ class FrameStream:
         else:
             chunk_ts = None
         self._parse(data, offset, ts, chunk_ts)
+        if self._have != held:
+            self._budget.hold(self, self._have)
 
     def _parse(
         self, data: bytes, offset: int, ts: int, chunk_ts: list[tuple[int, int]] | None
@@ -311,9 +320,33 @@ class FrameStream:
         self._drop_pending()
         self._skipped = 0
 
+    def give_up(self) -> None:
+        """Memory is short: the incomplete frame is reported lost as a gap would cut it,
+        and the rest of it is skipped as it arrives (a hunt's window is skipped)."""
+        ts = self._chunk_ts[-1][1]
+        after = self._start_offset + self._have
+        if self._hunting:
+            self._skipped += self._have
+        else:
+            self._report(
+                "truncated_frame",
+                ts,
+                self._start_offset,
+                self._need or self._have,
+                f"frame given up after {self._have} bytes: the incomplete frames of all"
+                f" connections held more than {self._budget.limit} bytes",
+            )
+            if self._need:
+                self._discard = self._need - self._have
+            else:
+                self._start_hunt(after)
+        self._drop_pending()
+
     def _drop_pending(self) -> None:
         self._chunks = []
         self._chunk_ts = []
+        if self._have:
+            self._budget.hold(self, 0)
         self._have = self._need = 0
 
 
