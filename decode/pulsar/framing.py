@@ -19,6 +19,11 @@ from pwcap.decode.api import FrameBudget
 HEADER = struct.Struct(">II")
 SIZE = struct.Struct(">I")
 MIN_COMMAND_SIZE = 2  # a BaseCommand always has its `type` field: one tag byte, one varint
+# The longest command checked to tell a frame from garbage (after damage, in sniffing, over
+# the frame limit). A check costs the command's length and overlapping fake headers can
+# ask for one every few bytes; real commands are a few hundred bytes, and one longer than
+# this met after damage is hunted past (the frame after it resynchronises).
+MAX_CHECKED_COMMAND = 64 * 1024
 
 # A frame start as every known serializer writes it: totalSize and commandSize below 16 MiB
 # (top byte zero) and the command opening with field 1 (`type`, varint) -> tag byte 0x08.
@@ -375,7 +380,10 @@ def find_frame_start(buf: bytes, pos: int, max_frame_size: int, confirm: Command
             return Candidate(max(pos, n - _CANDIDATE_LEN + 1), False)
         start = match.start()
         total, command_size = HEADER.unpack_from(buf, start)
-        if MIN_COMMAND_SIZE <= command_size <= total - 4 and total <= max_frame_size:
+        if (
+            MIN_COMMAND_SIZE <= command_size <= min(total - 4, MAX_CHECKED_COMMAND)
+            and total <= max_frame_size
+        ):
             if start + 8 + command_size > n:
                 return Candidate(start, False)
             if confirm(buf, start + 8, command_size):
@@ -385,7 +393,7 @@ def find_frame_start(buf: bytes, pos: int, max_frame_size: int, confirm: Command
 
 def _skippable(total: int, command_size: int, max_frame_size: int) -> bool:
     """An over-limit header whose command is small enough to check before skipping."""
-    return MIN_COMMAND_SIZE <= command_size <= min(total - 4, max_frame_size)
+    return MIN_COMMAND_SIZE <= command_size <= min(total - 4, max_frame_size, MAX_CHECKED_COMMAND)
 
 
 def _ts_at(chunk_ts: list[tuple[int, int]] | None, pos: int) -> int:
