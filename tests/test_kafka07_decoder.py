@@ -689,3 +689,12 @@ def test_incomplete_frames_of_all_connections_hold_no_more_than_their_budget():
     outcomes = [(talk.sink.commands(), talk.sink.kinds()) for talk in talks]
     assert outcomes == [(["FETCH"], ["truncated_frame"])] * 2 + [(["PRODUCE", "FETCH"], [])] * 3
     assert "given up after 150000 bytes" in talks[0].sink.anomalies[0]["detail"]
+
+
+def test_a_frame_is_never_whole_before_its_first_byte_when_the_clock_runs_backwards():
+    """As for Pulsar: records timed backwards timed a frame's end before its start."""
+    fetch = request(FETCH, fetch_body("t", 0, 0, 10))
+    c = Conversation()
+    c.decoder.on_data(Direction.C2B, 50, 0, fetch[:3])
+    c.decoder.on_data(Direction.C2B, 20, 3, fetch[3:])
+    assert [(r["ts_first"], r["ts"]) for r in c.sink.frames] == [(50, 50)]

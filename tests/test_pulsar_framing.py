@@ -286,3 +286,14 @@ def test_a_frame_whose_command_is_too_long_to_check_is_hunted_past_after_damage(
     assert [r["command"] for r in sink.frames] == ["FLOW"]
     [resync] = [a for a in sink.anomalies if a["kind"] == "resync"]
     assert (resync["stream_offset"], resync["size"]) == (0, 4 + len(big))
+
+
+def test_a_frame_is_never_whole_before_its_first_byte_when_the_clock_runs_backwards():
+    """Records timed backwards (a clock stepped back, a reordered capture) timed a frame's
+    end before its start: ts_first > ts."""
+    first, second = flows(2)
+    dec, sink, _ = decoder()
+    dec.on_data(Direction.C2B, 50, 0, first[:3])
+    dec.on_data(Direction.C2B, 20, 3, first[3:] + second[:3])
+    dec.on_data(Direction.C2B, 10, len(first) + 3, second[3:])
+    assert [(r["ts_first"], r["ts"]) for r in sink.frames] == [(50, 50), (20, 20)]
