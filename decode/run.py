@@ -199,6 +199,13 @@ class Pipeline:
                 self._anomaly(
                     tracked, None, conn.first_ts, None, sum(conn.bytes), "not_decoded", detail
                 )
+            elif sum(conn.gap_bytes):  # it spoke, but the capture kept none of its bytes
+                missing = sum(conn.gap_bytes)
+                detail = (
+                    f"{missing} bytes not decoded: none of them is in the capture (a snaplen"
+                    " that keeps the headers alone?)"
+                )
+                self._anomaly(tracked, None, conn.first_ts, None, missing, "not_decoded", detail)
             return
         if tracked.midstream:
             for direction in Direction:

@@ -224,8 +224,9 @@ ANOMALY_KINDS: dict[str, dict[str, str]] = {
     },
     "connection": {
         "not_decoded": "a connection that carried bytes pwcap does not decode: TLS (encrypted)"
-        " or no protocol it knows (`protocol` says which), or none recognised before the"
-        " connections still undecided held more of their first bytes than memory allows",
+        " or no protocol it knows (`protocol` says which), none recognised before the"
+        " connections still undecided held more of their first bytes than memory allows, or"
+        " none of its bytes in the capture (a snaplen keeping headers alone)",
         "evicted": "a connection closed while still open because too many were open at once"
         " (it had been idle longest); a later segment of it starts another connection",
     },

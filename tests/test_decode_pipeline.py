@@ -262,3 +262,18 @@ def test_undecided_connections_together_hold_no_more_than_the_sniffing_budget(mo
     details = [row["detail"] for row in h.rows.anomalies if row["kind"] == "not_decoded"]
     assert len(details) == len(others)
     assert sum("recognition stopped early" in detail for detail in details) > len(others) // 2
+
+
+def test_a_connection_whose_bytes_the_capture_never_kept_says_so():
+    """A capture of headers alone (a short snaplen) on a port no protocol owns: gaps only,
+    nothing to recognise, and once no row said a word about the connection's traffic."""
+    h = Harness()
+    conn = h.open(8080)
+    for _ in range(3):
+        h.lose(conn, Direction.C2B, 1000)
+    h.lose(conn, Direction.B2C, 500)
+    row = h.close(conn)
+    assert row["protocol"] == "unknown" and row["anomalies"] == 1
+    [anomaly] = h.rows.anomalies
+    assert (anomaly["kind"], anomaly["size"]) == ("not_decoded", 3500)
+    assert "none of them is in the capture" in anomaly["detail"]
