@@ -22,8 +22,8 @@ from pwcap.decode.parallel import decode_parallel
 from pwcap.decode.run import decode_captures
 from pwcap.tables.schema import TABLES
 
-from tests.conftest import sample_captures
 from tests.bench_scripts import load_bench
+from tests.conftest import sample_captures
 from tests.test_decode_cli import pwcap
 from tests.test_hostile_captures import pcapng_with
 
