@@ -7,9 +7,9 @@ A connection on a decoded protocol's port (or a port the user named with ``--pul
 bytes are buffered (at most :data:`SNIFF_LIMIT` per direction, and :data:`SNIFF_TOTAL` for
 all such connections together) and offered to each content test in turn; the buffered
 events are then replayed into the chosen decoder, so nothing seen before the decision is
-lost. TLS is recognised by content only, to be reported: its
-bytes are encrypted and never decoded. Its usual port (6651) decides nothing, since
-plaintext Pulsar runs there too when 6650 is taken.
+lost. TLS is recognised by content only, to be reported: its bytes are encrypted and never
+decoded. Its usual port (6651) decides nothing, since plaintext Pulsar runs there too when
+6650 is taken.
 """
 
 from __future__ import annotations
