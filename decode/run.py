@@ -24,7 +24,7 @@ from pwcap.decode import MAX_FRAME_SIZE
 from pwcap.decode.api import ConnectionDecoder, DecodeOptions, Row, RowSink
 from pwcap.decode.capture_anomalies import capture_anomalies
 from pwcap.decode.inputs import CaptureInput, InputError, expand_inputs
-from pwcap.decode.registry import UNKNOWN, Decision, Protocol, Registry, Sniffer
+from pwcap.decode.registry import SNIFF_TOTAL, UNKNOWN, Decision, Protocol, Registry, Sniffer
 from pwcap.tables.dataset import DatasetWriter
 
 CHECK_EVERY = 64  # capture records between two calls of a pipeline's ``after_data``
@@ -52,6 +52,7 @@ class _Tracked:
         "gaps",
         "midstream",
         "protocol",
+        "sniff_cut",
         "sniffer",
     )
 
@@ -61,6 +62,7 @@ class _Tracked:
         self.protocol = UNKNOWN
         self.decoder: ConnectionDecoder | None = None
         self.sniffer: Sniffer | None = None
+        self.sniff_cut = False  # undecided when the sniffers' memory budget ran out
         self.anomalies = 0  # rows the pipeline itself wrote (gaps...)
         self.midstream = conn.client_by != ClientBy.SYN  # no handshake: joined late
         # Gaps (direction, ts, offset, size) met while sniffing: which protocol lost the
@@ -88,6 +90,9 @@ class Pipeline:
         self._tracked: dict[int, _Tracked] = {}
         # conn_id -> the callable that takes this connection's bytes (the hot path)
         self._feed: dict[int, Callable[[Direction, int, int, bytes], None]] = {}
+        # Connections whose content is still undecided, and what their sniffers hold
+        self._sniffing: dict[int, _Tracked] = {}
+        self._sniffed = 0
         self.events = 0  # stream events received: none means the file gave nothing
         self.last_ts = 0
         self.connections: Counter[str] = Counter()
@@ -104,6 +109,7 @@ class Pipeline:
             self._start(tracked, protocol)
         else:
             tracked.sniffer = Sniffer(conn, self._options.max_frame_size)
+            self._sniffing[conn.conn_id] = tracked
             self._feed[conn.conn_id] = self._sniff_data(tracked)
 
     def on_data(
@@ -120,14 +126,20 @@ class Pipeline:
     ) -> None:
         self.events += 1
         tracked = self._tracked[conn.conn_id]
-        target = tracked.decoder or tracked.sniffer
-        if target is None:  # TLS or unknown: a loss there is no decoding problem
-            return
-        if tracked.sniffer is not None:
+        sniffer = tracked.sniffer
+        if sniffer is not None:
             tracked.gaps.append((direction, ts, offset, size))
-        else:
+            held = sniffer.held
+            decision = sniffer.on_gap(direction, ts, offset, size)
+            self._sniffed += sniffer.held - held
+            if decision is not None:
+                self._decide(tracked, decision)
+            if self._sniffed > SNIFF_TOTAL:
+                self._relieve_sniffing()
+        elif tracked.decoder is not None:
             self._gap_row(tracked, direction, ts, offset, size)
-        target.on_gap(direction, ts, offset, size)
+            tracked.decoder.on_gap(direction, ts, offset, size)
+        # else TLS or unknown: a loss there is no decoding problem
 
     def _gap_row(
         self, tracked: _Tracked, direction: Direction, ts: int, offset: int, size: int
@@ -178,10 +190,22 @@ class Pipeline:
                     if tracked.protocol != UNKNOWN
                     else "no protocol pwcap decodes was recognised in its bytes"
                 )
+                if tracked.sniff_cut:
+                    why += (
+                        " (recognition stopped early: the connections still undecided held"
+                        " more of their first bytes than the memory budget allows)"
+                    )
                 detail = f"{sum(conn.bytes)} bytes not decoded: {why}"
                 self._anomaly(
                     tracked, None, conn.first_ts, None, sum(conn.bytes), "not_decoded", detail
                 )
+            elif sum(conn.gap_bytes):  # it spoke, but the capture kept none of its bytes
+                missing = sum(conn.gap_bytes)
+                detail = (
+                    f"{missing} bytes not decoded: none of them is in the capture (a snaplen"
+                    " that keeps the headers alone?)"
+                )
+                self._anomaly(tracked, None, conn.first_ts, None, missing, "not_decoded", detail)
             return
         if tracked.midstream:
             for direction in Direction:
@@ -194,7 +218,7 @@ class Pipeline:
         tracked = self._tracked.pop(conn.conn_id)
         del self._feed[conn.conn_id]
         if tracked.sniffer is not None:  # never decided: not a protocol we know
-            tracked.sniffer = None
+            self._stop_sniffing(tracked)
             tracked.protocol = UNKNOWN
         fields: Row = {}
         if tracked.decoder is not None:
@@ -225,17 +249,40 @@ class Pipeline:
 
     def _sniff_data(self, tracked: _Tracked) -> Callable[[Direction, int, int, bytes], None]:
         def feed(direction: Direction, ts: int, offset: int, data: bytes) -> None:
-            assert tracked.sniffer is not None
-            decision = tracked.sniffer.on_data(direction, ts, offset, data)
+            sniffer = tracked.sniffer
+            assert sniffer is not None
+            held = sniffer.held
+            decision = sniffer.on_data(direction, ts, offset, data)
+            self._sniffed += sniffer.held - held
             if decision is not None:
                 self._decide(tracked, decision)
+            if self._sniffed > SNIFF_TOTAL:
+                self._relieve_sniffing()
 
         return feed
 
-    def _decide(self, tracked: _Tracked, decision: Decision) -> None:
+    def _relieve_sniffing(self) -> None:
+        """The undecided connections hold more than the budget: those holding most decide
+        now from what they have, until a quarter of the budget is free again."""
+        for tracked in sorted(self._sniffing.values(), key=_sniffer_held, reverse=True):
+            if self._sniffed <= SNIFF_TOTAL * 3 // 4:
+                break
+            assert tracked.sniffer is not None
+            decision = tracked.sniffer.give_up()
+            tracked.sniff_cut = decision.protocol is None
+            self._decide(tracked, decision)
+
+    def _stop_sniffing(self, tracked: _Tracked) -> Sniffer:
         sniffer = tracked.sniffer
         assert sniffer is not None
         tracked.sniffer = None
+        del self._sniffing[tracked.conn.conn_id]
+        self._sniffed -= sniffer.held
+        return sniffer
+
+    def _decide(self, tracked: _Tracked, decision: Decision) -> None:
+        sniffer = self._stop_sniffing(tracked)
+        gaps, tracked.gaps = tracked.gaps, []
         if decision.protocol is None:
             tracked.protocol = UNKNOWN
             self._feed[tracked.conn.conn_id] = _ignore
@@ -246,11 +293,10 @@ class Pipeline:
         decoder = tracked.decoder
         if decoder is None:
             return
-        for direction, ts, offset, size in tracked.gaps:
+        for direction, ts, offset, size in gaps:
             if decision.reversed:
                 direction = Direction(1 - direction)
             self._gap_row(tracked, direction, ts, offset, size)
-        tracked.gaps = []
         for kind, direction, ts, offset, value in sniffer.events:
             if decision.reversed:
                 direction = Direction(1 - direction)
@@ -297,6 +343,11 @@ class Pipeline:
         row.update(fields)
         row["anomalies"] = fields.get("anomalies", 0) + tracked.anomalies
         return row
+
+
+def _sniffer_held(tracked: _Tracked) -> int:
+    assert tracked.sniffer is not None
+    return tracked.sniffer.held
 
 
 def _ignore(direction: Direction, ts: int, offset: int, data: bytes) -> None:

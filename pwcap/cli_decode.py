@@ -81,6 +81,7 @@ def add_port_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from pwcap.decode.capture_anomalies import link_warnings
     from pwcap.decode.inputs import InputError
     from pwcap.decode.parallel import WorkerDied, decode_parallel
     from pwcap.decode.run import Settings
@@ -120,6 +121,9 @@ def run(args: argparse.Namespace) -> int:
             f"pwcap decode: warning: {capture.cut_off} (decoded up to the cut; dataset written)",
             file=sys.stderr,
         )
+    for capture in summary.captures:
+        for line in link_warnings(capture.stats, str(capture.path)):
+            print(f"pwcap decode: warning: {line}", file=sys.stderr)
     return EXIT_CUT_OFF if summary.cut_off else 0
 
 

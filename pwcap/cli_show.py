@@ -292,8 +292,9 @@ def _capture_frames(
     path: Path, hints: dict[str, list[int]], on_frame: FrameCallback, on_anomaly: FrameCallback
 ) -> None:
     """Decode the capture on the fly, showing each frame as its decoder emits it."""
-    from pwcap.capture import CaptureError, read_streams
+    from pwcap.capture import CaptureError, CaptureStats, read_streams
     from pwcap.decode.api import DecodeOptions
+    from pwcap.decode.capture_anomalies import capture_anomalies, link_warnings
     from pwcap.decode.registry import Registry
     from pwcap.decode.run import Pipeline
 
@@ -308,10 +309,15 @@ def _capture_frames(
     name = path.name or "-"  # the name `pwcap decode` gives it: the same connection ids
     pipeline = Pipeline(_Rows(), lambda row: None, registry, DecodeOptions(capture=name))
     source = sys.stdin.buffer if str(path) == "-" else str(path)
+    stats = CaptureStats()
     try:
-        read_streams(source, pipeline, server_ports=registry.server_ports, scope=name)
+        read_streams(source, pipeline, server_ports=registry.server_ports, stats=stats, scope=name)
     except CaptureError as error:
         if pipeline.events == 0:
             raise _ShowError(str(error)) from None
         print(f"pwcap show: warning: {error}", file=sys.stderr)
     pipeline.close_all("end_of_capture")
+    for row in capture_anomalies(stats, name, pipeline.last_ts or None):
+        on_anomaly(row)  # damage the reader stepped over, as `pwcap decode` writes it
+    for line in link_warnings(stats, str(path)):
+        print(f"pwcap show: warning: {line}", file=sys.stderr)

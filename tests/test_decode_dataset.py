@@ -150,3 +150,28 @@ def test_payload_bytes_held_in_memory_are_bounded(tmp_path, monkeypatch):
     groups = _row_groups(part)
     assert len(groups) > 1 and sum(g.num_rows for g in groups) == 20
     assert all(g.num_rows * len(payload) <= (2 << 20) + (1 << 20) for g in groups)
+
+
+def test_an_interruption_while_parts_are_open_stays_an_interruption_and_leaves_nothing(
+    tmp_path, monkeypatch
+):
+    """Ctrl-C while row groups were being written: closing a half-written part raised
+    OSError, which took the interruption's place, and OUT.tmp-* stayed behind."""
+    close = pq.ParquetWriter.close
+    failed: list[bool] = []
+
+    def close_failing_once(self) -> None:
+        close(self)
+        if not failed:
+            failed.append(True)
+            raise OSError(5, "Input/output error")
+
+    with (
+        pytest.raises(KeyboardInterrupt),
+        DatasetWriter(tmp_path / "ds", batch_rows=10, row_group_rows=20) as writer,
+    ):
+        for i in range(45):
+            writer.frame(frame_row(i))
+        monkeypatch.setattr(pq.ParquetWriter, "close", close_failing_once)
+        raise KeyboardInterrupt
+    assert failed and list(tmp_path.iterdir()) == []

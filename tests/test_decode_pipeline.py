@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import pytest
 from pwcap.capture.events import ClientBy, Connection, Direction
+from pwcap.decode import run
 from pwcap.decode.api import DecodeOptions
 from pwcap.decode.registry import Registry
 from pwcap.decode.run import Pipeline
@@ -235,3 +236,44 @@ def test_a_connection_seen_from_its_handshake_is_not_midstream():
     h.send(conn, Direction.C2B, CONNECT)
     row = h.close(conn)
     assert row["midstream"] is False and h.rows.anomalies == []
+
+
+def test_undecided_connections_together_hold_no_more_than_the_sniffing_budget(monkeypatch):
+    """Each undecided connection buffers up to 256 KiB a direction, and 10,000 may be
+    open: 1,500 of them holding 200 KB each reached 600 MB. Past the budget, the ones
+    holding most decide from what they have, and the undecided say why."""
+    monkeypatch.setattr(run, "SNIFF_TOTAL", 64 << 10)
+    h = Harness()
+    pulsar = h.open(16650, conn_id=1000)  # its CONNECT is complete but not tested yet
+    h.send(pulsar, Direction.C2B, CONNECT[:-2])
+    h.send(pulsar, Direction.C2B, CONNECT[-2:])
+    h.send(pulsar, Direction.B2C, bytes(range(1, 250)) * 120)  # the largest holder
+    others = [h.open(20000 + n, conn_id=n) for n in range(40)]
+    peak = 0
+    for _ in range(8):
+        for conn in others:
+            h.send(conn, Direction.C2B, bytes(range(1, 250)) * 4)  # nothing recognisable
+            peak = max(peak, h.pipeline._sniffed)
+    assert peak <= 64 << 10
+    assert h.commands()[0] == ("c2b", "CONNECT")
+    assert h.close(pulsar)["protocol"] == "pulsar"
+    rows = [h.close(conn) for conn in others]
+    assert {row["protocol"] for row in rows} == {"unknown"}
+    details = [row["detail"] for row in h.rows.anomalies if row["kind"] == "not_decoded"]
+    assert len(details) == len(others)
+    assert sum("recognition stopped early" in detail for detail in details) > len(others) // 2
+
+
+def test_a_connection_whose_bytes_the_capture_never_kept_says_so():
+    """A capture of headers alone (a short snaplen) on a port no protocol owns: gaps only,
+    nothing to recognise, and once no row said a word about the connection's traffic."""
+    h = Harness()
+    conn = h.open(8080)
+    for _ in range(3):
+        h.lose(conn, Direction.C2B, 1000)
+    h.lose(conn, Direction.B2C, 500)
+    row = h.close(conn)
+    assert row["protocol"] == "unknown" and row["anomalies"] == 1
+    [anomaly] = h.rows.anomalies
+    assert (anomaly["kind"], anomaly["size"]) == ("not_decoded", 3500)
+    assert "none of them is in the capture" in anomaly["detail"]

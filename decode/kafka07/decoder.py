@@ -83,6 +83,7 @@ class Kafka07Decoder:
         self._payloads = options.payloads
         self._limit = options.max_decompressed_size
         self._max_frame = options.max_frame_size
+        self._budget = options.frames
         in_sync = conn.client_by == ClientBy.SYN
         self._roles_settled = conn.client_by != ClientBy.GUESS
         self._pairing = Pairing(in_sync)
@@ -100,6 +101,7 @@ class Kafka07Decoder:
                 self._max_frame,
                 in_sync,
                 partial(self._frame_lost, 0),
+                self._budget,
             ),
             FrameStream(
                 partial(self._safely, 1, self._response),
@@ -108,6 +110,7 @@ class Kafka07Decoder:
                 self._max_frame,
                 in_sync,
                 partial(self._frame_lost, 1),
+                self._budget,
             ),
         )
 
@@ -167,6 +170,8 @@ class Kafka07Decoder:
         self._roles_settled = True
         if sender != direction:
             self._conn.swap_roles()
+            for stream in self._streams:
+                stream.drop()
             self._streams = self._new_streams(False)
         return sender
 

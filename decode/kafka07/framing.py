@@ -15,6 +15,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import NamedTuple, Protocol
 
+from pwcap.decode.api import FrameBudget
 from pwcap.decode.kafka07.wire import I32
 
 MIN_LENGTH = 2  # every request has its type, every response its error code
@@ -56,6 +57,7 @@ class FrameStream:
     """Frames of one direction of one connection."""
 
     __slots__ = (
+        "_budget",
         "_chunk_ts",
         "_chunks",
         "_discard",
@@ -81,8 +83,10 @@ class FrameStream:
         max_frame_size: int,
         in_sync: bool,
         lost: LostFrame,
+        budget: FrameBudget | None = None,
     ) -> None:
         self._handle = handle
+        self._budget = budget or FrameBudget()  # shared by every stream of a capture
         self._lost = lost  # told of each whole frame known lost (oversize, inside a gap)
         self._report = report
         self._find = find
@@ -112,17 +116,22 @@ class FrameStream:
             if not data:
                 return
         chunk_ts = None
+        held = self._have
         if self._chunks:
             self._chunks.append(data)
             self._chunk_ts.append((len(data), ts))
             self._have += len(data)
             if self._have < self._need and not self._hunting:
+                self._budget.hold(self, self._have)
                 return
             data = b"".join(self._chunks)
             offset = self._start_offset
             chunk_ts = self._chunk_ts
-            self._drop_pending()
+            self._chunks, self._chunk_ts = [], []
+            self._have = self._need = 0
         self._parse(data, offset, ts, chunk_ts)
+        if self._have != held:
+            self._budget.hold(self, self._have)
 
     def _parse(
         self, data: bytes, offset: int, ts: int, chunk_ts: list[tuple[int, int]] | None
@@ -305,9 +314,38 @@ class FrameStream:
             self._lost(self._chunks[0][:HEAD_BYTES], ts)
         self._drop_pending()
 
+    def give_up(self) -> None:
+        """Memory is short: the incomplete frame is reported lost as a gap would cut it,
+        and the rest of it is skipped as it arrives (a hunt's window is skipped)."""
+        ts = self._chunk_ts[-1][1]
+        after = self._start_offset + self._have
+        if self._hunting:
+            self._skip(self._start_offset, self._have, ts)
+        else:
+            self._report(
+                "truncated_frame",
+                ts,
+                self._start_offset,
+                self._need or self._have,
+                f"frame given up after {self._have} bytes: the incomplete frames of all"
+                f" connections held more than {self._budget.limit} bytes",
+            )
+            if self._need:
+                self._discard = self._need - self._have
+                self._lost(self._chunks[0][:HEAD_BYTES], ts)
+            else:
+                self._start_hunt(after)
+        self._drop_pending()
+
+    def drop(self) -> None:
+        """Forget what is pending, unreported: the stream is replaced by another."""
+        self._drop_pending()
+
     def _drop_pending(self) -> None:
         self._chunks = []
         self._chunk_ts = []
+        if self._have:
+            self._budget.hold(self, 0)
         self._have = self._need = 0
 
 

@@ -125,6 +125,7 @@ class PulsarDecoder:
                 looks_like_command,
                 options.max_frame_size,
                 in_sync,
+                options.frames,
             )
 
     # -- ConnectionDecoder ---------------------------------------------------------------

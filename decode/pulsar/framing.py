@@ -14,9 +14,16 @@ import struct
 from collections.abc import Callable
 from typing import Protocol
 
+from pwcap.decode.api import FrameBudget
+
 HEADER = struct.Struct(">II")
 SIZE = struct.Struct(">I")
 MIN_COMMAND_SIZE = 2  # a BaseCommand always has its `type` field: one tag byte, one varint
+# The longest command checked to tell a frame from garbage (after damage, in sniffing, over
+# the frame limit). A check costs the command's length and overlapping fake headers can
+# ask for one every few bytes; real commands are a few hundred bytes, and one longer than
+# this met after damage is hunted past (the frame after it resynchronises).
+MAX_CHECKED_COMMAND = 64 * 1024
 
 # A frame start as every known serializer writes it: totalSize and commandSize below 16 MiB
 # (top byte zero) and the command opening with field 1 (`type`, varint) -> tag byte 0x08.
@@ -46,6 +53,7 @@ class FrameStream:
     """Frames of one direction of one connection."""
 
     __slots__ = (
+        "_budget",
         "_chunk_ts",
         "_chunks",
         "_confirm",
@@ -68,8 +76,10 @@ class FrameStream:
         confirm: CommandCheck,
         max_frame_size: int,
         in_sync: bool,
+        budget: FrameBudget | None = None,
     ) -> None:
         self._handle = handle
+        self._budget = budget or FrameBudget()  # shared by every stream of a capture
         self._report = report
         self._confirm = confirm
         self._max_frame = max_frame_size
@@ -92,11 +102,13 @@ class FrameStream:
             offset += dropped
             if not data:
                 return
+        held = self._have
         if self._chunks:
             self._chunks.append(data)
             self._chunk_ts.append((len(data), ts))
             self._have += len(data)
             if self._have < self._need:
+                self._budget.hold(self, self._have)
                 return
             data = b"".join(self._chunks)
             offset = self._start_offset
@@ -107,6 +119,8 @@ class FrameStream:
         else:
             chunk_ts = None
         self._parse(data, offset, ts, chunk_ts)
+        if self._have != held:
+            self._budget.hold(self, self._have)
 
     def _parse(
         self, data: bytes, offset: int, ts: int, chunk_ts: list[tuple[int, int]] | None
@@ -311,9 +325,33 @@ class FrameStream:
         self._drop_pending()
         self._skipped = 0
 
+    def give_up(self) -> None:
+        """Memory is short: the incomplete frame is reported lost as a gap would cut it,
+        and the rest of it is skipped as it arrives (a hunt's window is skipped)."""
+        ts = self._chunk_ts[-1][1]
+        after = self._start_offset + self._have
+        if self._hunting:
+            self._skipped += self._have
+        else:
+            self._report(
+                "truncated_frame",
+                ts,
+                self._start_offset,
+                self._need or self._have,
+                f"frame given up after {self._have} bytes: the incomplete frames of all"
+                f" connections held more than {self._budget.limit} bytes",
+            )
+            if self._need:
+                self._discard = self._need - self._have
+            else:
+                self._start_hunt(after)
+        self._drop_pending()
+
     def _drop_pending(self) -> None:
         self._chunks = []
         self._chunk_ts = []
+        if self._have:
+            self._budget.hold(self, 0)
         self._have = self._need = 0
 
 
@@ -342,7 +380,10 @@ def find_frame_start(buf: bytes, pos: int, max_frame_size: int, confirm: Command
             return Candidate(max(pos, n - _CANDIDATE_LEN + 1), False)
         start = match.start()
         total, command_size = HEADER.unpack_from(buf, start)
-        if MIN_COMMAND_SIZE <= command_size <= total - 4 and total <= max_frame_size:
+        if (
+            MIN_COMMAND_SIZE <= command_size <= min(total - 4, MAX_CHECKED_COMMAND)
+            and total <= max_frame_size
+        ):
             if start + 8 + command_size > n:
                 return Candidate(start, False)
             if confirm(buf, start + 8, command_size):
@@ -352,7 +393,7 @@ def find_frame_start(buf: bytes, pos: int, max_frame_size: int, confirm: Command
 
 def _skippable(total: int, command_size: int, max_frame_size: int) -> bool:
     """An over-limit header whose command is small enough to check before skipping."""
-    return MIN_COMMAND_SIZE <= command_size <= min(total - 4, max_frame_size)
+    return MIN_COMMAND_SIZE <= command_size <= min(total - 4, max_frame_size, MAX_CHECKED_COMMAND)
 
 
 def _ts_at(chunk_ts: list[tuple[int, int]] | None, pos: int) -> int:
