@@ -22,8 +22,8 @@ from pwcap.decode.parallel import decode_parallel
 from pwcap.decode.run import decode_captures
 from pwcap.tables.schema import TABLES
 
+from tests.bench_scripts import load_bench
 from tests.conftest import sample_captures
-from tests.test_bench_generators import _load
 from tests.test_decode_cli import pwcap
 from tests.test_hostile_captures import pcapng_with
 
@@ -139,7 +139,7 @@ def test_a_file_that_is_not_a_capture_is_one_line_from_the_workers_too(tmp_path,
 )
 def test_stopping_the_run_stops_every_worker_and_leaves_no_dataset(tmp_path, how, status, says):
     capture = tmp_path / "big.pcap"
-    _load("bench_decode").write_capture(capture, "small", 24 << 20)
+    load_bench("bench_decode").write_capture(capture, "small", 24 << 20)
     out = tmp_path / "out"
     run = subprocess.Popen(
         [sys.executable, "-m", "pwcap.cli", "decode", str(capture), "-o", str(out), "-j", "2"],
