@@ -24,6 +24,7 @@ import os
 import queue
 import sys
 import threading
+import uuid
 from collections import Counter
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, replace
@@ -40,7 +41,7 @@ from pwcap.decode.registry import Registry
 from pwcap.decode.run import CaptureResult, Progress, Settings, capture_rows, decode_capture
 from pwcap.decode.series import head_timestamp, in_time_order, rotated_groups, series_name
 from pwcap.jobs.common import session, spark_schema, write_tables
-from pwcap.tables.dataset import BATCH_ROWS, bounded_append
+from pwcap.tables.dataset import BATCH_ROWS, DatasetError, bounded_append, check_output
 from pwcap.tables.schema import TABLES, Row, arrow_schema
 from pyarrow import fs as pafs
 from pyspark import StorageLevel
@@ -399,6 +400,69 @@ def shared_capture_rows(shares: DataFrame) -> list[Row]:
     return rows
 
 
+# -- the dataset, written whole -------------------------------------------------------------------
+
+
+class Output:
+    """The dataset folder the job writes, on whichever filesystem Hadoop reaches: refused
+    when it exists (unless overwriting an earlier dataset), written under a hidden
+    temporary name beside it and renamed when every table is there, so a failed or
+    interrupted run leaves no dataset behind, as ``pwcap decode``'s does not."""
+
+    def __init__(self, spark: SparkSession, output: str, overwrite: bool) -> None:
+        hadoop = spark.sparkContext._jvm.org.apache.hadoop.fs  # type: ignore[union-attr]
+        self._hadoop = hadoop
+        path = hadoop.Path(output)
+        self._fs = path.getFileSystem(spark.sparkContext._jsc.hadoopConfiguration())  # type: ignore[union-attr]
+        self.path = self._fs.makeQualified(path)
+        self._overwrite = overwrite
+
+    def check(self) -> None:
+        """Raise :class:`DatasetError` when the folder may not be written."""
+        if not self._fs.exists(self.path):
+            return
+        shown = self.path.toString()
+        if not self._overwrite:
+            raise DatasetError(f"{shown} already exists (use --overwrite to replace it)")
+        if not self._fs.getFileStatus(self.path).isDirectory():
+            raise DatasetError(f"{shown} exists and is not a dataset directory; not replacing it")
+        held = {status.getPath().getName() for status in self._fs.listStatus(self.path)}
+        if held - set(TABLES):
+            raise DatasetError(
+                f"{shown} does not look like a pwcap dataset (it holds"
+                f" {sorted(held - set(TABLES))[0]!r}); not replacing it"
+            )
+
+    def write(self, tables: dict[str, DataFrame]) -> dict[str, str]:
+        """Write the tables; return where each is."""
+        self.check()  # first: decoding starts with the writing
+        temporary = self._beside("tmp")
+        old = None
+        try:
+            write_tables(tables, temporary.toString())
+            self.check()  # again: another run may have written it meanwhile
+            if self._fs.exists(self.path):
+                old = self._beside("old")
+                self._rename(self.path, old)
+            self._rename(temporary, self.path)
+        except BaseException:
+            self._fs.delete(temporary, True)
+            if old is not None and not self._fs.exists(self.path):
+                self._rename(old, self.path)  # the earlier dataset back in place
+            raise
+        if old is not None:
+            self._fs.delete(old, True)
+        return {table: self._hadoop.Path(self.path, table).toString() for table in tables}
+
+    def _beside(self, kind: str) -> object:
+        name = f".{self.path.getName()}.{kind}-{uuid.uuid4().hex}"
+        return self._hadoop.Path(self.path.getParent(), name)
+
+    def _rename(self, source: object, target: object) -> None:
+        if not self._fs.rename(source, target):
+            raise OSError(f"could not rename {source} to {target}")
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="decode.py", description=__doc__.splitlines()[0])
     parser.add_argument(
@@ -408,6 +472,9 @@ def main(argv: list[str] | None = None) -> int:
         help="capture files, folders or globs (file://, hdfs://, s3a://)",
     )
     parser.add_argument("-o", "--output", required=True, help="dataset folder to write")
+    parser.add_argument(
+        "--overwrite", action="store_true", help="replace OUT if it is an earlier pwcap dataset"
+    )
     parser.add_argument(
         "--series",
         action="store_true",
@@ -419,7 +486,9 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     try:
         captures, skipped = list_captures(args.inputs, args.series)
-    except InputError as error:
+        if "://" not in args.output:  # known before Spark starts
+            check_output(Path(args.output), args.overwrite)
+    except (InputError, DatasetError) as error:
         parser.exit(1, f"decode: error: {error}\n")
     if skipped:
         print(f"skipped {len(skipped)} files that are not captures: {', '.join(skipped[:3])}")
@@ -427,8 +496,13 @@ def main(argv: list[str] | None = None) -> int:
     # cluster's are what PYSPARK_PYTHON names: see the README).
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     spark = session("pwcap-decode", args.verbose)
-    tables = decoded_tables(spark, captures, Settings(payloads=args.payloads))
-    for table, path in write_tables(tables, args.output).items():
+    output = Output(spark, args.output, args.overwrite)
+    try:
+        output.check()  # before the shares of a large capture decode (their rows are collected)
+        written = output.write(decoded_tables(spark, captures, Settings(payloads=args.payloads)))
+    except DatasetError as error:
+        parser.exit(1, f"decode: error: {error}\n")
+    for table, path in written.items():
         print(f"{table}: {path}")
     return 0
 

@@ -13,8 +13,9 @@ import pyarrow.parquet as pq
 import pytest
 from pwcap.decode.inputs import InputError
 from pwcap.decode.run import Settings, decode_captures
+from pwcap.jobs import decode as job
 from pwcap.jobs.common import write_tables
-from pwcap.jobs.decode import decoded_tables, list_captures
+from pwcap.jobs.decode import decoded_tables, list_captures, main
 
 from tests.test_decode_jobs import assert_same_dataset
 from tests.test_decode_series import ORIGINAL, split_pcap
@@ -137,6 +138,65 @@ def test_connection_ids_are_unique_across_captures_decoded_by_tasks(spark, tmp_p
     rows = ids.to_pylist()
     assert {row["capture"] for row in rows} == {"host1/trace.pcap", "host2/trace.pcap"}
     assert len({row["conn_id"] for row in rows}) == len(rows) == 2
+
+
+# -- the dataset, written whole ------------------------------------------------------------------
+
+
+def test_the_job_writes_a_dataset_and_never_replaces_one_unasked(spark, tmp_path, capsys):
+    out = tmp_path / "out"
+    assert main([str(ORIGINAL), "-o", str(out)]) == 0
+    decode_captures([ORIGINAL], tmp_path / "expected")
+    assert_same_dataset(tmp_path / "expected", out)
+    before = sorted(p.name for p in (out / "frames").iterdir())
+    for given in (str(out), f"file://{out}"):  # refused before Spark, and by Hadoop's filesystem
+        with pytest.raises(SystemExit) as refused:
+            main([str(ORIGINAL), "-o", given])
+        assert refused.value.code == 1
+        assert "already exists (use --overwrite" in capsys.readouterr().err
+    assert sorted(p.name for p in (out / "frames").iterdir()) == before
+    assert main([str(ORIGINAL), "-o", f"file://{out}", "--overwrite"]) == 0
+    assert_same_dataset(tmp_path / "expected", out)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["expected", "out"]
+
+
+def test_overwrite_replaces_a_dataset_only(spark, tmp_path, capsys):
+    mine = tmp_path / "mine"
+    mine.mkdir()
+    (mine / "notes.txt").write_text("not a dataset")
+    with pytest.raises(SystemExit):
+        main([str(ORIGINAL), "-o", f"file://{mine}", "--overwrite"])
+    assert "does not look like a pwcap dataset" in capsys.readouterr().err
+    assert [p.name for p in mine.iterdir()] == ["notes.txt"]
+
+
+def test_a_failed_write_leaves_no_dataset_and_keeps_the_earlier_one(spark, tmp_path, monkeypatch):
+    out = tmp_path / "out"
+    assert main([str(ORIGINAL), "-o", str(out)]) == 0
+    earlier = {t: sorted(p.name for p in (out / t).iterdir()) for t in ("frames", "anomalies")}
+
+    def write_one_then_fail(tables, output):
+        write_tables({"frames": tables["frames"]}, output)
+        raise OSError("disk full")
+
+    monkeypatch.setattr(job, "write_tables", write_one_then_fail)
+    with pytest.raises(OSError, match="disk full"):
+        main([str(ORIGINAL), "-o", str(tmp_path / "new")])
+    with pytest.raises(OSError, match="disk full"):
+        main([str(ORIGINAL), "-o", str(out), "--overwrite"])
+    monkeypatch.undo()
+    rename = job.Output._rename
+
+    def fail_to_put_in_place(self, source, target):
+        if source.getName().startswith(".out.tmp-"):
+            raise OSError("rename refused")
+        rename(self, source, target)
+
+    monkeypatch.setattr(job.Output, "_rename", fail_to_put_in_place)
+    with pytest.raises(OSError, match="rename refused"):
+        main([str(ORIGINAL), "-o", str(out), "--overwrite"])
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["out"]  # no temporary folder left
+    assert {t: sorted(p.name for p in (out / t).iterdir()) for t in earlier} == earlier
 
 
 @pytest.mark.slow
