@@ -267,7 +267,6 @@ def _decode_units(task: _Task, done: list[float]) -> WorkerResult:
     registry = Registry(settings.hints)
     result = WorkerResult()
     progress = _SharedProgress(done, task.index)
-    finished = 0.0
     with DatasetWriter(task.out, payloads=settings.payloads) as writer:
         for unit in task.units:
             capture = task.captures[unit.capture]
@@ -276,8 +275,7 @@ def _decode_units(task: _Task, done: list[float]) -> WorkerResult:
                 capture, writer, registry, settings, progress, 0, share
             )
             result.units.append((unit, decoded, connections))
-            finished += capture.size / unit.shares
-            progress.finished = finished
+            progress.unit_done(capture.size / unit.shares)
         result.rows.update(writer.row_counts())
         tables = writer.tables
     result.commands.update(tables["frames"].counted)
@@ -294,17 +292,23 @@ class _SharedProgress(Progress):
         self._index = index
         self._position: Callable[[], int] = lambda: 0
         self._next = 0.0
-        self.finished = 0.0
+        self._finished = 0.0
 
     def capture(self, path: Path, done_bytes: int, position: Callable[[], int]) -> None:
         self._position = position
-        self._slots[self._index] = self.finished
+        self._slots[self._index] = self._finished
 
     def tick(self) -> None:
         now = time.monotonic()
         if now >= self._next:  # position() walks the open connections: not every tick
             self._next = now + POLL_SECONDS
-            self._slots[self._index] = self.finished + self._position()
+            self._slots[self._index] = self._finished + self._position()
+
+    def unit_done(self, size: float) -> None:
+        """A unit is decoded: its ``size`` counts whole from now on."""
+        self._finished += size
+        self._position = lambda: 0
+        self._slots[self._index] = self._finished
 
 
 # -- one dataset ---------------------------------------------------------------------------------

@@ -167,10 +167,12 @@ def _packets(stats: CaptureStats) -> str:
 
 
 def _tally(counts: Counter, top: int | None = None) -> str:
+    """The total and the largest counts, ties by name (so workers, whose counters met the
+    names in another order, print what one process prints)."""
     total = sum(counts.values())
     if not total:
         return "0"
-    ranked = counts.most_common()
+    ranked = sorted(counts.items(), key=lambda item: (-item[1], item[0] is None, item[0] or ""))
     shown = ranked[:top] if top else ranked
     parts = [f"{name or 'unknown type'} {n:,}" for name, n in shown]
     if len(ranked) > len(shown):

@@ -13,15 +13,17 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import pyarrow.parquet as pq
 import pytest
 from pwcap.capture.shares import FlowShare, flow_hash
 from pwcap.decode.parallel import decode_parallel
-from pwcap.decode.run import decode_captures
+from pwcap.decode.run import Progress, decode_captures
 from pwcap.tables.schema import TABLES
 
+from pwcap.cli import main
 from tests.bench_scripts import load_bench
 from tests.conftest import sample_captures
 from tests.test_decode_cli import pwcap
@@ -115,8 +117,48 @@ def test_a_folder_spread_over_workers_gives_the_rows_of_one_process(tmp_path):
     two = decode_parallel([SAMPLES], tmp_path / "two", jobs=2)
     assert_same_dataset(tmp_path / "one", tmp_path / "two")
     assert two.rows == one.rows and two.capture_totals() == one.capture_totals()
+    assert two.connections == one.connections
+    assert two.commands == one.commands and two.anomalies == one.anomalies
     assert [c.path for c in two.captures] == [c.path for c in one.captures]
     assert two.skipped == one.skipped
+
+
+@pytest.mark.parametrize("inputs", [[SAMPLES], [SAMPLES / "pulsar_shared_two_consumers.pcap"]])
+def test_the_printed_summary_of_workers_is_the_one_of_one_process(tmp_path, inputs, capsys):
+    """Spread whole or split in shares, the counts a person reads add up to --jobs 1's."""
+    printed = {}
+    for jobs in ("1", "3"):
+        out = tmp_path / f"jobs{jobs}"
+        assert main(["decode", *map(str, inputs), "-o", str(out), "--jobs", jobs]) == 0
+        lines = capsys.readouterr().out.splitlines()
+        assert lines[0].startswith("decoded ") and lines[-1] == f"written to   {out}"
+        printed[jobs] = lines[1:-1]  # the first line has the time, the last the folder
+    assert printed["3"] == printed["1"]
+
+
+class Recorded(Progress):
+    """What a run tells its progress: the total, the labels, where it says it is."""
+
+    def __init__(self) -> None:
+        self.total = 0
+        self.labels: list[str] = []
+        self.position = lambda: 0
+
+    def start(self, total_bytes: int) -> None:
+        self.total = total_bytes
+
+    def capture(self, path: Path, done_bytes: int, position: Callable[[], int]) -> None:
+        self.labels.append(path.name)
+        self.position = lambda: done_bytes + position()
+
+
+@pytest.mark.parametrize("inputs", [[SAMPLES], [SAMPLES / "pulsar_shared_two_consumers.pcap"]])
+def test_progress_is_the_whole_job_over_every_worker(tmp_path, inputs):
+    progress = Recorded()
+    summary = decode_parallel(inputs, tmp_path / "out", jobs=2, progress=progress)
+    assert progress.labels == ["2 workers"]
+    assert progress.total == summary.input_bytes
+    assert abs(progress.position() - progress.total) < 1  # every share and capture counted
 
 
 @pytest.mark.parametrize("attempt", range(8))  # a worker's exit once hung one run in five

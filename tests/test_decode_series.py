@@ -67,14 +67,15 @@ def test_rotated_files_are_one_capture_with_the_rows_of_the_unsplit_one(
     assert_same_dataset(unsplit, tmp_path / "out")
 
 
-def test_files_named_by_time_are_one_series_when_asked(tmp_path, unsplit):
+@pytest.mark.parametrize("jobs", [1, 2])
+def test_files_named_by_time_are_one_series_when_asked(tmp_path, unsplit, jobs):
     folder = tmp_path / "by_time"
     folder.mkdir()
     names = ["trace.pcap", "trace-10:05.pcap", "trace-10:10.pcap"]
     split_pcap(ORIGINAL, [folder / name for name in names])
     apart = expand_inputs([str(folder)]).captures
     assert len(apart) == 3  # -G names carry no number: separate captures unless told
-    decode_captures([folder], tmp_path / "out", Settings(series=True))
+    decode_parallel([folder], tmp_path / "out", jobs=jobs, settings=Settings(series=True))
     assert_same_dataset(unsplit, tmp_path / "out")
 
 
