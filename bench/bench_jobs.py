@@ -36,7 +36,7 @@ def _count(text: str) -> int:
 
 
 def decode_samples(out: Path) -> Path:
-    from pwcap.decode.run import decode_captures
+    from pwcap.decode.driver import decode_captures
 
     captures = sorted(str(p) for p in SAMPLES.iterdir() if p.suffix in (".pcap", ".pcapng"))
     decode_captures(captures, out)

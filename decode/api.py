@@ -11,6 +11,7 @@ left out of a row is null. Timestamps in rows are integer microseconds since the
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Protocol
 
@@ -67,13 +68,17 @@ class FrameBudget:
 
 @dataclass(frozen=True, slots=True)
 class DecodeOptions:
-    """Settings shared by every decoder of one run (and the budget their frames share)."""
+    """What one run decides, from the command line down to every decoder; the driver sets
+    ``capture`` for each capture it decodes and gives each its own ``frames`` budget (the
+    one its connections' frame streams share)."""
 
     capture: str = ""  # the capture file's name, copied onto every row
     max_frame_size: int = MAX_FRAME_SIZE
     payloads: bool = False  # write application payload bytes into `messages.payload`
     max_decompressed_size: int = 64 * 1024 * 1024  # decompression-bomb guard, per entry
     frames: FrameBudget = field(default_factory=FrameBudget, compare=False)
+    hints: Mapping[str, Iterable[int]] = field(default_factory=dict)  # protocol -> ports
+    series: bool = False  # every input file is a part of one rotated series
 
 
 class ConnectionDecoder(Protocol):

@@ -34,10 +34,9 @@ from urllib.parse import urlsplit
 import pyarrow as pa
 from pwcap.capture import CaptureStats
 from pwcap.capture.shares import FlowShare
+from pwcap.decode.api import DecodeOptions
+from pwcap.decode.driver import CaptureResult, capture_rows, decode_capture, merge_shares
 from pwcap.decode.inputs import InputError, distinct_names, expand_inputs, head_not_a_capture
-from pwcap.decode.parallel import merge_shares
-from pwcap.decode.registry import Registry
-from pwcap.decode.run import CaptureResult, Progress, Settings, capture_rows, decode_capture
 from pwcap.decode.series import head_timestamp, in_time_order, rotated_groups, series_name
 from pwcap.jobs.common import session, spark_schema, write_tables
 from pwcap.tables.columns import ColumnBuffer
@@ -317,7 +316,7 @@ def _share_result(text: str) -> CaptureResult:
 
 
 def decode_tasks(
-    settings: Settings,
+    options: DecodeOptions,
 ) -> Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]]:
     """The function each task runs over its listed captures (rows of ``Listed`` fields
     and the flow-hash ``share`` of ``shares`` to keep)."""
@@ -327,13 +326,13 @@ def decode_tasks(
             for row in batch.to_pylist():
                 index, count = row.pop("share"), row.pop("shares")
                 share = FlowShare(index, count) if count > 1 else None
-                yield from _decode_one(Listed(**row), settings, share)
+                yield from _decode_one(Listed(**row), options, share)
 
     return decode
 
 
 def _decode_one(
-    listed: Listed, settings: Settings, share: FlowShare | None
+    listed: Listed, options: DecodeOptions, share: FlowShare | None
 ) -> Iterator[pa.RecordBatch]:
     """Decode one capture (or share) in a thread, yielding its batches as they come: the
     decoder is push-based, Spark pulls; the bounded queue between them bounds memory. A
@@ -344,8 +343,7 @@ def _decode_one(
         capture = _RemoteCapture(listed)
         try:
             sink = ArrowRows(batches.put)
-            registry = Registry(settings.hints)
-            result, _ = decode_capture(capture, sink, registry, settings, Progress(), 0, share)  # type: ignore[arg-type]
+            result = decode_capture(capture, sink, options, share=share)
             sink.flush_all()
             if share is not None:
                 batches.put(_share_batch(listed.name, result))
@@ -370,7 +368,7 @@ def _decode_one(
 def decoded_tables(
     spark: SparkSession,
     captures: list[Listed],
-    settings: Settings,
+    options: DecodeOptions,
     split_above: int = SPLIT_ABOVE,
 ) -> dict[str, DataFrame]:
     """The four dataset tables of ``captures``: one Spark task per capture, or per
@@ -388,7 +386,7 @@ def decoded_tables(
     listed = spark.sparkContext.parallelize(rows, max(1, len(rows))).toDF(
         "name string, filesystem string, paths array<string>, size long, share int, shares int"
     )
-    wide = listed.mapInArrow(decode_tasks(settings), schema).persist(StorageLevel.DISK_ONLY)
+    wide = listed.mapInArrow(decode_tasks(options), schema).persist(StorageLevel.DISK_ONLY)
     tables = {t: wide.where(F.col(t).isNotNull()).select(f"{t}.*") for t in TABLES}
     if any(row[5] > 1 for row in rows):
         extra = shared_capture_rows(wide.where(F.col(SHARE).isNotNull()).select(f"{SHARE}.*"))
@@ -510,7 +508,9 @@ def main(argv: list[str] | None = None) -> int:
     output = Output(spark, args.output, args.overwrite)
     try:
         output.check()  # before the shares of a large capture decode (their rows are collected)
-        written = output.write(decoded_tables(spark, captures, Settings(payloads=args.payloads)))
+        written = output.write(
+            decoded_tables(spark, captures, DecodeOptions(payloads=args.payloads))
+        )
     except DatasetError as error:
         parser.exit(1, f"decode: error: {error}\n")
     for table, path in written.items():

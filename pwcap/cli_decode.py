@@ -13,7 +13,7 @@ from pwcap.decode import MAX_FRAME_SIZE
 
 if TYPE_CHECKING:  # imported lazily at run time: `pwcap --help` stays fast
     from pwcap.capture import CaptureStats
-    from pwcap.decode.run import Summary
+    from pwcap.decode.driver import Summary
 
 EPILOG = """\
 exit status: 0 when every capture was decoded; 1 when an input is unusable (missing, not
@@ -81,15 +81,15 @@ def add_port_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from pwcap.decode.api import DecodeOptions
     from pwcap.decode.capture_anomalies import link_warnings
     from pwcap.decode.inputs import InputError
     from pwcap.decode.parallel import WorkerDied, decode_parallel
-    from pwcap.decode.run import Settings
     from pwcap.progress import ProgressBar, wanted
     from pwcap.tables.dataset import DatasetError
     from pwcap.tables.interrupts import exit_status, terminate_as_interrupt
 
-    settings = Settings(
+    options = DecodeOptions(
         payloads=args.payloads,
         max_frame_size=args.max_frame_size,
         hints={"pulsar": args.pulsar_port, "kafka07": args.kafka07_port},
@@ -99,7 +99,7 @@ def run(args: argparse.Namespace) -> int:
     try:
         with terminate_as_interrupt():
             summary = decode_parallel(
-                args.inputs, args.output, args.jobs, settings, args.overwrite, progress
+                args.inputs, args.output, args.jobs, options, args.overwrite, progress
             )
     except (InputError, DatasetError, WorkerDied) as error:
         _error(str(error))

@@ -19,8 +19,8 @@ from pathlib import Path
 import pyarrow.parquet as pq
 import pytest
 from pwcap.capture.shares import FlowShare, flow_hash
+from pwcap.decode.driver import Progress, decode_captures
 from pwcap.decode.parallel import decode_parallel
-from pwcap.decode.run import Progress, decode_captures
 from pwcap.tables.schema import TABLES
 
 from pwcap.cli import main

@@ -8,10 +8,10 @@ from __future__ import annotations
 
 import pytest
 from pwcap.capture.events import ClientBy, Connection, Direction
-from pwcap.decode import run
+from pwcap.decode import dispatch
 from pwcap.decode.api import DecodeOptions
+from pwcap.decode.dispatch import Dispatcher
 from pwcap.decode.registry import Registry
-from pwcap.decode.run import Pipeline
 
 from tests import kafka07_frames as kafka
 from tests.pulsar_frames import RecordingSink, command, frame
@@ -29,7 +29,7 @@ class Harness:
     def __init__(self, hints: dict | None = None) -> None:
         self.rows = RecordingSink()
         self.connections: list[dict] = []
-        self.pipeline = Pipeline(
+        self.pipeline = Dispatcher(
             self.rows,
             self.connections.append,
             Registry(hints),
@@ -242,7 +242,7 @@ def test_undecided_connections_together_hold_no_more_than_the_sniffing_budget(mo
     """Each undecided connection buffers up to 256 KiB a direction, and 10,000 may be
     open: 1,500 of them holding 200 KB each reached 600 MB. Past the budget, the ones
     holding most decide from what they have, and the undecided say why."""
-    monkeypatch.setattr(run, "SNIFF_TOTAL", 64 << 10)
+    monkeypatch.setattr(dispatch, "SNIFF_TOTAL", 64 << 10)
     h = Harness()
     pulsar = h.open(16650, conn_id=1000)  # its CONNECT is complete but not tested yet
     h.send(pulsar, Direction.C2B, CONNECT[:-2])

@@ -11,8 +11,9 @@ from pathlib import Path
 
 import pyarrow.parquet as pq
 import pytest
+from pwcap.decode.api import DecodeOptions
+from pwcap.decode.driver import decode_captures
 from pwcap.decode.inputs import InputError
-from pwcap.decode.run import Settings, decode_captures
 from pwcap.jobs import decode as job
 from pwcap.jobs.common import write_tables
 from pwcap.jobs.decode import decoded_tables, list_captures, main
@@ -46,7 +47,7 @@ def test_a_missing_input_is_an_input_error(missing):
 
 def test_spark_tasks_write_the_dataset_pwcap_decode_writes(spark, sample_dataset, tmp_path):
     captures, _ = list_captures([str(SAMPLES)])
-    written = write_tables(decoded_tables(spark, captures, Settings()), str(tmp_path / "out"))
+    written = write_tables(decoded_tables(spark, captures, DecodeOptions()), str(tmp_path / "out"))
     assert sorted(written) == ["anomalies", "connections", "frames", "messages"]
     assert_same_dataset(sample_dataset, tmp_path / "out")
 
@@ -82,7 +83,7 @@ def test_a_capture_split_in_shares_over_tasks_gives_the_rows_of_one_task(spark, 
     decode_captures([path], tmp_path / "expected")
     listed, _ = list_captures([str(path)])
     split_above = -(-listed[0].size // 3)
-    tables = decoded_tables(spark, listed, Settings(), split_above=split_above)
+    tables = decoded_tables(spark, listed, DecodeOptions(), split_above=split_above)
     write_tables(tables, str(tmp_path / "out"))
     assert_same_dataset(tmp_path / "expected", tmp_path / "out")
 
@@ -133,7 +134,7 @@ def test_connection_ids_are_unique_across_captures_decoded_by_tasks(spark, tmp_p
         (tmp_path / host).mkdir()
         shutil.copy(ORIGINAL, tmp_path / host / "trace.pcap")
     listed, _ = list_captures([f"file://{tmp_path}/host1/", f"file://{tmp_path}/host2/"])
-    write_tables(decoded_tables(spark, listed, Settings()), str(tmp_path / "out"))
+    write_tables(decoded_tables(spark, listed, DecodeOptions()), str(tmp_path / "out"))
     ids = pq.read_table(tmp_path / "out" / "connections", columns=["capture", "conn_id"])
     rows = ids.to_pylist()
     assert {row["capture"] for row in rows} == {"host1/trace.pcap", "host2/trace.pcap"}

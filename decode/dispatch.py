@@ -1,48 +1,29 @@
-"""One decode run: capture files in, rows out (a Parquet dataset, or any RowSink).
+"""The connection dispatcher: the :class:`pwcap.capture.events.StreamSink` between
+reassembly and the protocol decoders.
 
-:class:`Pipeline` is the :class:`pwcap.capture.events.StreamSink` that sits between
-reassembly and the protocol decoders: it picks each connection's decoder through the
-:mod:`pwcap.decode.registry`, reports every gap in a decoded stream as an ``anomalies`` row
-(the decoders only resynchronise after one), and writes the ``connections`` row when a
-connection ends. :func:`decode_captures` drives it over many captures into a
-:class:`pwcap.tables.dataset.DatasetWriter` and returns a :class:`Summary`.
+It picks each connection's decoder through the :mod:`pwcap.decode.registry` (by port, or
+by content after buffering the first bytes), reports every gap in a decoded stream as an
+``anomalies`` row (the decoders only resynchronise after one), and writes the
+``connections`` row when a connection ends. :mod:`pwcap.decode.driver` runs it over a
+capture.
 """
 
 from __future__ import annotations
 
-import time
 from collections import Counter
-from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass, field
-from pathlib import Path
+from collections.abc import Callable
 
-from pwcap.capture import CaptureError, CaptureStats, read_streams
 from pwcap.capture.events import ClientBy, Connection, Direction
 from pwcap.capture.reassembly import MAX_OPEN
-from pwcap.capture.shares import FlowShare
-from pwcap.decode import MAX_FRAME_SIZE
 from pwcap.decode.api import ConnectionDecoder, DecodeOptions, Row, RowSink
-from pwcap.decode.capture_anomalies import capture_anomalies
-from pwcap.decode.inputs import CaptureInput, InputError, expand_inputs
 from pwcap.decode.registry import SNIFF_TOTAL, UNKNOWN, Decision, Protocol, Registry, Sniffer
-from pwcap.tables.dataset import DatasetWriter
 
-CHECK_EVERY = 64  # capture records between two calls of a pipeline's ``after_data``
+CHECK_EVERY = 64  # deliveries (``on_data`` calls) between two calls of ``after_data``
 _CLIENT_BY = {ClientBy.SYN: "syn", ClientBy.PORT: "port", ClientBy.GUESS: "guess"}
 
 
-@dataclass(frozen=True, slots=True)
-class Settings:
-    """What the command line decides for a whole run."""
-
-    payloads: bool = False
-    max_frame_size: int = MAX_FRAME_SIZE
-    hints: Mapping[str, Iterable[int]] = field(default_factory=dict)  # protocol -> ports
-    series: bool = False  # every input file is a part of one rotated series
-
-
 class _Tracked:
-    """A connection's pipeline state: undecided (sniffer), decoded (decoder) or neither."""
+    """A connection's state here: undecided (sniffer), decoded (decoder) or neither."""
 
     __slots__ = (
         "anomalies",
@@ -63,14 +44,14 @@ class _Tracked:
         self.decoder: ConnectionDecoder | None = None
         self.sniffer: Sniffer | None = None
         self.sniff_cut = False  # undecided when the sniffers' memory budget ran out
-        self.anomalies = 0  # rows the pipeline itself wrote (gaps...)
+        self.anomalies = 0  # rows the dispatcher itself wrote (gaps...)
         self.midstream = conn.client_by != ClientBy.SYN  # no handshake: joined late
         # Gaps (direction, ts, offset, size) met while sniffing: which protocol lost the
         # bytes is known only once the content decides; never written if it does not.
         self.gaps: list[tuple[Direction, int, int, int]] = []
 
 
-class Pipeline:
+class Dispatcher:
     """The StreamSink of one capture: detection, decoding and the `connections` rows."""
 
     def __init__(
@@ -85,7 +66,7 @@ class Pipeline:
         self._connection = connection
         self._registry = registry
         self._options = options
-        self._after_data = after_data  # called every CHECK_EVERY records: progress
+        self._after_data = after_data  # called every CHECK_EVERY deliveries: progress
         self._countdown = CHECK_EVERY
         self._tracked: dict[int, _Tracked] = {}
         # conn_id -> the callable that takes this connection's bytes (the hot path)
@@ -157,7 +138,7 @@ class Pipeline:
         kind: str,
         detail: str,
     ) -> None:
-        """An ``anomalies`` row the pipeline itself finds, counted on its connection."""
+        """An ``anomalies`` row the dispatcher itself finds, counted on its connection."""
         tracked.anomalies += 1
         self._rows.anomaly(
             {
@@ -352,173 +333,3 @@ def _sniffer_held(tracked: _Tracked) -> int:
 
 def _ignore(direction: Direction, ts: int, offset: int, data: bytes) -> None:
     """Bytes of a connection that is not decoded (TLS, unknown protocol)."""
-
-
-# -- a whole run ----------------------------------------------------------------------------
-
-
-@dataclass
-class CaptureResult:
-    path: Path
-    size: int
-    seconds: float
-    cut_off: str | None = None  # the reader's message when the capture ends mid-record
-    stats: CaptureStats = field(default_factory=CaptureStats)  # what reassembly saw
-    last_ts: int | None = None  # when its last connection ended
-
-
-@dataclass
-class Summary:
-    """What one run decoded, for the closing report."""
-
-    out: Path
-    captures: list[CaptureResult]
-    rows: dict[str, int]
-    connections: Counter[str]  # by protocol
-    commands: Counter[str | None]  # frames by command (None: unknown type)
-    anomalies: Counter[str]  # by kind
-    seconds: float
-    skipped: list[tuple[Path, str]] = field(default_factory=list)  # not captures, and why
-    removed: list[Path] = field(default_factory=list)  # left by interrupted runs, deleted
-
-    @property
-    def input_bytes(self) -> int:
-        return sum(capture.size for capture in self.captures)
-
-    def capture_totals(self) -> CaptureStats:
-        """The reassembly counters of every capture, added up."""
-        total = CaptureStats()
-        for capture in self.captures:
-            for name, value in capture.stats.as_dict().items():
-                setattr(total, name, getattr(total, name) + value)
-        return total
-
-    @property
-    def cut_off(self) -> list[CaptureResult]:
-        return [capture for capture in self.captures if capture.cut_off]
-
-
-class Progress:
-    """Where a run reports its progress; the default reports nothing."""
-
-    def start(self, total_bytes: int) -> None: ...
-
-    def capture(self, path: Path, done_bytes: int, position: Callable[[], int]) -> None:
-        """A new capture begins; ``position()`` tells roughly how far into it the run is."""
-
-    def tick(self) -> None: ...
-
-    def finish(self) -> None: ...
-
-
-def decode_captures(
-    inputs: Iterable[str | Path],
-    out: str | Path,
-    settings: Settings | None = None,
-    overwrite: bool = False,
-    progress: Progress | None = None,
-) -> Summary:
-    """Decode every capture into the dataset ``out``; raise :class:`InputError` early.
-
-    A file that is not a capture stops the run before anything is written. A capture cut
-    off mid-record keeps everything before the cut and is listed in ``Summary.cut_off``.
-    """
-    settings = settings or Settings()
-    progress = progress or Progress()
-    expanded = expand_inputs((str(p) for p in inputs), settings.series)
-    captures = expanded.captures
-    registry = Registry(settings.hints)
-    started = time.perf_counter()
-    results: list[CaptureResult] = []
-    connections: Counter[str] = Counter()
-    progress.start(sum(capture.size for capture in captures))
-    with DatasetWriter(Path(out), overwrite=overwrite, payloads=settings.payloads) as writer:
-        done = 0
-        for capture in captures:
-            result, counted = decode_capture(capture, writer, registry, settings, progress, done)
-            results.append(result)
-            connections.update(counted)
-            done += capture.size
-        progress.finish()
-        rows = writer.row_counts()
-        tables = writer.tables
-        removed = writer.removed
-    return Summary(
-        out=Path(out),
-        captures=results,
-        rows=rows,
-        connections=connections,
-        commands=tables["frames"].counted,
-        anomalies=tables["anomalies"].counted,
-        seconds=time.perf_counter() - started,
-        skipped=expanded.skipped,
-        removed=removed,
-    )
-
-
-def decode_capture(
-    capture: CaptureInput,
-    writer: DatasetWriter,
-    registry: Registry,
-    settings: Settings,
-    progress: Progress,
-    done: int = 0,
-    share: FlowShare | None = None,
-) -> tuple[CaptureResult, Counter[str]]:
-    """One capture into ``writer``. With a ``share``, only that share's connections, and
-    no capture-wide rows: whoever gathers the shares writes those (:func:`capture_rows`)."""
-    options = DecodeOptions(
-        capture=capture.name, max_frame_size=settings.max_frame_size, payloads=settings.payloads
-    )
-    pipeline = Pipeline(writer, writer.connection, registry, options, progress.tick)
-    path = Path(capture.shown)
-    progress.capture(path, done, pipeline.stream_bytes)
-    started = time.perf_counter()
-    cut_off = None
-    stats = CaptureStats()
-    try:
-        read_streams(
-            capture.source(),
-            pipeline,
-            server_ports=registry.server_ports,
-            stats=stats,
-            scope=capture.name,
-            share=share,
-        )
-    except CaptureError as error:
-        if pipeline.events == 0 and pipeline.open_connections() == 0 and not _is_cut(error):
-            raise InputError(str(error)) from None  # the reader names the file
-        cut_off = str(error)
-    pipeline.close_all("end_of_capture")
-    result = CaptureResult(
-        path,
-        capture.size or stats.record_bytes,
-        time.perf_counter() - started,
-        cut_off,
-        stats,
-        pipeline.last_ts or None,
-    )
-    if share is None:
-        for row in capture_rows(capture.name, result):
-            writer.anomaly(row)
-    return result, pipeline.connections
-
-
-def capture_rows(name: str, result: CaptureResult) -> list[Row]:
-    """The ``anomalies`` rows of a whole capture (damage the reader stepped over, a cut)."""
-    rows = capture_anomalies(result.stats, name, result.last_ts)
-    if result.cut_off is not None:
-        rows.append(
-            {
-                "ts": result.last_ts,
-                "capture": name,
-                "kind": "truncated_capture",
-                "detail": result.cut_off,
-            }
-        )
-    return rows
-
-
-def _is_cut(error: CaptureError) -> bool:
-    """Whether the reader says the file is a capture that ends early (not a non-capture)."""
-    return bool(getattr(error, "truncated", False))
