@@ -11,7 +11,7 @@ left out of a row is null. Timestamps in rows are integer microseconds since the
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Protocol
 
@@ -81,6 +81,12 @@ class DecodeOptions:
     series: bool = False  # every input file is a part of one rotated series
 
 
+# What a decoder calls, once, when the content proves the connection's roles the other way
+# round from reassembly's choice (possible only without the handshake): from the next
+# delivery on, directions follow the corrected roles.
+FlipRoles = Callable[[], None]
+
+
 class ConnectionDecoder(Protocol):
     """One connection's protocol state machine."""
 
@@ -99,5 +105,5 @@ class ConnectionDecoder(Protocol):
 
 class DecoderFactory(Protocol):
     def __call__(
-        self, conn: Connection, sink: RowSink, options: DecodeOptions
+        self, conn: Connection, sink: RowSink, options: DecodeOptions, flip_roles: FlipRoles
     ) -> ConnectionDecoder: ...

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Callable
+from functools import partial
 
 from pwcap.capture.events import ClientBy, Connection, Direction
 from pwcap.capture.reassembly import MAX_OPEN
@@ -27,7 +28,6 @@ class _Tracked:
 
     __slots__ = (
         "anomalies",
-        "client",
         "conn",
         "decoder",
         "gaps",
@@ -39,7 +39,6 @@ class _Tracked:
 
     def __init__(self, conn: Connection) -> None:
         self.conn = conn
-        self.client = (conn.client_ip, conn.client_port)  # to notice a later role swap
         self.protocol = UNKNOWN
         self.decoder: ConnectionDecoder | None = None
         self.sniffer: Sniffer | None = None
@@ -269,7 +268,7 @@ class Dispatcher:
             self._feed[tracked.conn.conn_id] = _ignore
             return
         if decision.reversed:
-            tracked.conn.swap_roles()
+            self._flip(tracked)
         self._start(tracked, decision.protocol)
         decoder = tracked.decoder
         if decoder is None:
@@ -286,13 +285,20 @@ class Dispatcher:
             else:
                 decoder.on_gap(direction, ts, offset, value)
 
+    def _flip(self, tracked: _Tracked) -> None:
+        """The roles are the other way round (the content test or the decoder says so):
+        the connection records it, and reassembly labels its later bytes by it."""
+        tracked.conn.flip()
+
     def _start(self, tracked: _Tracked, protocol: Protocol) -> None:
         tracked.protocol = protocol.name
         conn_id = tracked.conn.conn_id
         if protocol.factory is None:  # recognised, not decodable (TLS)
             self._feed[conn_id] = _ignore
             return
-        decoder = protocol.factory(tracked.conn, self._rows, self._options)
+        decoder = protocol.factory(
+            tracked.conn, self._rows, self._options, partial(self._flip, tracked)
+        )
         tracked.decoder = decoder
         self._feed[conn_id] = decoder.on_data
 
@@ -300,7 +306,6 @@ class Dispatcher:
 
     def _connection_row(self, tracked: _Tracked, fields: Row, ts: int, reason: str) -> Row:
         conn = tracked.conn
-        swapped = (conn.client_ip, conn.client_port) != tracked.client
         row: Row = {
             "conn_id": conn.conn_id,
             "capture": self._options.capture,
@@ -309,7 +314,7 @@ class Dispatcher:
             "client_port": conn.client_port,
             "server_ip": conn.server_ip,
             "server_port": conn.server_port,
-            "client_by": "content" if swapped else _CLIENT_BY[conn.client_by],
+            "client_by": "content" if conn.flipped else _CLIENT_BY[conn.client_by],
             "first_ts": conn.first_ts,
             "last_ts": max(conn.last_ts, ts) if conn.last_ts else ts,
             "bytes_c2b": conn.bytes[Direction.C2B],
@@ -320,6 +325,7 @@ class Dispatcher:
             "gap_bytes": sum(conn.gap_bytes),
             "close_reason": reason,
             "midstream": tracked.midstream,
+            "flipped": conn.flipped,
         }
         row.update(fields)
         row["anomalies"] = fields.get("anomalies", 0) + tracked.anomalies

@@ -119,7 +119,7 @@ def reassembly_seeds() -> Iterator[bytes]:
 
 # -- one connection's streams ------------------------------------------------------------------
 
-Factory = Callable[[Connection, "Rows", DecodeOptions], object]
+Factory = Callable[[Connection, "Rows", DecodeOptions, Callable[[], None]], object]
 
 
 class Rows:
@@ -158,7 +158,7 @@ def _decode(factory: Factory, data: bytes, port: int) -> None:
         max_frame_size=1 << 16 if data[0] & 4 else 5 << 20,
         frames=FrameBudget(256 if data[0] & 8 else MAX_PENDING_TOTAL),  # frames given up
     )
-    decoder = factory(conn, rows, options)
+    decoder = factory(conn, rows, options, conn.flip)
     offsets = [0, 0]
     ts = T0
     for direction, gap, pause, payload in _events(data[1:]):

@@ -201,6 +201,13 @@ CONNECTIONS: list[Column] = [
         "the capture joined the connection after it began (no SYN seen): what came before,"
         " such as the names behind ids and the requests answered later, is unknown",
     ),
+    Column(
+        "flipped",
+        BOOL,
+        "the content proved the roles the other way round from the packets' first"
+        " guess (no handshake seen), so client and server were exchanged: `client_by`"
+        " is then `content`",
+    ),
 ]
 
 # Every anomaly `kind` pwcap writes, by family, and what it means. The fuzz campaign

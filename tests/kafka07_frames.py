@@ -115,16 +115,17 @@ def connection(client_by: ClientBy = ClientBy.SYN) -> Connection:
 
 def decoder(
     client_by: ClientBy = ClientBy.SYN, **options: object
-) -> tuple[Kafka07Decoder, RecordingSink]:
+) -> tuple[Kafka07Decoder, RecordingSink, Connection]:
     sink = RecordingSink()
-    return Kafka07Decoder(connection(client_by), sink, DecodeOptions(**options)), sink
+    conn = connection(client_by)
+    return Kafka07Decoder(conn, sink, DecodeOptions(**options), conn.flip), sink, conn
 
 
 class Conversation:
     """Feeds a decoder both directions in the order given, keeping stream offsets."""
 
     def __init__(self, client_by: ClientBy = ClientBy.SYN, **options: object) -> None:
-        self.decoder, self.sink = decoder(client_by, **options)
+        self.decoder, self.sink, self.conn = decoder(client_by, **options)
         self.offsets = [0, 0]
         self.ts = 1_000_000
 

@@ -116,7 +116,8 @@ def decoder(
 ) -> tuple[PulsarDecoder, RecordingSink, Connection]:
     sink = RecordingSink()
     conn = connection(client_by)
-    return PulsarDecoder(conn, sink, DecodeOptions(capture="test.pcap", **options)), sink, conn
+    decoded = PulsarDecoder(conn, sink, DecodeOptions(capture="test.pcap", **options), conn.flip)
+    return decoded, sink, conn
 
 
 def sample_command(name: str) -> pb.BaseCommand:
@@ -160,7 +161,7 @@ class DecodingStreams:
         self._by_id: dict[int, PulsarDecoder] = {}
 
     def on_open(self, conn: Connection) -> None:
-        decoder = PulsarDecoder(conn, self.sink, self.options)
+        decoder = PulsarDecoder(conn, self.sink, self.options, conn.flip)
         self.decoders.append(decoder)
         self.clients[conn.conn_id] = f"{conn.client_ip}:{conn.client_port}"
         self._by_id[conn.conn_id] = decoder

@@ -80,6 +80,7 @@ def test_pulsar_on_its_port_is_decoded_and_its_connection_row_written():
     assert (row["bytes_c2b"], row["bytes_b2c"]) == (len(CONNECT), len(CONNECTED))
     assert (row["first_ts"], row["last_ts"]) == (T0, T0 + 5)
     assert row["client_by"] == "syn" and row["close_reason"] == "fin"
+    assert row["flipped"] is False
     assert row["anomalies"] == 0 and row["gaps"] == 0
 
 
@@ -167,7 +168,7 @@ def test_kafka_found_by_content_with_the_roles_reversed_swaps_them():
     h.pipeline.on_data(conn, Direction.B2C, T0 + 1, 0, answer)
     row = h.close(conn)
     assert row["protocol"] == "kafka07"
-    assert row["client_by"] == "content"
+    assert row["client_by"] == "content" and row["flipped"] is True
     assert (row["client_port"], row["server_port"]) == (40001, 40000)
     assert [c for _, c in h.commands()] == ["FETCH", "FETCH_RESPONSE"]
     assert h.commands()[0][0] == "c2b"

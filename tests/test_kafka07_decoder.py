@@ -638,7 +638,7 @@ def test_a_gap_while_hunting_counts_the_held_bytes_from_their_own_offset():
 
 def test_roles_guessed_wrong_are_swapped_by_the_first_telling_record():
     c = Conversation(ClientBy.GUESS)
-    conn = c.decoder._conn
+    conn = c.conn
     c.client(response(0, log_of([b"late"])))  # the first segment seen was the broker's
     c.offsets.reverse()  # reassembly labels later bytes by the swapped roles
     c.client(request(FETCH, fetch_body("t", 0, 0, 100)))

@@ -72,7 +72,7 @@ class KafkaStreams:
 
     def on_open(self, conn: Connection) -> None:
         self.conns.append(conn)
-        self._decoders[conn.conn_id] = Kafka07Decoder(conn, self.sink, self.options)
+        self._decoders[conn.conn_id] = Kafka07Decoder(conn, self.sink, self.options, conn.flip)
 
     def on_data(self, conn: Connection, direction: Direction, ts: int, offset: int, data: bytes):
         self._decoders[conn.conn_id].on_data(direction, ts, offset, data)

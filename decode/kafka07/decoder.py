@@ -31,7 +31,7 @@ from __future__ import annotations
 from functools import partial
 
 from pwcap.capture.events import LABELS, ClientBy, Connection, Direction
-from pwcap.decode.api import DecodeOptions, Row, RowSink
+from pwcap.decode.api import DecodeOptions, FlipRoles, Row, RowSink
 from pwcap.decode.kafka07.framing import FrameHandler, FrameStream
 from pwcap.decode.kafka07.messages import Budget, read_message_set
 from pwcap.decode.kafka07.pairing import Pairing, Pending
@@ -69,16 +69,18 @@ class Kafka07Decoder:
     Directions are trusted when reassembly saw the handshake or a well-known port. When it
     only guessed (the sender of the first segment), the first record that starts with a
     consistent request or response settles the roles: if it came the wrong way the decoder
-    calls ``conn.swap_roles()`` once (reassembly labels later bytes by the new roles) and
+    says so once (``flip_roles``: reassembly labels later bytes by the new roles) and
     restarts its frame streams, which had been fed bytes under the wrong labels.
     """
 
     protocol = "kafka07"
 
-    def __init__(self, conn: Connection, sink: RowSink, options: DecodeOptions) -> None:
+    def __init__(
+        self, conn: Connection, sink: RowSink, options: DecodeOptions, flip_roles: FlipRoles
+    ) -> None:
         self._sink = sink
         self._capture = options.capture
-        self._conn = conn
+        self._flip_roles = flip_roles
         self._conn_id = conn.conn_id
         self._payloads = options.payloads
         self._limit = options.max_decompressed_size
@@ -169,7 +171,7 @@ class Kafka07Decoder:
             return direction
         self._roles_settled = True
         if sender != direction:
-            self._conn.swap_roles()
+            self._flip_roles()
             for stream in self._streams:
                 stream.drop()
             self._streams = self._new_streams(False)

@@ -9,7 +9,7 @@ from typing import Any
 import cython
 from google.protobuf.message import DecodeError
 from pwcap.capture.events import LABELS, ClientBy, Connection, Direction
-from pwcap.decode.api import DecodeOptions, Row, RowSink
+from pwcap.decode.api import DecodeOptions, FlipRoles, Row, RowSink
 from pwcap.decode.pulsar import commands as c
 from pwcap.decode.pulsar._pb.pulsar_api_pb2 import AuthMethod, BaseCommand
 from pwcap.decode.pulsar.commands import text
@@ -93,17 +93,19 @@ class PulsarDecoder:
 
     Directions follow the capture's :class:`Direction` until the content proves the
     roles reversed (the first command with a definite sender comes from the wrong side,
-    possible only when reassembly did not see the SYN): the decoder then calls
-    ``conn.swap_roles()`` once and swaps its two stream states with it, so that the
-    capture layer, which labels later bytes relative to the new roles, and the decoder
-    agree again. Until that first telling command, rows wait in :class:`HeldRows` and
-    leave with their directions corrected, so no row contradicts the final roles.
+    possible only when reassembly did not see the SYN): the decoder then says so once
+    (``flip_roles``; the capture layer labels later bytes by the new roles) and swaps its
+    two stream states to agree. Until that first telling command, rows wait in
+    :class:`HeldRows` and leave with their directions corrected, so no row contradicts
+    the final roles.
     """
 
     protocol = "pulsar"
 
-    def __init__(self, conn: Connection, sink: RowSink, options: DecodeOptions) -> None:
-        self._conn = conn
+    def __init__(
+        self, conn: Connection, sink: RowSink, options: DecodeOptions, flip_roles: FlipRoles
+    ) -> None:
+        self._flip_roles = flip_roles
         in_sync = conn.client_by == ClientBy.SYN
         self._out = sink
         # Rows wait until the content confirms which end is the client (see the class doc).
@@ -337,7 +339,7 @@ class PulsarDecoder:
         if (sender == c.CLIENT) == (side.label == 0):
             self._release_rows(swapped=False)
             return
-        self._conn.swap_roles()
+        self._flip_roles()
         first, second = self._sides
         first.label, second.label = 1, 0
         self._sides = [second, first]
