@@ -32,6 +32,8 @@ COMPILED = [
     "decode/dispatch.py",
     "decode/driver.py",
     "decode/wire.py",
+    "decode/framing.py",
+    "decode/conversation.py",
     "decode/pulsar/framing.py",
     "decode/pulsar/decoder.py",
     "decode/pulsar/state.py",

@@ -10,10 +10,12 @@ import cython
 from google.protobuf.message import DecodeError
 from pwcap.capture.events import LABELS, ClientBy, Connection, Direction
 from pwcap.decode.api import DecodeOptions, FlipRoles, Row, RowSink
+from pwcap.decode.conversation import Conversation
+from pwcap.decode.framing import FrameStream
 from pwcap.decode.pulsar import commands as c
 from pwcap.decode.pulsar._pb.pulsar_api_pb2 import AuthMethod, BaseCommand
 from pwcap.decode.pulsar.commands import text
-from pwcap.decode.pulsar.framing import FrameStream
+from pwcap.decode.pulsar.framing import PulsarFrames
 from pwcap.decode.pulsar.holdback import HeldRows
 from pwcap.decode.pulsar.hot import read_hot_command
 from pwcap.decode.pulsar.messages import EntryDecoder
@@ -24,12 +26,12 @@ from pwcap.decode.wire import WireError, read_varint
 # A command holding only its `type` (tag byte + one-byte varint: every type is < 128)
 # cannot carry the command message its type names.
 BARE_COMMAND_SIZE = 2
-MAX_SUSPECTS = 10_000  # unmatched responses awaiting proof, kept per connection
 _parse_command = BaseCommand.FromString
 _SPECS = c.SPECS
 _PRODUCER_SUCCESS = BaseCommand.PRODUCER_SUCCESS
 _CONNECT = BaseCommand.CONNECT
 _NAME_COLUMNS = frozenset(PRODUCER_NAMES + CONSUMER_NAMES)
+_FRAMES = PulsarFrames(looks_like_command)
 
 
 @cython.cclass
@@ -115,40 +117,39 @@ class PulsarDecoder:
         self._conn_id = conn.conn_id
         self._roles_settled = in_sync
         self._state = ConnectionState(complete=in_sync)
-        self._entries = EntryDecoder(self._sink, options, self._frame_anomaly)
+        self._conversation = Conversation(
+            self._sink, options.capture, conn.conn_id, self.protocol, "no matching request was seen"
+        )
+        self._entries = EntryDecoder(self._sink, options, self._conversation.frame_anomaly)
         self._fields: Row = {}
-        self._suspects: list[tuple[int, int, Row]] = []  # (request direction, ts, anomaly)
-        self.anomalies = 0
         self._sides = [_Side(0), _Side(1)]
         for side in self._sides:
             side.stream = FrameStream(
+                _FRAMES,
                 partial(self._frame, side),
                 self._stream_anomaly(side),
-                looks_like_command,
                 options.max_frame_size,
                 in_sync,
-                options.frames,
+                budget=options.frames,
             )
 
     # -- ConnectionDecoder ---------------------------------------------------------------
 
     def on_data(self, direction: Direction, ts: int, offset: int, data: bytes) -> None:
         side = self._sides[direction]
-        if self._suspects:
-            self._judge_suspects(side.label, ts)
+        self._conversation.on_data(side.label, ts)
         side.stream.feed(ts, offset, data)
 
     def on_gap(self, direction: Direction, ts: int, offset: int, size: int) -> None:
         side = self._sides[direction]
-        # The requests of unanswered responses may have been in the missing bytes.
-        self._suspects = [s for s in self._suspects if s[0] != side.label]
+        self._conversation.on_gap(side.label)
         self._state.lose_sync()
         side.stream.on_gap(ts, offset, size)
 
     def on_close(self, ts: int) -> None:
         for side in self._sides:
             side.stream.on_close(ts)
-        self._judge_suspects(None, ts)
+        self._conversation.on_close()
         if not self._roles_settled:
             self._release_rows(swapped=False)
 
@@ -156,7 +157,7 @@ class PulsarDecoder:
         fields = dict(self._fields)
         fields["frames_c2b"] = self._sides[0].frames
         fields["frames_b2c"] = self._sides[1].frames
-        fields["anomalies"] = self.anomalies
+        fields["anomalies"] = self._conversation.anomalies
         return fields
 
     # -- frames --------------------------------------------------------------------------
@@ -292,7 +293,9 @@ class PulsarDecoder:
     ) -> None:
         type_number = _raw_type(buf, start + 8)
         row = self._bare_row(side, None, type_number, end - start, offset, ts_first, ts)
-        self._frame_anomaly("unknown_command", row, f"command type {type_number} is not known")
+        self._conversation.frame_anomaly(
+            "unknown_command", row, f"command type {type_number} is not known"
+        )
         self._sink.frame(row)
 
     def _bodiless(
@@ -300,7 +303,9 @@ class PulsarDecoder:
     ) -> None:
         """A known type without its command message: a row, but no made-up field values."""
         row = self._bare_row(side, spec.name, spec.type, size, offset, ts_first, ts)
-        self._frame_anomaly("bad_protobuf", row, f"{spec.name} without its `{spec.field}` field")
+        self._conversation.frame_anomaly(
+            "bad_protobuf", row, f"{spec.name} without its `{spec.field}` field"
+        )
         self._sink.frame(row)
 
     def _bare_row(
@@ -351,7 +356,7 @@ class PulsarDecoder:
     def _release_rows(self, swapped: bool) -> None:
         """Roles settled (or given up on): the held rows go out, later rows go straight."""
         self._roles_settled = True
-        self._sink = self._entries.sink = self._out
+        self._sink = self._entries.sink = self._conversation.sink = self._out
         if self._held is not None:
             self._held.release(self._out, swapped)
             self._held = None
@@ -394,7 +399,7 @@ class PulsarDecoder:
     def _spend_permits(self, row: Row) -> None:
         before = self._state.spend(row["consumer_id"], row.get("num_messages") or 1)
         if before is not None and before <= 0:
-            self._frame_anomaly(
+            self._conversation.frame_anomaly(
                 "protocol_violation",
                 row,
                 f"MESSAGE delivered with {before} permits left for consumer {row['consumer_id']}",
@@ -403,48 +408,8 @@ class PulsarDecoder:
     # -- anomalies -----------------------------------------------------------------------
 
     def _suspect_unmatched(self, row: Row, label: int) -> None:
-        """A response without its request: an anomaly unless the request was lost.
-
-        Reassembly reports a gap only once later bytes arrive, so the verdict waits until
-        the request's direction shows bytes captured after this response (no gap before
-        them: the request was never sent) or the connection ends.
-        """
-        anomaly = self._anomaly_row(
-            label,
-            row["ts"],
-            row["stream_offset"],
-            row["frame_size"],
-            row["command"],
-            "unmatched_response",
-            "no matching request was seen",
-        )
-        self._suspects.append((1 - label, row["ts"], anomaly))
-        if len(self._suspects) > MAX_SUSPECTS:  # a silent peer: judge the oldest now
-            _, _, oldest = self._suspects.pop(0)
-            self.anomalies += 1
-            self._sink.anomaly(oldest)
-
-    def _judge_suspects(self, label: int | None, ts: int) -> None:
-        """Report the suspects that data of direction ``label`` at ``ts`` (None: all) proves."""
-        waiting = []
-        for suspect in self._suspects:
-            if label is None or (suspect[0] == label and ts >= suspect[1]):
-                self.anomalies += 1
-                self._sink.anomaly(suspect[2])
-            else:
-                waiting.append(suspect)
-        self._suspects = waiting
-
-    def _frame_anomaly(self, kind: str, row: Row, detail: str) -> None:
-        self._emit_anomaly(
-            0 if row["direction"] == "c2b" else 1,
-            row["ts"],
-            row["stream_offset"],
-            row["frame_size"],
-            row["command"],
-            kind,
-            detail,
-        )
+        """A response without its request, which the other side would have sent."""
+        self._conversation.unmatched(row, 1 - label)
 
     def _stream_anomaly(self, side: _Side) -> Any:
         def report(kind: str, ts: int, offset: int, size: int, detail: str) -> None:
@@ -464,31 +429,7 @@ class PulsarDecoder:
         kind: str,
         detail: str,
     ) -> None:
-        self.anomalies += 1
-        self._sink.anomaly(self._anomaly_row(label, ts, offset, size, command, kind, detail))
-
-    def _anomaly_row(
-        self,
-        label: int,
-        ts: int,
-        offset: int | None,
-        size: int | None,
-        command: str | None,
-        kind: str,
-        detail: str,
-    ) -> Row:
-        return {
-            "ts": ts,
-            "capture": self._capture,
-            "conn_id": self._conn_id,
-            "direction": LABELS[label],
-            "protocol": "pulsar",
-            "kind": kind,
-            "stream_offset": offset,
-            "size": size,
-            "command": command,
-            "detail": detail,
-        }
+        self._conversation.anomaly(label, ts, offset, size, command, kind, detail)
 
 
 _EFFECTS = {
