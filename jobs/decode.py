@@ -42,6 +42,7 @@ from pwcap.jobs.common import session, spark_schema, write_tables
 from pwcap.tables.columns import ColumnBuffer
 from pwcap.tables.dataset import BATCH_ROWS, DatasetError, check_output
 from pwcap.tables.schema import TABLES, Row, arrow_schema
+from py4j.java_gateway import JavaObject
 from pyarrow import fs as pafs
 from pyspark import StorageLevel
 from pyspark.sql import DataFrame, SparkSession
@@ -415,14 +416,14 @@ def shared_capture_rows(shares: DataFrame) -> list[Row]:
 class Output:
     """The dataset folder the job writes, on whichever filesystem Hadoop reaches: refused
     when it exists (unless overwriting an earlier dataset), written under a hidden
-    temporary name beside it and renamed when every table is there, so a failed or
-    interrupted run leaves no dataset behind, as ``pwcap decode``'s does not."""
+    temporary name beside it and renamed when every table is there, so that, as with
+    ``pwcap decode``, a failed or interrupted run leaves no dataset behind."""
 
     def __init__(self, spark: SparkSession, output: str, overwrite: bool) -> None:
-        hadoop = spark.sparkContext._jvm.org.apache.hadoop.fs  # type: ignore[union-attr]
-        self._hadoop = hadoop
-        path = hadoop.Path(output)
-        self._fs = path.getFileSystem(spark.sparkContext._jsc.hadoopConfiguration())  # type: ignore[union-attr]
+        context = spark.sparkContext
+        self._hadoop = context._jvm.org.apache.hadoop.fs
+        path = self._hadoop.Path(output)
+        self._fs = path.getFileSystem(context._jsc.hadoopConfiguration())
         self.path = self._fs.makeQualified(path)
         self._overwrite = overwrite
 
@@ -463,11 +464,11 @@ class Output:
             self._fs.delete(old, True)
         return {table: self._hadoop.Path(self.path, table).toString() for table in tables}
 
-    def _beside(self, kind: str) -> object:
+    def _beside(self, kind: str) -> JavaObject:
         name = f".{self.path.getName()}.{kind}-{uuid.uuid4().hex}"
         return self._hadoop.Path(self.path.getParent(), name)
 
-    def _rename(self, source: object, target: object) -> None:
+    def _rename(self, source: JavaObject, target: JavaObject) -> None:
         if not self._fs.rename(source, target):
             raise OSError(f"could not rename {source} to {target}")
 

@@ -20,7 +20,8 @@ import pyarrow.parquet as pq
 import pytest
 from pwcap.capture.shares import FlowShare, flow_hash
 from pwcap.decode.driver import Progress, decode_captures
-from pwcap.decode.parallel import decode_parallel
+from pwcap.decode.inputs import CaptureInput
+from pwcap.decode.parallel import MIN_WORKER_BYTES, Unit, decode_parallel, default_jobs, plan
 from pwcap.tables.schema import TABLES
 
 from pwcap.cli import main
@@ -86,6 +87,32 @@ def test_every_connection_is_kept_by_exactly_one_share(count):
         assert keepers == [s.index for s in shares if s.keeps(dst, dport, src, sport)]
     kept = [sum(s.keeps(*t) for t in tuples) for s in shares]
     assert min(kept) > len(tuples) / count / 2  # no share left idle
+
+
+def test_by_default_every_core_with_enough_input_for_each(monkeypatch):
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: {0, 1, 2, 3})
+    assert default_jobs(1 << 30) == 4
+    assert default_jobs(2 * MIN_WORKER_BYTES) == 2
+    assert default_jobs(MIN_WORKER_BYTES - 1) == 1
+    assert default_jobs(0) == 1
+
+
+def test_a_large_capture_is_shared_by_every_worker_and_small_ones_fill_the_least_loaded():
+    captures = [
+        CaptureInput("big.pcap", Path("big.pcap"), 900),
+        CaptureInput("a.pcap", Path("a.pcap"), 100),
+        CaptureInput("b.pcap", Path("b.pcap"), 60),
+        CaptureInput("-", None, 1000),  # standard input: read once, so whole
+    ]
+    workers = plan(captures, 3)
+    assert workers == [
+        [Unit(0, 0, 3), Unit(3)],
+        [Unit(0, 1, 3), Unit(1)],
+        [Unit(0, 2, 3), Unit(2)],
+    ]
+    alike = [CaptureInput(f"{n}.pcap", Path(f"{n}.pcap"), 100) for n in range(5)]
+    assert plan(alike, 2) == [[Unit(0), Unit(2), Unit(4)], [Unit(1), Unit(3)]]
+    assert plan(captures[3:], 3) == [[Unit(0)]]  # no worker without work
 
 
 @pytest.mark.parametrize("capture", sample_captures(), ids=lambda p: p.name)
