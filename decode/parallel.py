@@ -256,6 +256,9 @@ def _worker(task: _Task, done: list[float], answer: Connection) -> None:
     signal.pthread_sigmask(signal.SIG_UNBLOCK, _STOPPING)  # blocked by the parent to fork
     try:
         answer.send(_decode_units(task, done))
+    except Interrupted as interrupted:  # held back by the writer while it made its folder
+        signal.signal(interrupted.signum, signal.SIG_DFL)
+        os.kill(os.getpid(), interrupted.signum)  # ended as the signal ends a worker: quietly
     except Exception as error:  # sent to the parent, which reports it once
         answer.send(error)
 

@@ -45,10 +45,6 @@ def main(argv: list[str] | None = None) -> int:
         module.add_arguments(sub)
         modules[name] = module
     args = parser.parse_args(argv)
-    # Decoding allocates millions of short-lived rows, none in a cycle: the collector's
-    # default pace (every 700 allocations) walked them for a tenth of the run's time.
-    gc.freeze()
-    gc.set_threshold(100_000, 50, 100)
     return modules[args.command].run(args)
 
 
@@ -56,6 +52,9 @@ def entry() -> int:
     """The ``pwcap`` program: :func:`main`, then deaf to Ctrl-C and SIGTERM while the
     interpreter winds down, when the work is done and its outcome said (a signal then
     would kill the process and turn a written dataset's exit status into a signal's)."""
+    # Decoding allocates millions of short-lived rows, none in a cycle: the collector's
+    # default pace (a pass every 700 allocations) spent a tenth of a run walking them.
+    gc.set_threshold(100_000, 50, 100)
     status = main()
     for signum in (signal.SIGINT, signal.SIGTERM):
         signal.signal(signum, signal.SIG_IGN)

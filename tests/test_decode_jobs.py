@@ -19,9 +19,18 @@ from pathlib import Path
 import pyarrow.parquet as pq
 import pytest
 from pwcap.capture.shares import FlowShare, flow_hash
+from pwcap.decode import parallel
 from pwcap.decode.driver import Progress, decode_captures
 from pwcap.decode.inputs import CaptureInput
-from pwcap.decode.parallel import MIN_WORKER_BYTES, Unit, decode_parallel, default_jobs, plan
+from pwcap.decode.parallel import (
+    MIN_WORKER_BYTES,
+    Unit,
+    WorkerDied,
+    decode_parallel,
+    default_jobs,
+    plan,
+)
+from pwcap.tables.interrupts import Interrupted
 from pwcap.tables.schema import TABLES
 
 from pwcap.cli import main
@@ -262,3 +271,20 @@ def test_an_interruption_between_two_worker_starts_stops_the_started_one(tmp_pat
         decode_parallel([capture], tmp_path / "out", jobs=2)
     assert [process.exitcode is not None for process in started] == [True]
     assert list(tmp_path.iterdir()) == []  # no dataset, no temporary folder
+
+
+def test_a_worker_stopped_while_its_writer_holds_signals_ends_without_a_traceback(
+    tmp_path, monkeypatch, capfd
+):
+    """The writer holds SIGTERM back while it makes its folder and raises it after: in a
+    worker, that ends the worker as the signal would, not with a Python traceback."""
+
+    def interrupted(*args, **kwargs):
+        raise Interrupted(signal.SIGTERM)
+
+    monkeypatch.setattr(parallel, "DatasetWriter", interrupted)  # the forked workers' too
+    capture = SAMPLES / "pulsar_shared_two_consumers.pcap"
+    with pytest.raises(WorkerDied, match=f"exit status {-signal.SIGTERM}"):
+        decode_parallel([capture], tmp_path / "out", jobs=2)
+    assert "Traceback" not in capfd.readouterr().err
+    assert list(tmp_path.iterdir()) == []
