@@ -57,13 +57,13 @@ class Conversation:
 
     def frame_anomaly(self, kind: str, row: Row, detail: str) -> None:
         """An anomaly of the frame ``row``: its direction, time, place and command."""
-        self.report(self._frame_row(kind, row, detail))
+        self.report(self._frame_anomaly_row(kind, row, detail))
 
     def report(self, anomaly: Row) -> None:
         self.anomalies += 1
         self.sink.anomaly(anomaly)
 
-    def _frame_row(self, kind: str, row: Row, detail: str) -> Row:
+    def _frame_anomaly_row(self, kind: str, row: Row, detail: str) -> Row:
         return self._row(
             row["direction"],
             row["ts"],
@@ -101,7 +101,7 @@ class Conversation:
 
     def unmatched(self, row: Row, request: Direction) -> None:
         """The response ``row`` matched no request, which ``request`` would have sent."""
-        anomaly = self._frame_row("unmatched_response", row, self._unmatched)
+        anomaly = self._frame_anomaly_row("unmatched_response", row, self._unmatched)
         suspects = self._suspects
         suspects.append((request, row["ts"], anomaly))
         if len(suspects) > MAX_SUSPECTS:  # a silent peer: judge the oldest now
