@@ -151,7 +151,7 @@ def _fill_required(message: Any) -> None:
 
 class DecodingStreams:
     """A StreamSink decoding every connection with its own PulsarDecoder: what the
-    pipeline does once it has chosen Pulsar, for tests of the decoder on real captures."""
+    dispatcher does once it has chosen Pulsar, for tests of the decoder on real captures."""
 
     def __init__(self, options: DecodeOptions, sink: Any = None) -> None:
         self.options = options
