@@ -119,6 +119,8 @@ class PulsarDecoder:
         self._conversation = Conversation(
             self._sink, options.capture, conn.conn_id, self.protocol, "no matching request was seen"
         )
+        # (side label, ts, offset, size, command, kind, detail): an anomaly of a side
+        self._emit_anomaly = self._conversation.anomaly
         self._entries = EntryDecoder(self._sink, options, self._conversation.frame_anomaly)
         self._fields: Row = {}
         self._sides = [_Side(0), _Side(1)]
@@ -417,18 +419,6 @@ class PulsarDecoder:
             self._emit_anomaly(side.label, ts, offset, size, None, kind, detail)
 
         return report
-
-    def _emit_anomaly(
-        self,
-        label: int,
-        ts: int,
-        offset: int | None,
-        size: int | None,
-        command: str | None,
-        kind: str,
-        detail: str,
-    ) -> None:
-        self._conversation.anomaly(label, ts, offset, size, command, kind, detail)
 
 
 _EFFECTS = {
