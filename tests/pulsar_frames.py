@@ -22,6 +22,8 @@ from pwcap.decode.pulsar._pb import pulsar_api_pb2 as pb
 from pwcap.decode.pulsar.commands import SPECS_BY_NAME
 from pwcap.decode.pulsar.decoder import PulsarDecoder
 
+from tests.rows import RecordingSink
+
 
 def command(name: str, **fields: Any) -> pb.BaseCommand:
     """A BaseCommand of type ``name`` whose sub-command has ``fields``."""
@@ -84,27 +86,6 @@ def compress(codec: str, data: bytes) -> bytes:
     if codec == "SNAPPY":
         return bytes(cramjam.snappy.compress_raw(data))
     return data
-
-
-class RecordingSink:
-    """A RowSink that keeps every row, for assertions."""
-
-    def __init__(self) -> None:
-        self.frames: list[dict] = []
-        self.messages: list[dict] = []
-        self.anomalies: list[dict] = []
-
-    def frame(self, row: dict) -> None:
-        self.frames.append(row)
-
-    def message(self, row: dict) -> None:
-        self.messages.append(row)
-
-    def anomaly(self, row: dict) -> None:
-        self.anomalies.append(row)
-
-    def kinds(self) -> list[str]:
-        return [a["kind"] for a in self.anomalies]
 
 
 def connection(client_by: ClientBy = ClientBy.SYN) -> Connection:
