@@ -13,6 +13,7 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Callable
 from functools import partial
+from typing import Any
 
 from pwcap.capture.events import ClientBy, Connection, Direction
 from pwcap.capture.reassembly import MAX_OPEN
@@ -109,13 +110,7 @@ class Dispatcher:
         sniffer = tracked.sniffer
         if sniffer is not None:
             tracked.gaps.append((direction, ts, offset, size))
-            held = sniffer.held
-            decision = sniffer.on_gap(direction, ts, offset, size)
-            self._sniffed += sniffer.held - held
-            if decision is not None:
-                self._decide(tracked, decision)
-            if self._sniffed > SNIFF_TOTAL:
-                self._relieve_sniffing()
+            self._sniff(tracked, sniffer, sniffer.on_gap, direction, ts, offset, size)
         elif tracked.decoder is not None:
             self._gap_row(tracked, direction, ts, offset, size)
             tracked.decoder.on_gap(direction, ts, offset, size)
@@ -231,15 +226,29 @@ class Dispatcher:
         def feed(direction: Direction, ts: int, offset: int, data: bytes) -> None:
             sniffer = tracked.sniffer
             assert sniffer is not None
-            held = sniffer.held
-            decision = sniffer.on_data(direction, ts, offset, data)
-            self._sniffed += sniffer.held - held
-            if decision is not None:
-                self._decide(tracked, decision)
-            if self._sniffed > SNIFF_TOTAL:
-                self._relieve_sniffing()
+            self._sniff(tracked, sniffer, sniffer.on_data, direction, ts, offset, data)
 
         return feed
+
+    def _sniff(
+        self,
+        tracked: _Tracked,
+        sniffer: Sniffer,
+        event: Callable[[Direction, int, int, Any], Decision | None],
+        direction: Direction,
+        ts: int,
+        offset: int,
+        value: bytes | int,
+    ) -> None:
+        """One event (data or a gap's size) into ``sniffer``: what it holds is counted
+        toward the sniffers' budget, and its decision acted on."""
+        held = sniffer.held
+        decision = event(direction, ts, offset, value)
+        self._sniffed += sniffer.held - held
+        if decision is not None:
+            self._decide(tracked, decision)
+        if self._sniffed > SNIFF_TOTAL:
+            self._relieve_sniffing()
 
     def _relieve_sniffing(self) -> None:
         """The undecided connections hold more than the budget: those holding most decide

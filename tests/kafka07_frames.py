@@ -11,12 +11,13 @@ from __future__ import annotations
 import gzip
 import struct
 import zlib
-from dataclasses import dataclass, field
 
 import cramjam
 from pwcap.capture.events import ClientBy, Connection, Direction
 from pwcap.decode.api import DecodeOptions
 from pwcap.decode.kafka07 import Kafka07Decoder
+
+from tests.rows import RecordingSink
 
 PRODUCE, FETCH, MULTIFETCH, MULTIPRODUCE, OFFSETS = range(5)
 NONE, GZIP, SNAPPY = 0, 1, 2
@@ -85,28 +86,6 @@ def multifetch_response(*parts: tuple[int, bytes]) -> bytes:
 
 def offsets_response(offsets: list[int]) -> bytes:
     return response(0, struct.pack(f">i{len(offsets)}q", len(offsets), *offsets))
-
-
-@dataclass
-class RecordingSink:
-    frames: list[dict] = field(default_factory=list)
-    messages: list[dict] = field(default_factory=list)
-    anomalies: list[dict] = field(default_factory=list)
-
-    def frame(self, row: dict) -> None:
-        self.frames.append(row)
-
-    def message(self, row: dict) -> None:
-        self.messages.append(row)
-
-    def anomaly(self, row: dict) -> None:
-        self.anomalies.append(row)
-
-    def kinds(self) -> list[str]:
-        return [a["kind"] for a in self.anomalies]
-
-    def commands(self) -> list[str | None]:
-        return [f["command"] for f in self.frames]
 
 
 def connection(client_by: ClientBy = ClientBy.SYN) -> Connection:

@@ -106,27 +106,23 @@ class Kafka07Decoder:
         self._frames = [0, 0]
         self._streams = self._new_streams(in_sync)
 
-    def _new_streams(self, in_sync: bool) -> tuple[FrameStream, FrameStream]:
-        return (
+    def _new_streams(self, in_sync: bool) -> list[FrameStream]:
+        """The client's stream of requests and the broker's of responses, by Direction."""
+        return [
             FrameStream(
-                _REQUESTS,
-                partial(self._safely, 0, self._request),
-                partial(self._stream_anomaly, 0),
+                frame_format,
+                partial(self._safely, label, handler),
+                partial(self._stream_anomaly, label),
                 self._max_frame,
                 in_sync,
-                partial(self._frame_lost, 0),
+                partial(self._frame_lost, label),
                 self._budget,
-            ),
-            FrameStream(
-                _RESPONSES,
-                partial(self._safely, 1, self._response),
-                partial(self._stream_anomaly, 1),
-                self._max_frame,
-                in_sync,
-                partial(self._frame_lost, 1),
-                self._budget,
-            ),
-        )
+            )
+            for label, frame_format, handler in (
+                (0, _REQUESTS, self._request),
+                (1, _RESPONSES, self._response),
+            )
+        ]
 
     # -- ConnectionDecoder ---------------------------------------------------------------
 

@@ -14,14 +14,13 @@ from pwcap.decode.conversation import Conversation
 from pwcap.decode.framing import FrameStream
 from pwcap.decode.pulsar import commands as c
 from pwcap.decode.pulsar._pb.pulsar_api_pb2 import AuthMethod, BaseCommand
-from pwcap.decode.pulsar.commands import text
 from pwcap.decode.pulsar.framing import PulsarFrames
 from pwcap.decode.pulsar.holdback import HeldRows
 from pwcap.decode.pulsar.hot import read_hot_command
 from pwcap.decode.pulsar.messages import EntryDecoder
 from pwcap.decode.pulsar.sniff import looks_like_command
 from pwcap.decode.pulsar.state import CONSUMER_NAMES, PRODUCER_NAMES, ConnectionState, Pairer
-from pwcap.decode.wire import WireError, read_varint
+from pwcap.decode.wire import WireError, read_varint, text
 
 # A command holding only its `type` (tag byte + one-byte varint: every type is < 128)
 # cannot carry the command message its type names.
@@ -120,6 +119,8 @@ class PulsarDecoder:
         self._conversation = Conversation(
             self._sink, options.capture, conn.conn_id, self.protocol, "no matching request was seen"
         )
+        # (side label, ts, offset, size, command, kind, detail): an anomaly of a side
+        self._emit_anomaly = self._conversation.anomaly
         self._entries = EntryDecoder(self._sink, options, self._conversation.frame_anomaly)
         self._fields: Row = {}
         self._sides = [_Side(0), _Side(1)]
@@ -418,18 +419,6 @@ class PulsarDecoder:
             self._emit_anomaly(side.label, ts, offset, size, None, kind, detail)
 
         return report
-
-    def _emit_anomaly(
-        self,
-        label: int,
-        ts: int,
-        offset: int | None,
-        size: int | None,
-        command: str | None,
-        kind: str,
-        detail: str,
-    ) -> None:
-        self._conversation.anomaly(label, ts, offset, size, command, kind, detail)
 
 
 _EFFECTS = {

@@ -1,4 +1,4 @@
-"""The pipeline between reassembly and the decoders, fed stream events directly.
+"""The connection dispatcher between reassembly and the decoders, fed stream events directly.
 
 Real captures go through it in tests/test_decode_samples.py; here each behaviour is
 pinned with a conversation built frame by frame.
@@ -24,12 +24,12 @@ T0 = 1_700_000_000_000_000
 
 
 class Harness:
-    """A pipeline with its rows kept, and helpers that play the capture layer's part."""
+    """A dispatcher with its rows kept, and helpers that play the capture layer's part."""
 
     def __init__(self, hints: dict | None = None) -> None:
         self.rows = RecordingSink()
         self.connections: list[dict] = []
-        self.pipeline = Dispatcher(
+        self.dispatcher = Dispatcher(
             self.rows,
             self.connections.append,
             Registry(hints),
@@ -39,7 +39,7 @@ class Harness:
 
     def open(self, server_port: int, client_by: ClientBy = ClientBy.SYN, conn_id: int = 1):
         conn = Connection(conn_id, "10.0.0.1", 40000, "10.0.0.2", server_port, T0, client_by)
-        self.pipeline.on_open(conn)
+        self.dispatcher.on_open(conn)
         return conn
 
     def send(self, conn: Connection, direction: Direction, data: bytes, ts: int = T0) -> None:
@@ -47,7 +47,7 @@ class Harness:
         offset = self.offsets.get(key, 0)
         conn.bytes[direction] += len(data)
         conn.last_ts = ts
-        self.pipeline.on_data(conn, direction, ts, offset, data)
+        self.dispatcher.on_data(conn, direction, ts, offset, data)
         self.offsets[key] = offset + len(data)
 
     def lose(self, conn: Connection, direction: Direction, size: int, ts: int = T0) -> None:
@@ -55,11 +55,11 @@ class Harness:
         offset = self.offsets.get(key, 0)
         conn.gaps += 1
         conn.gap_bytes[direction] += size
-        self.pipeline.on_gap(conn, direction, ts, offset, size)
+        self.dispatcher.on_gap(conn, direction, ts, offset, size)
         self.offsets[key] = offset + size
 
     def close(self, conn: Connection, reason: str = "fin") -> dict:
-        self.pipeline.on_close(conn, conn.last_ts, reason)
+        self.dispatcher.on_close(conn, conn.last_ts, reason)
         return self.connections[-1]
 
     def commands(self) -> list[tuple[str, str]]:
@@ -98,7 +98,7 @@ def test_a_port_hint_decides_without_looking_at_the_content():
     h = Harness({"pulsar": [16650]})
     conn = h.open(16650)
     h.send(conn, Direction.C2B, PING[:3])
-    assert h.pipeline.open_connections() == 1
+    assert h.dispatcher.open_connections() == 1
     h.send(conn, Direction.C2B, PING[3:])
     assert h.commands() == [("c2b", "PING")]
 
@@ -165,7 +165,7 @@ def test_kafka_found_by_content_with_the_roles_reversed_swaps_them():
     h.send(conn, Direction.B2C, fetch)
     # Reassembly labels later bytes by the swapped roles: the answer is broker to client.
     answer = kafka.response(0, kafka.message(b"hello") + kafka.message(b"world"))
-    h.pipeline.on_data(conn, Direction.B2C, T0 + 1, 0, answer)
+    h.dispatcher.on_data(conn, Direction.B2C, T0 + 1, 0, answer)
     row = h.close(conn)
     assert row["protocol"] == "kafka07"
     assert row["client_by"] == "content" and row["flipped"] is True
@@ -178,9 +178,9 @@ def test_connections_left_open_are_closed_at_the_end_of_the_capture():
     h = Harness()
     conn = h.open(6650)
     h.send(conn, Direction.C2B, PING)
-    h.pipeline.close_all("end_of_capture")
+    h.dispatcher.close_all("end_of_capture")
     assert [r["close_reason"] for r in h.connections] == ["end_of_capture"]
-    assert h.pipeline.open_connections() == 0
+    assert h.dispatcher.open_connections() == 0
 
 
 @pytest.mark.parametrize("port", [6650, 16650])
@@ -189,9 +189,9 @@ def test_stream_bytes_tell_the_progress(port):
     conn = h.open(port)
     h.send(conn, Direction.C2B, PING)
     h.send(conn, Direction.B2C, PONG)
-    assert h.pipeline.stream_bytes() == len(PING) + len(PONG)
+    assert h.dispatcher.stream_bytes() == len(PING) + len(PONG)
     h.close(conn)
-    assert h.pipeline.stream_bytes() == len(PING) + len(PONG)
+    assert h.dispatcher.stream_bytes() == len(PING) + len(PONG)
 
 
 def test_a_gap_met_while_sniffing_is_written_for_the_protocol_the_content_shows():
@@ -254,7 +254,7 @@ def test_undecided_connections_together_hold_no_more_than_the_sniffing_budget(mo
     for _ in range(8):
         for conn in others:
             h.send(conn, Direction.C2B, bytes(range(1, 250)) * 4)  # nothing recognisable
-            peak = max(peak, h.pipeline._sniffed)
+            peak = max(peak, h.dispatcher._sniffed)
     assert peak <= 64 << 10
     assert h.commands()[0] == ("c2b", "CONNECT")
     assert h.close(pulsar)["protocol"] == "pulsar"
