@@ -57,7 +57,9 @@ class Worker:
 
     def __init__(self, seed: int, folder: Path) -> None:
         self.seed, self.folder = seed, folder
-        context = multiprocessing.get_context("fork")
+        # Started fresh, not forked: a worker's peak memory is then its own decoding's,
+        # never what the process that started it held (a test runner's, hundreds of MB).
+        context = multiprocessing.get_context("forkserver")
         self.conn, child = context.Pipe()
         self.process = context.Process(target=serve, args=(child, seed, folder), daemon=True)
         self.process.start()
