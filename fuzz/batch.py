@@ -47,6 +47,7 @@ class Outcome:
     decoded: int = 0
     refused: int = 0
     peak_mb: float = 0.0
+    cpu_seconds: float = 0.0  # set by the campaign's worker, which measures its own
 
 
 def decode_batch(mutants: Sequence[Mutant], folder: Path) -> Outcome:
