@@ -8,7 +8,6 @@ Each sub-command lives in its own module exposing ``add_arguments(parser)`` and
 from __future__ import annotations
 
 import argparse
-import gc
 import importlib
 import signal
 import sys
@@ -52,9 +51,6 @@ def entry() -> int:
     """The ``pwcap`` program: :func:`main`, then deaf to Ctrl-C and SIGTERM while the
     interpreter winds down, when the work is done and its outcome said (a signal then
     would kill the process and turn a written dataset's exit status into a signal's)."""
-    # Decoding allocates millions of short-lived rows, none in a cycle: the collector's
-    # default pace (a pass every 700 allocations) spent a tenth of a run walking them.
-    gc.set_threshold(100_000, 50, 100)
     status = main()
     for signum in (signal.SIGINT, signal.SIGTERM):
         signal.signal(signum, signal.SIG_IGN)
