@@ -101,7 +101,7 @@ def small_frames_dataset(data: Path, size: int) -> Path:
 
 
 def decode_samples(out: Path) -> Path:
-    from pwcap.decode.run import decode_captures
+    from pwcap.decode.driver import decode_captures
 
     captures = sorted(str(p) for p in SAMPLES.iterdir() if p.suffix in (".pcap", ".pcapng"))
     decode_captures(captures, out)

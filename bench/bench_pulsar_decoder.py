@@ -117,7 +117,7 @@ def run(c2b: bytes, b2c: bytes, record: int) -> tuple[CountingSink, float]:
     be shared, so wall time would measure the neighbours too)."""
     conn = Connection(1, "10.0.0.1", 40000, "10.0.0.2", 6650, 0, ClientBy.SYN)
     sink = CountingSink()
-    decoder = PulsarDecoder(conn, sink, DecodeOptions(capture="bench"))
+    decoder = PulsarDecoder(conn, sink, DecodeOptions(capture="bench"), conn.flip)
     # Both directions advance in proportion, the broker's a little behind the client's
     # (responses vary in size, so exact proportion would let some overtake their requests).
     records = max(1, max(len(c2b), len(b2c)) // record)

@@ -42,7 +42,7 @@ def captures(data: Path, size: int, count: int) -> tuple[Path, int]:
 
 def spark_decode(folder: Path, out: Path, master: str) -> Contender:
     spark_submit = str(Path(sys.executable).parent / "spark-submit")
-    job = [str(ROOT / "jobs" / "decode.py"), str(folder), "-o", str(out)]
+    job = [str(ROOT / "jobs" / "decode.py"), str(folder), "-o", str(out), "--overwrite"]
     return Contender(f"jobs/decode.py {master}", [spark_submit, "--master", master, *job])
 
 

@@ -1,7 +1,7 @@
 """Capture files in, per-connection TCP byte streams out (sans-IO reassembly)."""
 
 from pwcap.capture.events import ClientBy, Connection, Direction, StreamSink
-from pwcap.capture.reader import StreamReader, read_streams
+from pwcap.capture.reader import RecordReader, read_streams
 from pwcap.capture.reassembly import Reassembler
 from pwcap.capture.records import CaptureError, iter_records, open_capture
 from pwcap.capture.stats import CaptureStats
@@ -13,7 +13,7 @@ __all__ = [
     "Connection",
     "Direction",
     "Reassembler",
-    "StreamReader",
+    "RecordReader",
     "StreamSink",
     "iter_records",
     "open_capture",

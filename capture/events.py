@@ -51,13 +51,18 @@ class Connection:
     bytes: list[int] = field(default_factory=lambda: [0, 0])  # delivered, per Direction
     gap_bytes: list[int] = field(default_factory=lambda: [0, 0])  # declared missing
     gaps: int = 0
+    # The roles turned round since reassembly named the client (as Zeek's
+    # connection_flipped): reassembly labels the directions of later bytes by it.
+    flipped: bool = False
 
-    def swap_roles(self) -> None:
-        """Exchange client and server when content proves reassembly guessed wrong."""
+    def flip(self) -> None:
+        """Exchange client and server: content proved reassembly's choice wrong. Only the
+        decode dispatcher calls this, once a decoder or the content test says so."""
         self.client_ip, self.server_ip = self.server_ip, self.client_ip
         self.client_port, self.server_port = self.server_port, self.client_port
         self.bytes.reverse()
         self.gap_bytes.reverse()
+        self.flipped = not self.flipped
 
 
 class StreamSink(Protocol):

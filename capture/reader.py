@@ -14,9 +14,10 @@ from pwcap.capture.shares import FlowShare
 from pwcap.capture.stats import CaptureStats
 
 
-class StreamReader:
-    """Records in, stream events out: for callers that get records from elsewhere
-    (a Spark task reading a slice of a capture, a live feed)."""
+class RecordReader:
+    """Capture records in (parsed down to TCP segments), stream events out: what
+    :func:`read_streams` feeds, and what callers that get records from elsewhere (a live
+    feed) feed themselves."""
 
     def __init__(
         self,
@@ -88,7 +89,7 @@ def read_streams(
     the connection ids unique to this capture. ``share`` keeps only that share's
     connections (one of several workers reading the same capture).
     """
-    reader = StreamReader(sink, server_ports, stats, scope, share)
+    reader = RecordReader(sink, server_ports, stats, scope, share)
     try:
         for one in source if isinstance(source, list) else [source]:
             stream, name = open_capture(one)

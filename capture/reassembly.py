@@ -34,6 +34,7 @@ from pwcap.capture.stats import CaptureStats
 FIN, SYN, RST, ACK = 0x01, 0x02, 0x04, 0x10
 _MASK = (1 << 32) - 1
 _HALF = 1 << 31
+_FLIPPED = (Direction.B2C, Direction.C2B)  # each direction, the roles turned round
 
 MAX_HELD_BYTES = 4 << 20  # early bytes held per direction before a hole is given up
 MAX_HELD_SEGMENTS = 4096
@@ -115,11 +116,10 @@ class _Half:
         "held",
         "held_bytes",
         "holding",
-        "ip",
         "next",
         "owed",
         "peer",
-        "port",
+        "side",
         "sink",
         "started",
         "stats",
@@ -129,15 +129,13 @@ class _Half:
     def __init__(
         self,
         conn: Connection,
-        ip: str,
-        port: int,
+        side: Direction,
         sink: StreamSink,
         stats: CaptureStats,
         holding: _Holding,
     ) -> None:
         self.conn = conn
-        self.ip = ip
-        self.port = port
+        self.side = side  # who sends these bytes as reassembly named the roles
         self.peer: _Half = self
         self.started = False  # the sequence number of offset 0 is known
         self.base = 0  # 32-bit sequence number of stream offset 0
@@ -161,10 +159,8 @@ class _Half:
         return nxt + ((seq - self.base - nxt + _HALF) & _MASK) - _HALF
 
     def direction(self) -> Direction:
-        conn = self.conn
-        if conn.client_port == self.port and conn.client_ip == self.ip:
-            return Direction.C2B
-        return Direction.B2C
+        """Who sends these bytes now: the connection may have flipped its roles since."""
+        return _FLIPPED[self.side] if self.conn.flipped else self.side
 
     def done(self) -> bool:
         return self.fin is not None and self.next >= self.fin
@@ -476,8 +472,8 @@ class Reassembler:
             client_by,
             last_ts=ts,
         )
-        client = _Half(conn, client_ip, sport, self.sink, self.stats, self._holding)
-        server = _Half(conn, server_ip, dport, self.sink, self.stats, self._holding)
+        client = _Half(conn, Direction.C2B, self.sink, self.stats, self._holding)
+        server = _Half(conn, Direction.B2C, self.sink, self.stats, self._holding)
         client.peer, server.peer = server, client
         reverse = (dst, dport, src, sport)
         self._halves[key] = client

@@ -44,3 +44,13 @@ def capture_anomalies(stats: CaptureStats, capture: str, ts: int | None) -> list
         {"ts": ts, "capture": capture, "kind": kind, "size": count, "detail": detail}
         for kind, count, detail in found
     ]
+
+
+def link_warnings(stats: CaptureStats, capture: str) -> list[str]:
+    """A warning line per link type whose records were skipped: a capture of a link layer
+    pwcap does not parse decodes to nothing, which must not pass for a quiet capture."""
+    return [
+        f"{capture}: {count:,} records of link type {linktype} skipped"
+        " (a link layer pwcap does not parse)"
+        for linktype, count in sorted(stats.unsupported_links.items())
+    ]

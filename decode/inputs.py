@@ -15,7 +15,7 @@ import sys
 from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass
-from pathlib import Path, PurePosixPath
+from pathlib import Path, PurePath, PurePosixPath
 from typing import BinaryIO
 
 from pwcap.capture import CaptureError
@@ -70,7 +70,7 @@ def expand_inputs(arguments: Iterable[str], series: bool = False) -> Inputs:
     unique: dict[Path, tuple[Path, PurePosixPath]] = {}  # a file named twice is decoded once
     for path, name in found:
         unique.setdefault(path.resolve(), (path, name))
-    names = _distinct([name for _, name in unique.values()], [p for p, _ in unique.values()])
+    names = distinct_names([name for _, name in unique.values()], list(unique))
     named = {path: name for (path, _), name in zip(unique.values(), names, strict=True)}
     paths = list(named)
     groups = [in_time_order(paths)] if series and paths else rotated_groups(paths)
@@ -161,18 +161,17 @@ def _relative(path: Path, base: Path) -> PurePosixPath:
     return PurePosixPath(Path(os.path.relpath(path, base)).as_posix())
 
 
-def _distinct(names: list[PurePosixPath], paths: list[Path]) -> list[str]:
+def distinct_names(names: list[PurePosixPath], paths: list[PurePath]) -> list[str]:
     """The names, made unique where two arguments gave the same one (``a/trace.pcap``
     and ``b/trace.pcap`` given as files): those take as many leading folders of their
-    real path as it takes to tell them apart."""
+    full path (``paths``, absolute) as it takes to tell them apart."""
     counts = Counter(names)
     result = []
-    for name, path in zip(names, paths, strict=True):
+    for name, mine in zip(names, paths, strict=True):
         if counts[name] == 1:
             result.append(str(name))
             continue
-        twins = [p.resolve() for n, p in zip(names, paths, strict=True) if n == name]
-        mine = path.resolve()
+        twins = [p for n, p in zip(names, paths, strict=True) if n == name]
         depth = len(name.parts) + 1
         while depth < len(mine.parts) - 1 and any(
             t != mine and t.parts[-depth:] == mine.parts[-depth:] for t in twins

@@ -27,19 +27,18 @@ from dataclasses import dataclass, field
 from multiprocessing.connection import Connection
 from pathlib import Path
 
-from pwcap.capture import CaptureStats
 from pwcap.capture.shares import FlowShare
-from pwcap.decode.inputs import CaptureInput, expand_inputs
-from pwcap.decode.registry import Registry
-from pwcap.decode.run import (
+from pwcap.decode.api import DecodeOptions
+from pwcap.decode.driver import (
     CaptureResult,
     Progress,
-    Settings,
     Summary,
     capture_rows,
     decode_capture,
     decode_captures,
+    merge_shares,
 )
+from pwcap.decode.inputs import CaptureInput, expand_inputs
 from pwcap.tables.dataset import DatasetWriter, check_output, make_temporary, put_in_place
 from pwcap.tables.interrupts import Interrupted, interrupts_deferred, terminate_as_interrupt
 from pwcap.tables.schema import TABLES
@@ -91,10 +90,9 @@ def plan(captures: list[CaptureInput], jobs: int) -> list[list[Unit]]:
 
 @dataclass
 class WorkerResult:
-    """What one worker sends back: per unit its capture result and connection counts,
-    and its dataset's tallies."""
+    """What one worker sends back: per unit its capture result, and its dataset's tallies."""
 
-    units: list[tuple[Unit, CaptureResult, Counter[str]]] = field(default_factory=list)
+    units: list[tuple[Unit, CaptureResult]] = field(default_factory=list)
     rows: Counter[str] = field(default_factory=Counter)
     commands: Counter[str | None] = field(default_factory=Counter)
     anomalies: Counter[str] = field(default_factory=Counter)
@@ -104,22 +102,22 @@ def decode_parallel(
     inputs: Iterable[str | Path],
     out: str | Path,
     jobs: int | None = None,
-    settings: Settings | None = None,
+    options: DecodeOptions | None = None,
     overwrite: bool = False,
     progress: Progress | None = None,
 ) -> Summary:
     """Decode the captures into the dataset ``out`` with ``jobs`` worker processes (None:
     :func:`default_jobs`); the same dataset and summary as
-    :func:`pwcap.decode.run.decode_captures`, which one worker runs in this process."""
-    settings = settings or Settings()
+    :func:`pwcap.decode.driver.decode_captures`, which one worker runs in this process."""
+    options = options or DecodeOptions()
     inputs = list(inputs)  # read twice when one worker is enough
-    expanded = expand_inputs((str(p) for p in inputs), settings.series)
+    expanded = expand_inputs((str(p) for p in inputs), options.series)
     captures = expanded.captures
     if jobs is None:
         jobs = default_jobs(sum(capture.size for capture in captures))
     workers = plan(captures, jobs)
     if len(workers) <= 1:
-        return decode_captures(inputs, out, settings, overwrite, progress)
+        return decode_captures(inputs, out, options, overwrite, progress)
     out = Path(out)
     progress = progress or Progress()
     check_output(out, overwrite)
@@ -132,8 +130,8 @@ def decode_parallel(
         if received:
             raise Interrupted(received[0])
         with terminate_as_interrupt():
-            results = _run_workers(captures, workers, tmp, settings, progress)
-        summary = _gather(captures, results, tmp, out, settings)
+            results = _run_workers(captures, workers, tmp, options, progress)
+        summary = _gather(captures, results, tmp, out, options)
         _merge(tmp, len(workers) + 1)
         put_in_place(tmp, out, overwrite)
     except BaseException:
@@ -153,7 +151,7 @@ def _run_workers(
     captures: list[CaptureInput],
     workers: list[list[Unit]],
     tmp: Path,
-    settings: Settings,
+    options: DecodeOptions,
     progress: Progress,
 ) -> list[WorkerResult]:
     """Start one process per worker, show their joint progress, gather their results;
@@ -166,7 +164,7 @@ def _run_workers(
         context.Process(
             target=_worker,
             args=(
-                _Task(index, captures, units, tmp / f"w{index}", settings),
+                _Task(index, captures, units, tmp / f"w{index}", options),
                 done,
                 pipes[index][1],
             ),
@@ -247,7 +245,7 @@ class _Task:
     captures: list[CaptureInput]
     units: list[Unit]
     out: Path  # its own dataset
-    settings: Settings
+    options: DecodeOptions
 
 
 def _worker(task: _Task, done: list[float], answer: Connection) -> None:
@@ -258,26 +256,23 @@ def _worker(task: _Task, done: list[float], answer: Connection) -> None:
     signal.pthread_sigmask(signal.SIG_UNBLOCK, _STOPPING)  # blocked by the parent to fork
     try:
         answer.send(_decode_units(task, done))
+    except Interrupted as interrupted:  # held back by the writer while it made its folder
+        signal.signal(interrupted.signum, signal.SIG_DFL)
+        os.kill(os.getpid(), interrupted.signum)  # ended as the signal ends a worker: quietly
     except Exception as error:  # sent to the parent, which reports it once
         answer.send(error)
 
 
 def _decode_units(task: _Task, done: list[float]) -> WorkerResult:
-    settings = task.settings
-    registry = Registry(settings.hints)
+    options = task.options
     result = WorkerResult()
     progress = _SharedProgress(done, task.index)
-    finished = 0.0
-    with DatasetWriter(task.out, payloads=settings.payloads) as writer:
+    with DatasetWriter(task.out, payloads=options.payloads) as writer:
         for unit in task.units:
             capture = task.captures[unit.capture]
-            share = unit.flow_share()
-            decoded, connections = decode_capture(
-                capture, writer, registry, settings, progress, 0, share
-            )
-            result.units.append((unit, decoded, connections))
-            finished += capture.size / unit.shares
-            progress.finished = finished
+            decoded = decode_capture(capture, writer, options, progress, 0, unit.flow_share())
+            result.units.append((unit, decoded))
+            progress.unit_done(capture.size / unit.shares)
         result.rows.update(writer.row_counts())
         tables = writer.tables
     result.commands.update(tables["frames"].counted)
@@ -294,17 +289,23 @@ class _SharedProgress(Progress):
         self._index = index
         self._position: Callable[[], int] = lambda: 0
         self._next = 0.0
-        self.finished = 0.0
+        self._finished = 0.0
 
     def capture(self, path: Path, done_bytes: int, position: Callable[[], int]) -> None:
         self._position = position
-        self._slots[self._index] = self.finished
+        self._slots[self._index] = self._finished
 
     def tick(self) -> None:
         now = time.monotonic()
         if now >= self._next:  # position() walks the open connections: not every tick
             self._next = now + POLL_SECONDS
-            self._slots[self._index] = self.finished + self._position()
+            self._slots[self._index] = self._finished + self._position()
+
+    def unit_done(self, size: float) -> None:
+        """A unit is decoded: its ``size`` counts whole from now on."""
+        self._finished += size
+        self._position = lambda: 0
+        self._slots[self._index] = self._finished
 
 
 # -- one dataset ---------------------------------------------------------------------------------
@@ -315,7 +316,7 @@ def _gather(
     results: list[WorkerResult],
     tmp: Path,
     out: Path,
-    settings: Settings,
+    options: DecodeOptions,
 ) -> Summary:
     """The run's summary from the workers', and the capture-wide rows of the shared
     captures written as one more dataset (``tmp/w<N>``) beside the workers'."""
@@ -326,16 +327,16 @@ def _gather(
     anomalies: Counter[str] = Counter()
     shared = set()
     for result in results:
-        for unit, decoded, counted in result.units:
+        for unit, decoded in result.units:
             parts.setdefault(unit.capture, []).append(decoded)
-            connections.update(counted)
+            connections.update(decoded.connections)
             if unit.share is not None:
                 shared.add(unit.capture)
         rows.update(result.rows)
         commands.update(result.commands)
         anomalies.update(result.anomalies)
     merged = {index: merge_shares(found) for index, found in parts.items()}
-    with DatasetWriter(tmp / f"w{len(results)}", payloads=settings.payloads) as writer:
+    with DatasetWriter(tmp / f"w{len(results)}", payloads=options.payloads) as writer:
         for index in sorted(shared):
             for row in capture_rows(captures[index].name, merged[index]):
                 writer.anomaly(row)
@@ -349,26 +350,6 @@ def _gather(
         commands=commands,
         anomalies=anomalies,
         seconds=0.0,
-    )
-
-
-def merge_shares(shares: list[CaptureResult]) -> CaptureResult:
-    """One capture's result from its shares: counters added up (the per-record ones
-    were counted by one share only), its end the latest of theirs."""
-    first = shares[0]
-    stats = CaptureStats()
-    for result in shares:
-        for name, value in result.stats.as_dict().items():
-            setattr(stats, name, getattr(stats, name) + value)
-        stats.unsupported_links.update(result.stats.unsupported_links)
-    ends = [result.last_ts for result in shares if result.last_ts is not None]
-    return CaptureResult(
-        path=first.path,
-        size=max(result.size for result in shares),
-        seconds=max(result.seconds for result in shares),
-        cut_off=first.cut_off,
-        stats=stats,
-        last_ts=max(ends) if ends else None,
     )
 
 

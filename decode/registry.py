@@ -4,11 +4,12 @@ As in Wireshark's dissector tables, every protocol pwcap knows is registered onc
 :data:`PROTOCOLS`, with its well-known ports, a content test and the decoder to create.
 A connection on a decoded protocol's port (or a port the user named with ``--pulsar-port``
 / ``--kafka07-port``) is decided at once. Any other connection is held back while its first
-bytes are buffered (at most :data:`SNIFF_LIMIT` per direction) and offered to each content
-test in turn; the buffered events are then replayed into the chosen decoder, so nothing
-seen before the decision is lost. TLS is recognised by content only, to be reported: its
-bytes are encrypted and never decoded. Its usual port (6651) decides nothing, since
-plaintext Pulsar runs there too when 6650 is taken.
+bytes are buffered (at most :data:`SNIFF_LIMIT` per direction, and :data:`SNIFF_TOTAL` for
+all such connections together) and offered to each content test in turn; the buffered
+events are then replayed into the chosen decoder, so nothing seen before the decision is
+lost. TLS is recognised by content only, to be reported: its bytes are encrypted and never
+decoded. Its usual port (6651) decides nothing, since plaintext Pulsar runs there too when
+6650 is taken.
 """
 
 from __future__ import annotations
@@ -21,6 +22,10 @@ from pwcap.decode import kafka07, pulsar
 from pwcap.decode.api import DecoderFactory
 
 SNIFF_LIMIT = 256 * 1024  # bytes of one direction examined before giving up on content
+# What one buffered event costs beside its bytes, counted toward the limits: a capture of
+# headers alone (a short snaplen) delivers gaps and never a byte.
+EVENT_BYTES = 128
+SNIFF_TOTAL = 32 << 20  # what the sniffers of all undecided connections hold together
 
 # (data from the start of a stream or after a gap, sent by the client?, max frame size)
 Sniff = Callable[[bytes, bool, int], bool]
@@ -106,42 +111,67 @@ class Registry:
 
 
 class Sniffer:
-    """Buffers one undecided connection's first events until its content decides."""
+    """Buffers one undecided connection's first events until its content decides.
+
+    What it holds is bounded per direction (:data:`SNIFF_LIMIT`, counting each event's
+    :data:`EVENT_BYTES` too) and, through :attr:`held`, by whoever runs many sniffers.
+    """
 
     def __init__(self, conn: Connection, max_frame_size: int, limit: int = SNIFF_LIMIT) -> None:
         self._conn = conn
         self._max_frame = max_frame_size
         self._limit = limit
         self.events: list[tuple] = []  # ("data"|"gap", direction, ts, offset, data|size)
+        self.held = 0  # bytes and events buffered, as the limits count them
         self._since_gap: list[list[bytes]] = [[], []]  # contiguous bytes per direction
-        self._sizes = [0, 0]
+        self._sizes = [0, 0]  # what each direction holds, as the limit counts it
         self._contiguous = [0, 0]  # bytes in _since_gap, per direction
         self._tested = [0, 0]  # contiguous bytes at the last content test, per direction
 
     def on_data(self, direction: Direction, ts: int, offset: int, data: bytes) -> Decision | None:
         """Buffer the bytes; a decision once one test accepts them or the limit is passed."""
         self.events.append(("data", direction, ts, offset, data))
-        pieces = self._since_gap[direction]
-        pieces.append(data)
-        self._sizes[direction] += len(data)
+        self._since_gap[direction].append(data)
+        self._count(direction, len(data) + EVENT_BYTES)
         self._contiguous[direction] += len(data)
         at_limit = self._sizes[direction] >= self._limit
         # Tested again only once the bytes have doubled: a stream fed a byte at a time
         # costs a linear amount of testing, not a test of the whole buffer per byte.
         if self._contiguous[direction] < 2 * self._tested[direction] and not at_limit:
             return None
-        buffered = b"".join(pieces) if len(pieces) > 1 else data
-        self._since_gap[direction] = [buffered]
-        self._tested[direction] = len(buffered)
-        decision = self._test(buffered, direction)
+        decision = self._test_since_gap(direction)
         if decision is None and at_limit:
             return Decision(None)
         return decision
 
-    def on_gap(self, direction: Direction, ts: int, offset: int, size: int) -> None:
+    def on_gap(self, direction: Direction, ts: int, offset: int, size: int) -> Decision | None:
+        """Buffer the gap; unknown once the direction's events reach the limit."""
         self.events.append(("gap", direction, ts, offset, size))
         self._since_gap[direction] = []
         self._contiguous[direction] = self._tested[direction] = 0
+        self._count(direction, EVENT_BYTES)
+        return Decision(None) if self._sizes[direction] >= self._limit else None
+
+    def give_up(self) -> Decision:
+        """A decision now, from the bytes buffered so far (memory is short)."""
+        for direction in Direction:
+            if self._contiguous[direction] > self._tested[direction]:
+                decision = self._test_since_gap(direction)
+                if decision is not None:
+                    return decision
+        return Decision(None)
+
+    def _count(self, direction: Direction, cost: int) -> None:
+        self._sizes[direction] += cost
+        self.held += cost
+
+    def _test_since_gap(self, direction: Direction) -> Decision | None:
+        """Test the direction's bytes since its last gap (joined for the test only: the
+        events keep the pieces, and a second copy would double what a sniffer holds)."""
+        pieces = self._since_gap[direction]
+        buffered = b"".join(pieces) if len(pieces) > 1 else pieces[0]
+        self._tested[direction] = len(buffered)
+        return self._test(buffered, direction)
 
     def _test(self, data: bytes, direction: Direction) -> Decision | None:
         from_client = direction == Direction.C2B

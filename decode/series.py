@@ -7,6 +7,10 @@ handshake, its frames cut at the file boundary). Grouped here, the files are rea
 order of their first timestamps as one capture, named like the first file without its
 number. ``-G`` names (strftime) have no pattern to rely on: ``--series`` groups the
 given files explicitly.
+
+The paths may be local (:class:`~pathlib.Path`) or of any filesystem (``jobs/decode.py``
+lists S3 or HDFS ones as :class:`~pathlib.PurePosixPath`): whoever groups them says how
+to read a file's first timestamp.
 """
 
 from __future__ import annotations
@@ -14,19 +18,44 @@ from __future__ import annotations
 import io
 import re
 from collections import defaultdict
-from pathlib import Path
+from collections.abc import Callable
+from pathlib import PurePath
+from typing import TypeVar
 
 from pwcap.capture import CaptureError, iter_records
 
 SNIFF_BYTES = 4096
 _ROTATED = re.compile(r"(?P<base>.+\.[A-Za-z]+)(?P<number>\d+)")  # trace.pcap12
 
+P = TypeVar("P", bound=PurePath)
 
-def rotated_groups(paths: list[Path]) -> list[list[Path]]:
+
+def head_timestamp(head: bytes, name: str) -> int:
+    """The capture time of the first record in a file's first bytes ``head`` (0 when
+    they hold none)."""
+    try:
+        for ts, *_ in iter_records(io.BytesIO(head), name):
+            return ts
+    except CaptureError:
+        pass
+    return 0
+
+
+def first_timestamp(path: PurePath) -> int:
+    """The capture time of a local file's first record (0 when it has none)."""
+    try:
+        with open(path, "rb") as stream:
+            head = stream.read(SNIFF_BYTES)
+    except OSError:
+        return 0
+    return head_timestamp(head, path.name)
+
+
+def rotated_groups(paths: list[P], first: Callable[[P], int] = first_timestamp) -> list[list[P]]:
     """The paths grouped by rotation: ``trace.pcap`` with ``trace.pcap1``… of the same
-    folder form one group (in time order), every other path a group of its own; groups
-    keep the order of their first member in ``paths``."""
-    members: dict[tuple[Path, str], list[Path]] = defaultdict(list)
+    folder form one group (in time order, ``first`` telling a file's first timestamp),
+    every other path a group of its own; groups keep the order of their first member."""
+    members: dict[tuple[PurePath, str], list[P]] = defaultdict(list)
     keys = []
     for path in paths:
         match = _ROTATED.fullmatch(path.name)
@@ -39,16 +68,16 @@ def rotated_groups(paths: list[Path]) -> list[list[Path]]:
         found = members[key]
         numbered = any(_ROTATED.fullmatch(p.name) for p in found)
         if len(found) > 1 and numbered:
-            groups.append(in_time_order(found))
+            groups.append(in_time_order(found, first))
         else:
             groups += [[path] for path in found]
     return groups
 
 
-def in_time_order(paths: list[Path]) -> list[Path]:
+def in_time_order(paths: list[P], first: Callable[[P], int] = first_timestamp) -> list[P]:
     """The files by the time of their first record (a ring of ``-W`` files wraps its
     numbers), the number breaking ties."""
-    return sorted(paths, key=lambda p: (first_timestamp(p), _number(p)))
+    return sorted(paths, key=lambda p: (first(p), _number(p)))
 
 
 def series_name(name: str) -> str:
@@ -57,18 +86,6 @@ def series_name(name: str) -> str:
     return match["base"] if match else name
 
 
-def first_timestamp(path: Path) -> int:
-    """The capture time of the file's first record (0 when it has none)."""
-    try:
-        with open(path, "rb") as stream:
-            head = stream.read(SNIFF_BYTES)
-        for ts, *_ in iter_records(io.BytesIO(head), path.name):
-            return ts
-    except (CaptureError, OSError):
-        pass
-    return 0
-
-
-def _number(path: Path) -> int:
+def _number(path: PurePath) -> int:
     match = _ROTATED.fullmatch(path.name)
     return int(match["number"]) if match else -1

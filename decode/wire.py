@@ -140,3 +140,11 @@ class Fields:
             value = (value << 8) | data[self.pos + i]
         self.pos += size
         return value
+
+
+def text(value: str | bytes) -> str:
+    """A protobuf string as a str. The parser hands back bytes when a string field is not
+    valid UTF-8 (damage: commands carry no checksum); the text stays readable, escaped."""
+    if isinstance(value, str):
+        return value
+    return value.decode("utf-8", "backslashreplace")

@@ -6,8 +6,9 @@ The seeds (:data:`fuzz.targets.TARGETS`) are written to ``fuzz/work/<target>/see
 the inputs libFuzzer finds interesting to ``fuzz/work/<target>/corpus``, and a crashing,
 hanging or memory-hungry input to ``fuzz/work/<target>/`` as ``crash-*``, ``timeout-*``
 or ``oom-*``: a failure worth keeping goes to ``fuzz/corpus/<target>/``, which the tests
-replay. Other arguments are libFuzzer's (``-help=1`` lists them). The interpreted decoder
-runs (``PWCAP_PURE_PYTHON``): atheris follows the coverage of Python code only, and the
+replay (libFuzzer shrinks it first: ``TARGET -minimize_crash=1 -runs=10000 crash-*``).
+Other arguments are libFuzzer's (``-help=1`` lists them). The interpreted decoder runs
+(``PWCAP_PURE_PYTHON``): atheris follows the coverage of Python code only, and the
 compiled modules are built from the same sources.
 """
 
@@ -21,11 +22,14 @@ from pathlib import Path
 WORK = Path(__file__).resolve().parent / "work"
 
 
-def main(argv: list[str]) -> None:
-    import atheris  # only here: the targets run without it
-
+def main(argv: list[str]) -> int:
     os.environ["PWCAP_PURE_PYTHON"] = "1"
     from fuzz.targets import TARGETS
+
+    if not argv or argv[0] not in TARGETS:
+        print(__doc__.strip(), f"\ntargets: {', '.join(TARGETS)}", file=sys.stderr)
+        return 2
+    import atheris  # only here: the targets run without it
 
     atheris.instrument_all()  # pwcap's own import finder bypasses instrument_imports
 
@@ -41,7 +45,8 @@ def main(argv: list[str]) -> None:
     folders = [str(work / "corpus"), str(work / "seeds")]
     atheris.Setup([sys.argv[0], *defaults, *options, *folders], target)
     atheris.Fuzz()
+    return 0
 
 
 if __name__ == "__main__":
-    main(sys.argv[1:])
+    sys.exit(main(sys.argv[1:]))

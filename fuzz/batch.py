@@ -1,7 +1,7 @@
 """Decode many mutants in one run of pwcap, in this process, and say which ones failed.
 
 Writing a Parquet dataset costs more than decoding a small capture, so mutants are
-decoded together: one :func:`pwcap.decode.run.decode_captures` over a folder of them, as a
+decoded together: one :func:`pwcap.decode.driver.decode_captures` over a folder of them, as a
 user decodes a folder of captures. A capture pwcap refuses (not a capture) stops such a
 run with one line naming the file; that file is set aside and the run repeated. When a
 run raises anything else or outgrows the memory budget, each of its mutants is decoded
@@ -18,8 +18,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from pwcap.decode.driver import Summary, decode_captures
 from pwcap.decode.inputs import InputError
-from pwcap.decode.run import Summary, decode_captures
 
 from fuzz.invariants import read, violations
 from fuzz.mutate import Mutant
@@ -47,6 +47,7 @@ class Outcome:
     decoded: int = 0
     refused: int = 0
     peak_mb: float = 0.0
+    cpu_seconds: float = 0.0  # set by the campaign's worker, which measures its own
 
 
 def decode_batch(mutants: Sequence[Mutant], folder: Path) -> Outcome:

@@ -39,6 +39,7 @@ class Report:
     decoded: int = 0
     refused: int = 0
     peak_mb: float = 0.0
+    cpu_seconds: float = 0.0  # the workers' own, user+sys
     failures: list[tuple[int, Failure]] = field(default_factory=list)  # (index, failure)
 
     def kinds(self) -> Counter[str]:
@@ -48,7 +49,9 @@ class Report:
 def serve(conn: Connection, seed: int, folder: Path) -> None:
     """A worker: decode the batches of indexes it is sent until it is sent None."""
     while (indexes := conn.recv()) is not None:
+        started = time.process_time()
         outcome = decode_batch([mutant(seed, i) for i in indexes], folder)
+        outcome.cpu_seconds = time.process_time() - started
         conn.send(outcome)
 
 
@@ -57,7 +60,9 @@ class Worker:
 
     def __init__(self, seed: int, folder: Path) -> None:
         self.seed, self.folder = seed, folder
-        context = multiprocessing.get_context("fork")
+        # Started fresh, not forked: a worker's peak memory is then its own decoding's,
+        # never what the process that started it held (a test runner's, hundreds of MB).
+        context = multiprocessing.get_context("forkserver")
         self.conn, child = context.Pipe()
         self.process = context.Process(target=serve, args=(child, seed, folder), daemon=True)
         self.process.start()
@@ -128,6 +133,7 @@ def run(seed: int, start: int, count: int, jobs: int, found: Path, batch: int = 
                 report.decoded += outcome.decoded
                 report.refused += outcome.refused
                 report.peak_mb = max(report.peak_mb, outcome.peak_mb)
+                report.cpu_seconds += outcome.cpu_seconds
                 for failure in outcome.failures:
                     index = int(failure.name.split("-", 1)[0])
                     _record(report, found, seed, index, failure)
@@ -171,10 +177,8 @@ def main(argv: list[str] | None = None) -> int:
     started = time.monotonic()
     report = run(args.seed, args.start, args.inputs, args.jobs, args.found)
     wall = time.monotonic() - started
-    cpu = sum(
-        usage.ru_utime + usage.ru_stime
-        for usage in map(resource.getrusage, (resource.RUSAGE_SELF, resource.RUSAGE_CHILDREN))
-    )
+    own = resource.getrusage(resource.RUSAGE_SELF)
+    cpu = own.ru_utime + own.ru_stime + report.cpu_seconds
     print(
         f"mutants {report.inputs:,} (seed {args.seed}, from {args.start}): decoded"
         f" {report.decoded:,}, refused as not captures {report.refused:,}\n"

@@ -153,6 +153,15 @@ def swap(index: int) -> Callable[[Layout], None]:
     return edit
 
 
+def headers_only(layout: Layout) -> None:
+    """Every pcap record cut after its first 66 bytes (Ethernet, IPv4 and a TCP header
+    with options), as ``tcpdump -s 66`` captures."""
+    for part in layout.parts:
+        if part.packet_at is not None and len(part.packet) > 66:
+            del part.raw[part.packet_at + 66 :]
+            struct.pack_into(layout.endian + "I", part.raw, 8, 66)
+
+
 def short_last_block(layout: Layout) -> None:
     layout.parts.append(layout.parts[-1])
     layout.parts[-1] = type(layout.parts[-1])(bytearray(struct.pack("<III", 6, 12, 12)), None)
@@ -221,6 +230,12 @@ ENTRIES = [
     ),
     Entry("packets", "a land packet (from an endpoint to itself)", edited(PULSAR, land), CLEAN),
     Entry("packets", "records timed backwards", edited(PULSAR, backwards), CLEAN),
+    Entry(
+        "packets",
+        "records cut to their headers (a snaplen of 66)",
+        edited(PULSAR, headers_only),
+        "gap",
+    ),
     Entry(
         "packets", "a record lost (a segment the capture missed)", edited(PULSAR, lose(21)), "gap"
     ),

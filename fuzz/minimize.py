@@ -52,6 +52,9 @@ def minimize(data: bytes, fails: Callable[[bytes], bool]) -> bytes:
 
 
 def main(argv: list[str]) -> int:
+    if len(argv) != 2 or argv[0].startswith("-"):
+        print(__doc__.strip(), file=sys.stderr)
+        return 2
     source, corpus = Path(argv[0]), Path(argv[1])
     name = source.name.split("-", 1)[1]  # without the failure kind in front
     with TemporaryDirectory(prefix="pwcap-minimize-") as tmp:

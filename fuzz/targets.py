@@ -22,7 +22,7 @@ import pyarrow as pa
 from pwcap.capture import CaptureError, ClientBy, Connection, Direction, read_streams
 from pwcap.capture.reassembly import Reassembler
 from pwcap.capture.stats import CaptureStats
-from pwcap.decode.api import DecodeOptions
+from pwcap.decode.api import MAX_PENDING_TOTAL, DecodeOptions, FrameBudget
 from pwcap.decode.kafka07 import Kafka07Decoder
 from pwcap.decode.pulsar import PulsarDecoder
 from pwcap.tables.schema import Row, arrow_schema
@@ -119,7 +119,7 @@ def reassembly_seeds() -> Iterator[bytes]:
 
 # -- one connection's streams ------------------------------------------------------------------
 
-Factory = Callable[[Connection, "Rows", DecodeOptions], object]
+Factory = Callable[[Connection, "Rows", DecodeOptions, Callable[[], None]], object]
 
 
 class Rows:
@@ -153,8 +153,12 @@ def _decode(factory: Factory, data: bytes, port: int) -> None:
     client_by = ClientBy(data[0] % 3)
     conn = Connection(7, "10.0.0.1", 40000, "10.0.0.2", port, T0, client_by)
     rows = Rows()
-    options = DecodeOptions(capture="fuzz", max_frame_size=1 << 16 if data[0] & 4 else 5 << 20)
-    decoder = factory(conn, rows, options)
+    options = DecodeOptions(
+        capture="fuzz",
+        max_frame_size=1 << 16 if data[0] & 4 else 5 << 20,
+        frames=FrameBudget(256 if data[0] & 8 else MAX_PENDING_TOTAL),  # frames given up
+    )
+    decoder = factory(conn, rows, options, conn.flip)
     offsets = [0, 0]
     ts = T0
     for direction, gap, pause, payload in _events(data[1:]):
@@ -166,6 +170,8 @@ def _decode(factory: Factory, data: bytes, port: int) -> None:
             decoder.on_data(Direction(direction), ts, offsets[direction], payload)  # type: ignore[attr-defined]
             offsets[direction] += len(payload)
     decoder.on_close(ts)  # type: ignore[attr-defined]
+    if options.frames.total:
+        raise Broken(f"{options.frames.total} bytes still counted as incomplete frames")
     fields = decoder.connection_fields()  # type: ignore[attr-defined]
     check_rows(rows, fields, conn, decoder.protocol)  # type: ignore[attr-defined]
 
@@ -205,22 +211,25 @@ def check_rows(rows: Rows, fields: Row, conn: Connection, protocol: str) -> None
 
 
 def stream_seeds(port: int) -> Iterator[bytes]:
-    """The sample captures' connections on ``port``, in the event encoding."""
+    """The sample captures' connections on ``port``, in the event encoding; each also cut
+    in pieces of 100 bytes under a frame budget that gives its longer frames up."""
     for _, data, _ in samples():
-        sink = _EventLog()
-        try:
-            read_streams(data, sink, server_ports=(6650, 9092))
-        except CaptureError:
-            continue
-        for server_port, events in sink.connections.values():
-            if server_port == port and events:
-                yield bytes([ClientBy.SYN]) + b"".join(events)
+        for head, piece in ((ClientBy.SYN, 0xFFFF), (ClientBy.SYN | 9, 100)):
+            sink = _EventLog(piece)
+            try:
+                read_streams(data, sink, server_ports=(6650, 9092))
+            except CaptureError:
+                break
+            for server_port, events in sink.connections.values():
+                if server_port == port and events:
+                    yield bytes([head]) + b"".join(events)
 
 
 class _EventLog:
     """A StreamSink writing each connection's events in the targets' event encoding."""
 
-    def __init__(self) -> None:
+    def __init__(self, piece: int) -> None:
+        self.piece = piece  # the longest data event
         self.connections: dict[int, tuple[int, list[bytes]]] = {}
 
     def on_open(self, conn: Connection) -> None:
@@ -230,8 +239,8 @@ class _EventLog:
         self, conn: Connection, direction: Direction, ts: int, offset: int, data: bytes
     ) -> None:
         events = self.connections[conn.conn_id][1]
-        for at in range(0, len(data), 0xFFFF):
-            piece = data[at : at + 0xFFFF]
+        for at in range(0, len(data), self.piece):
+            piece = data[at : at + self.piece]
             events.append(bytes([direction | 4]) + struct.pack(">H", len(piece)) + piece)
 
     def on_gap(

@@ -22,12 +22,11 @@ from pyspark.sql import functions as F
 
 SUBSCRIPTION = ("capture", "topic", "subscription")
 ENTRY = (*SUBSCRIPTION, "ledger_id", "entry_id")
+RECEIVER = ("conn_id", "consumer_id", "consumer_name")  # whom a delivery went to
 
 
 DELIVERY = (
-    "conn_id",
-    "consumer_id",
-    "consumer_name",
+    *RECEIVER,
     *ENTRY,
     "partition",
     "redelivery_count",

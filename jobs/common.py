@@ -115,9 +115,7 @@ def start(name: str, output: str, overwrite: bool, verbose: bool) -> SparkSessio
     """The session of a job script, once nothing stands in its way: Java to start Spark
     with, and an output that is new or may be overwritten. Otherwise one line and exit 1,
     never a launcher error and a traceback, nor a silently replaced output."""
-    refusal = output_refusal(output, overwrite)
-    if refusal is None and "PYSPARK_GATEWAY_PORT" not in os.environ:  # not under spark-submit
-        refusal = java_problem()
+    refusal = output_refusal(output, overwrite) or no_java()
     if refusal is not None:
         raise SystemExit(f"{name}: error: {refusal}")
     spark = session(f"pwcap-{name}", verbose)
@@ -125,6 +123,12 @@ def start(name: str, output: str, overwrite: bool, verbose: bool) -> SparkSessio
     if refusal is not None:
         raise SystemExit(f"{name}: error: {refusal}")
     return spark
+
+
+def no_java() -> str | None:
+    """Why Spark cannot start its JVM here, in one line, or None (always None under
+    spark-submit, whose JVM already runs)."""
+    return None if "PYSPARK_GATEWAY_PORT" in os.environ else java_problem()
 
 
 def output_refusal(output: str, overwrite: bool, spark: SparkSession | None = None) -> str | None:

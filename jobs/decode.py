@@ -24,22 +24,25 @@ import os
 import queue
 import sys
 import threading
+import uuid
+from collections import Counter
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
-from functools import partial
+from dataclasses import dataclass, replace
 from pathlib import Path, PurePosixPath
+from urllib.parse import urlsplit
 
 import pyarrow as pa
 from pwcap.capture import CaptureStats
 from pwcap.capture.shares import FlowShare
-from pwcap.decode.inputs import InputError, expand_inputs, head_not_a_capture
-from pwcap.decode.parallel import merge_shares
-from pwcap.decode.registry import Registry
-from pwcap.decode.run import CaptureResult, Progress, Settings, capture_rows, decode_capture
-from pwcap.jobs.args import add_overwrite
-from pwcap.jobs.common import spark_schema, start, write_tables
-from pwcap.tables.dataset import BATCH_ROWS, bounded_append
+from pwcap.decode.api import DecodeOptions
+from pwcap.decode.driver import CaptureResult, capture_rows, decode_capture, merge_shares
+from pwcap.decode.inputs import InputError, distinct_names, expand_inputs, head_not_a_capture
+from pwcap.decode.series import head_timestamp, in_time_order, rotated_groups, series_name
+from pwcap.jobs.common import no_java, session, spark_schema, write_tables
+from pwcap.tables.columns import ColumnBuffer
+from pwcap.tables.dataset import BATCH_ROWS, DatasetError, check_output
 from pwcap.tables.schema import TABLES, Row, arrow_schema
+from py4j.java_gateway import JavaObject
 from pyarrow import fs as pafs
 from pyspark import StorageLevel
 from pyspark.sql import DataFrame, SparkSession
@@ -68,29 +71,49 @@ class Listed:
 # -- listing, on the driver -------------------------------------------------------------------
 
 
-def list_captures(arguments: list[str]) -> tuple[list[Listed], list[str]]:
+def list_captures(arguments: list[str], series: bool = False) -> tuple[list[Listed], list[str]]:
     """The captures the arguments name (files, folders, globs; on any filesystem pyarrow
-    reaches), largest first, and the files of folders that are not captures."""
+    reaches), largest first, and the files of folders that are not captures. Rotated
+    files (or all of them: ``series``) are one capture each series, as for ``pwcap
+    decode``; names are made unique, so connection ids are too."""
     local = [a for a in arguments if "://" not in a]
-    listed: list[Listed] = []
+    remote = [a for a in arguments if "://" in a]
+    if series and local and remote:
+        raise InputError("--series: the files of one series must be on one filesystem")
+    listed: list[tuple[Listed, PurePosixPath]] = []
     skipped: list[str] = []
     if local:
-        expanded = expand_inputs(local)
+        expanded = expand_inputs(local, series)
         for capture in expanded.captures:
             if capture.path is None:
                 raise InputError("standard input cannot be shared with a cluster")
             paths = [str(part.resolve()) for part in capture.parts or (capture.path,)]
-            listed.append(Listed(capture.name, f"file://{paths[0]}", paths, capture.size))
+            where = PurePosixPath(paths[0]).parent / PurePosixPath(capture.name).name
+            listed.append((Listed(capture.name, f"file://{paths[0]}", paths, capture.size), where))
         skipped += [str(path) for path, _ in expanded.skipped]
-    for argument in arguments:
-        if "://" in argument:
-            found, not_captures = _list_remote(argument)
-            listed += found
+    if remote:
+        found: dict[PurePosixPath, _Found] = {}
+        for argument in remote:
+            files, not_captures = _list_remote(argument)
+            for file in files:
+                found.setdefault(file.where, file)  # a file named twice is decoded once
             skipped += not_captures
-    return sorted(listed, key=lambda c: -c.size), skipped
+        listed += _remote_captures(found, series)
+    return sorted(_unique_names(listed), key=lambda c: -c.size), skipped
 
 
-def _list_remote(argument: str) -> tuple[list[Listed], list[str]]:
+@dataclass(frozen=True, slots=True)
+class _Found:
+    """A capture file a URI argument names."""
+
+    uri: str  # of its filesystem, for pyarrow
+    path: str  # in that filesystem
+    where: PurePosixPath  # where it is among every filesystem's files (:func:`_where`)
+    name: PurePosixPath  # below the argument
+    size: int
+
+
+def _list_remote(argument: str) -> tuple[list[_Found], list[str]]:
     """A file, folder, or glob in its last part (``s3a://b/caps/*.pcap``) named by URI;
     names are paths below the folder, as for local arguments."""
     scheme, rest = argument.split("://", 1)
@@ -105,26 +128,87 @@ def _list_remote(argument: str) -> tuple[list[Listed], list[str]]:
         raise InputError(f"{argument}: {error}") from None
     if info.type == pafs.FileType.NotFound:
         raise InputError(f"{argument}: no such file or folder")
+
+    def found(file: pafs.FileInfo, name: PurePosixPath) -> _Found:
+        return _Found(uri, file.path, _where(uri, file.path), name, file.size)
+
     if info.type != pafs.FileType.Directory:
-        return [Listed(PurePosixPath(path).name, uri, [path], info.size)], []
+        return [found(info, PurePosixPath(PurePosixPath(path).name))], []
     files = filesystem.get_file_info(pafs.FileSelector(path, recursive=pattern is None))
     base = PurePosixPath(path)
-    found, skipped = [], []
+    captures, skipped = [], []
     for file in sorted((f for f in files if f.is_file), key=lambda f: f.path):
-        name = str(PurePosixPath(file.path).relative_to(base))
+        name = PurePosixPath(file.path).relative_to(base)
         if pattern is not None:
-            if fnmatch.fnmatchcase(name, pattern):
-                found.append(Listed(name, uri, [file.path], file.size))
+            if fnmatch.fnmatchcase(str(name), pattern):
+                captures.append(found(file, name))
             continue
         with filesystem.open_input_stream(file.path) as stream:
-            reason = head_not_a_capture(stream.read(SNIFF_BYTES), name)
+            reason = head_not_a_capture(stream.read(SNIFF_BYTES), str(name))
         if reason is None:
-            found.append(Listed(name, uri, [file.path], file.size))
+            captures.append(found(file, name))
         else:
             skipped.append(f"{argument.rstrip('/')}/{name}")
-    if not found:
+    if not captures:
         raise InputError(f"{argument}: no capture files there")
-    return found, skipped
+    return captures, skipped
+
+
+def _where(uri: str, path: str) -> PurePosixPath:
+    """One absolute path for a file of any filesystem: ``/a/b`` on the local one,
+    ``/s3:/bucket/a/b``, ``/hdfs:/namenode:8020/a/b`` elsewhere (pyarrow's S3 paths start
+    with their bucket, its HDFS paths with ``/``, below the URI's host)."""
+    parts = urlsplit(uri)
+    if parts.scheme == "file":
+        return PurePosixPath(path)
+    host = [parts.netloc] if path.startswith("/") else []
+    return PurePosixPath("/", f"{parts.scheme}:", *host, path.lstrip("/"))
+
+
+def _remote_captures(
+    found: dict[PurePosixPath, _Found], series: bool
+) -> list[tuple[Listed, PurePosixPath]]:
+    """The URI arguments' files as captures: rotated files one capture each series
+    (every file one series with ``series``), read in the order of their first records."""
+    opened: dict[str, pafs.FileSystem] = {}
+
+    def first(where: PurePosixPath) -> int:
+        file = found[where]
+        if file.uri not in opened:
+            opened[file.uri] = pafs.FileSystem.from_uri(file.uri)[0]
+        with opened[file.uri].open_input_stream(file.path) as stream:
+            return head_timestamp(stream.read(SNIFF_BYTES), file.path)
+
+    files = list(found)
+    if series and len({_filesystem(found[where].uri) for where in files}) > 1:
+        raise InputError("--series: the files of one series must be on one filesystem")
+    groups = [in_time_order(files, first)] if series else rotated_groups(files, first)
+    captures = []
+    for group in groups:
+        head = found[group[0]]
+        name = str(head.name) if len(group) == 1 else series_name(str(head.name))
+        paths = [found[where].path for where in group]
+        size = sum(found[where].size for where in group)
+        where = group[0].parent / PurePosixPath(name).name
+        captures.append((Listed(name, head.uri, paths, size), where))
+    return captures
+
+
+def _filesystem(uri: str) -> str:
+    """The filesystem a URI is on: its scheme and host (an S3 bucket, an HDFS namenode)."""
+    parts = urlsplit(uri)
+    return f"{parts.scheme}://{parts.netloc}"
+
+
+def _unique_names(listed: list[tuple[Listed, PurePosixPath]]) -> list[Listed]:
+    """The captures under names of their own (two arguments' ``trace.pcap`` take leading
+    folders until they differ, as :func:`expand_inputs` names local files): a name is a
+    capture's scope for connection ids, so two captures must never share one."""
+    names = distinct_names([PurePosixPath(c.name) for c, _ in listed], [w for _, w in listed])
+    taken = [name for name, count in Counter(names).items() if count > 1]
+    if taken:
+        raise InputError(f"two captures would both be named {taken[0]}: name them apart")
+    return [replace(capture, name=name) for (capture, _), name in zip(listed, names, strict=True)]
 
 
 # -- decoding, in the tasks ---------------------------------------------------------------------
@@ -170,21 +254,32 @@ class ArrowRows:
 
     def __init__(self, emit: Callable[[pa.RecordBatch], None]) -> None:
         self._emit = emit
-        self._rows: dict[str, list[Row]] = {table: [] for table in TABLES}
+        self._buffers = {table: ColumnBuffer(arrow_schema(table), BATCH_ROWS) for table in TABLES}
         self.frame, self.message, self.anomaly, self.connection = (
-            bounded_append(self._rows[table], BATCH_ROWS, partial(self._send, table))
-            for table in ("frames", "messages", "anomalies", "connections")
+            self._appender(table) for table in ("frames", "messages", "anomalies", "connections")
         )
+
+    def _appender(self, table: str) -> Callable[[Row], None]:
+        buffer = self._buffers[table]
+
+        def append(row: Row) -> None:
+            if buffer.add(row):
+                self._send(table)
+
+        return append
 
     def flush_all(self) -> None:
         for table in TABLES:
             self._send(table)
 
     def _send(self, table: str) -> None:
-        rows = self._rows[table]
-        if rows:
-            self._emit(wide_batch(table, pa.array(rows, type=pa.struct(list(arrow_schema(table))))))
-            rows.clear()
+        batch = self._buffers[table].take_batch()
+        if batch is not None:
+            self._emit(
+                wide_batch(
+                    table, pa.StructArray.from_arrays(batch.columns, fields=list(batch.schema))
+                )
+            )
 
 
 _SHARE = pa.struct([("capture", pa.string()), ("result", pa.string())])  # result: JSON
@@ -222,7 +317,7 @@ def _share_result(text: str) -> CaptureResult:
 
 
 def decode_tasks(
-    settings: Settings,
+    options: DecodeOptions,
 ) -> Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]]:
     """The function each task runs over its listed captures (rows of ``Listed`` fields
     and the flow-hash ``share`` of ``shares`` to keep)."""
@@ -232,13 +327,13 @@ def decode_tasks(
             for row in batch.to_pylist():
                 index, count = row.pop("share"), row.pop("shares")
                 share = FlowShare(index, count) if count > 1 else None
-                yield from _decode_one(Listed(**row), settings, share)
+                yield from _decode_one(Listed(**row), options, share)
 
     return decode
 
 
 def _decode_one(
-    listed: Listed, settings: Settings, share: FlowShare | None
+    listed: Listed, options: DecodeOptions, share: FlowShare | None
 ) -> Iterator[pa.RecordBatch]:
     """Decode one capture (or share) in a thread, yielding its batches as they come: the
     decoder is push-based, Spark pulls; the bounded queue between them bounds memory. A
@@ -249,8 +344,7 @@ def _decode_one(
         capture = _RemoteCapture(listed)
         try:
             sink = ArrowRows(batches.put)
-            registry = Registry(settings.hints)
-            result, _ = decode_capture(capture, sink, registry, settings, Progress(), 0, share)  # type: ignore[arg-type]
+            result = decode_capture(capture, sink, options, share=share)
             sink.flush_all()
             if share is not None:
                 batches.put(_share_batch(listed.name, result))
@@ -275,7 +369,7 @@ def _decode_one(
 def decoded_tables(
     spark: SparkSession,
     captures: list[Listed],
-    settings: Settings,
+    options: DecodeOptions,
     split_above: int = SPLIT_ABOVE,
 ) -> dict[str, DataFrame]:
     """The four dataset tables of ``captures``: one Spark task per capture, or per
@@ -293,7 +387,7 @@ def decoded_tables(
     listed = spark.sparkContext.parallelize(rows, max(1, len(rows))).toDF(
         "name string, filesystem string, paths array<string>, size long, share int, shares int"
     )
-    wide = listed.mapInArrow(decode_tasks(settings), schema).persist(StorageLevel.DISK_ONLY)
+    wide = listed.mapInArrow(decode_tasks(options), schema).persist(StorageLevel.DISK_ONLY)
     tables = {t: wide.where(F.col(t).isNotNull()).select(f"{t}.*") for t in TABLES}
     if any(row[5] > 1 for row in rows):
         extra = shared_capture_rows(wide.where(F.col(SHARE).isNotNull()).select(f"{SHARE}.*"))
@@ -316,6 +410,69 @@ def shared_capture_rows(shares: DataFrame) -> list[Row]:
     return rows
 
 
+# -- the dataset, written whole -------------------------------------------------------------------
+
+
+class Output:
+    """The dataset folder the job writes, on whichever filesystem Hadoop reaches: refused
+    when it exists (unless overwriting an earlier dataset), written under a hidden
+    temporary name beside it and renamed when every table is there, so that, as with
+    ``pwcap decode``, a failed or interrupted run leaves no dataset behind."""
+
+    def __init__(self, spark: SparkSession, output: str, overwrite: bool) -> None:
+        context = spark.sparkContext
+        self._hadoop = context._jvm.org.apache.hadoop.fs
+        path = self._hadoop.Path(output)
+        self._fs = path.getFileSystem(context._jsc.hadoopConfiguration())
+        self.path = self._fs.makeQualified(path)
+        self._overwrite = overwrite
+
+    def check(self) -> None:
+        """Raise :class:`DatasetError` when the folder may not be written."""
+        if not self._fs.exists(self.path):
+            return
+        shown = self.path.toString()
+        if not self._overwrite:
+            raise DatasetError(f"{shown} already exists (use --overwrite to replace it)")
+        if not self._fs.getFileStatus(self.path).isDirectory():
+            raise DatasetError(f"{shown} exists and is not a dataset directory; not replacing it")
+        held = {status.getPath().getName() for status in self._fs.listStatus(self.path)}
+        if held - set(TABLES):
+            raise DatasetError(
+                f"{shown} does not look like a pwcap dataset (it holds"
+                f" {sorted(held - set(TABLES))[0]!r}); not replacing it"
+            )
+
+    def write(self, tables: dict[str, DataFrame]) -> dict[str, str]:
+        """Write the tables; return where each is."""
+        self.check()  # first: decoding starts with the writing
+        temporary = self._beside("tmp")
+        old = None
+        try:
+            write_tables(tables, temporary.toString())
+            self.check()  # again: another run may have written it meanwhile
+            if self._fs.exists(self.path):
+                old = self._beside("old")
+                self._rename(self.path, old)
+            self._rename(temporary, self.path)
+        except BaseException:
+            self._fs.delete(temporary, True)
+            if old is not None and not self._fs.exists(self.path):
+                self._rename(old, self.path)  # the earlier dataset back in place
+            raise
+        if old is not None:
+            self._fs.delete(old, True)
+        return {table: self._hadoop.Path(self.path, table).toString() for table in tables}
+
+    def _beside(self, kind: str) -> JavaObject:
+        name = f".{self.path.getName()}.{kind}-{uuid.uuid4().hex}"
+        return self._hadoop.Path(self.path.getParent(), name)
+
+    def _rename(self, source: JavaObject, target: JavaObject) -> None:
+        if not self._fs.rename(source, target):
+            raise OSError(f"could not rename {source} to {target}")
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="decode.py", description=__doc__.splitlines()[0])
     parser.add_argument(
@@ -325,22 +482,42 @@ def main(argv: list[str] | None = None) -> int:
         help="capture files, folders or globs (file://, hdfs://, s3a://)",
     )
     parser.add_argument("-o", "--output", required=True, help="dataset folder to write")
-    add_overwrite(parser)
+    parser.add_argument(
+        "--overwrite", action="store_true", help="replace OUT if it is an earlier pwcap dataset"
+    )
+    parser.add_argument(
+        "--series",
+        action="store_true",
+        help="the inputs are one capture that tcpdump rotated (-G names): one timeline;"
+        " -C/-W names (trace.pcap1...) are recognised without it",
+    )
     parser.add_argument("--payloads", action="store_true", help="also write message payload bytes")
     parser.add_argument("--verbose", action="store_true", help="keep Spark's INFO logging")
     args = parser.parse_args(argv)
     try:
-        captures, skipped = list_captures(args.inputs)
-    except InputError as error:
+        captures, skipped = list_captures(args.inputs, args.series)
+        if "://" not in args.output:  # known before Spark starts
+            check_output(Path(args.output), args.overwrite)
+    except (InputError, DatasetError) as error:
         parser.exit(1, f"decode: error: {error}\n")
+    java = no_java()
+    if java is not None:
+        parser.exit(1, f"decode: error: {java}\n")
     if skipped:
         print(f"skipped {len(skipped)} files that are not captures: {', '.join(skipped[:3])}")
     # The tasks run pwcap: local Python workers are this interpreter, which has it (a
     # cluster's are what PYSPARK_PYTHON names: see the README).
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-    spark = start("decode", args.output, args.overwrite, args.verbose)
-    tables = decoded_tables(spark, captures, Settings(payloads=args.payloads))
-    for table, path in write_tables(tables, args.output).items():
+    spark = session("pwcap-decode", args.verbose)
+    output = Output(spark, args.output, args.overwrite)
+    try:
+        output.check()  # before the shares of a large capture decode (their rows are collected)
+        written = output.write(
+            decoded_tables(spark, captures, DecodeOptions(payloads=args.payloads))
+        )
+    except DatasetError as error:
+        parser.exit(1, f"decode: error: {error}\n")
+    for table, path in written.items():
         print(f"{table}: {path}")
     return 0
 

@@ -23,7 +23,7 @@ from pwcap.jobs.common import Tables, message_ids, micros, read_table, run_job, 
 from pyspark.sql import DataFrame, SparkSession, Window
 from pyspark.sql import functions as F
 
-SUBSCRIPTION = ["capture", "topic", "subscription"]
+SUBSCRIPTION = list(acks.SUBSCRIPTION)  # a list: Spark joins on a list of names
 MESSAGE = [*SUBSCRIPTION, "ledger_id", "entry_id", "partition", "batch_index"]
 # The same key as sorts and joins take it: the ids first, which they compare before the
 # names and which mostly decide.
@@ -65,9 +65,7 @@ def _deliveries(messages: DataFrame) -> DataFrame:
         # -1, as Pulsar means it, rather than null: the id columns are join keys
         F.coalesce("partition", F.lit(-1)).alias("partition"),
         F.coalesce("batch_index", F.lit(-1)).alias("batch_index"),
-        "conn_id",
-        "consumer_id",
-        "consumer_name",
+        *acks.RECEIVER,
         F.coalesce("redelivery_count", F.lit(0)).alias("redelivery_count"),
         "stream_offset",
         "ts",
@@ -123,9 +121,7 @@ def redeliveries(repeated: DataFrame, frames: DataFrame) -> DataFrame:
     )
     return repeated.join(triggers, [*BY_ID, "delivery_number"], "left").select(
         *MESSAGE,
-        "conn_id",
-        "consumer_id",
-        "consumer_name",
+        *acks.RECEIVER,
         "ts",
         "delivery_number",
         "deliveries",
@@ -209,9 +205,7 @@ def unacked(answered: DataFrame) -> DataFrame:
         *acks.ENTRY,
         "partition",
         "num_messages",
-        "conn_id",
-        "consumer_id",
-        "consumer_name",
+        *acks.RECEIVER,
         F.col("ts").alias("last_delivery_ts"),
         F.col("delivery_number").alias("deliveries"),
         "redelivery_count",

@@ -13,7 +13,7 @@ from pwcap.decode import MAX_FRAME_SIZE
 
 if TYPE_CHECKING:  # imported lazily at run time: `pwcap --help` stays fast
     from pwcap.capture import CaptureStats
-    from pwcap.decode.run import Summary
+    from pwcap.decode.driver import Summary
 
 EPILOG = """\
 exit status: 0 when every capture was decoded; 1 when an input is unusable (missing, not
@@ -81,14 +81,15 @@ def add_port_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from pwcap.decode.api import DecodeOptions
+    from pwcap.decode.capture_anomalies import link_warnings
     from pwcap.decode.inputs import InputError
     from pwcap.decode.parallel import WorkerDied, decode_parallel
-    from pwcap.decode.run import Settings
     from pwcap.progress import ProgressBar, wanted
     from pwcap.tables.dataset import DatasetError
     from pwcap.tables.interrupts import exit_status, terminate_as_interrupt
 
-    settings = Settings(
+    options = DecodeOptions(
         payloads=args.payloads,
         max_frame_size=args.max_frame_size,
         hints={"pulsar": args.pulsar_port, "kafka07": args.kafka07_port},
@@ -98,7 +99,7 @@ def run(args: argparse.Namespace) -> int:
     try:
         with terminate_as_interrupt():
             summary = decode_parallel(
-                args.inputs, args.output, args.jobs, settings, args.overwrite, progress
+                args.inputs, args.output, args.jobs, options, args.overwrite, progress
             )
     except (InputError, DatasetError, WorkerDied) as error:
         _error(str(error))
@@ -120,6 +121,9 @@ def run(args: argparse.Namespace) -> int:
             f"pwcap decode: warning: {capture.cut_off} (decoded up to the cut; dataset written)",
             file=sys.stderr,
         )
+    for capture in summary.captures:
+        for line in link_warnings(capture.stats, str(capture.path)):
+            print(f"pwcap decode: warning: {line}", file=sys.stderr)
     return EXIT_CUT_OFF if summary.cut_off else 0
 
 
@@ -163,10 +167,12 @@ def _packets(stats: CaptureStats) -> str:
 
 
 def _tally(counts: Counter, top: int | None = None) -> str:
+    """The total and the largest counts, ties by name (so workers, whose counters met the
+    names in another order, print what one process prints)."""
     total = sum(counts.values())
     if not total:
         return "0"
-    ranked = counts.most_common()
+    ranked = sorted(counts.items(), key=lambda item: (-item[1], item[0] is None, item[0] or ""))
     shown = ranked[:top] if top else ranked
     parts = [f"{name or 'unknown type'} {n:,}" for name, n in shown]
     if len(ranked) > len(shown):

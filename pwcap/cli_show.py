@@ -291,11 +291,12 @@ def _table_rows(directory: Path, table: str, columns: list[str]) -> Iterator[dic
 def _capture_frames(
     path: Path, hints: dict[str, list[int]], on_frame: FrameCallback, on_anomaly: FrameCallback
 ) -> None:
-    """Decode the capture on the fly, showing each frame as its decoder emits it."""
-    from pwcap.capture import CaptureError, read_streams
+    """Decode the capture on the fly (the decode driver, its rules for a capture cut off
+    or no capture at all), showing each frame as its decoder emits it."""
     from pwcap.decode.api import DecodeOptions
-    from pwcap.decode.registry import Registry
-    from pwcap.decode.run import Pipeline
+    from pwcap.decode.capture_anomalies import link_warnings
+    from pwcap.decode.driver import decode_capture
+    from pwcap.decode.inputs import STDIN, CaptureInput, InputError
 
     class _Rows:
         frame = staticmethod(on_frame)
@@ -304,14 +305,19 @@ def _capture_frames(
         def message(self, row: dict[str, Any]) -> None:
             """Messages are not shown: their frames are."""
 
-    registry = Registry(hints)
-    name = path.name or "-"  # the name `pwcap decode` gives it: the same connection ids
-    pipeline = Pipeline(_Rows(), lambda row: None, registry, DecodeOptions(capture=name))
-    source = sys.stdin.buffer if str(path) == "-" else str(path)
+        def connection(self, row: dict[str, Any]) -> None:
+            """Nor connections: their frames are."""
+
+    # Named as `pwcap decode` names it: the same connection ids.
+    if str(path) == STDIN:
+        capture = CaptureInput(STDIN, None, 0)
+    else:
+        capture = CaptureInput(path.name, path, path.stat().st_size)
     try:
-        read_streams(source, pipeline, server_ports=registry.server_ports, scope=name)
-    except CaptureError as error:
-        if pipeline.events == 0:
-            raise _ShowError(str(error)) from None
-        print(f"pwcap show: warning: {error}", file=sys.stderr)
-    pipeline.close_all("end_of_capture")
+        result = decode_capture(capture, _Rows(), DecodeOptions(hints=hints))
+    except InputError as error:
+        raise _ShowError(str(error)) from None
+    if result.cut_off is not None:
+        print(f"pwcap show: warning: {result.cut_off}", file=sys.stderr)
+    for line in link_warnings(result.stats, str(path)):
+        print(f"pwcap show: warning: {line}", file=sys.stderr)

@@ -1,12 +1,13 @@
 """The Parquet dataset: one directory per table, rows streamed out in row groups.
 
 Decoders hand over rows as dicts (:class:`pwcap.decode.api.RowSink`); the writer's
-``frame`` / ``message`` / ``anomaly`` append them to a list, and every ``batch_rows``
-rows (or, with payloads, every :data:`BATCH_PAYLOAD_BYTES` of them) become one Arrow
-record batch, converted in C++ against the schema of :mod:`pwcap.tables.schema`, at the
-append that fills the list: one capture record may yield any number of rows. Batches are written
-as a row group once ``row_group_rows`` have gathered, so memory holds at most one row
-group per table in Arrow form plus one batch of dicts, whatever the capture size.
+``frame`` / ``message`` / ``anomaly`` split them into the columns of a
+:class:`pwcap.tables.columns.ColumnBuffer`, and every ``batch_rows`` rows (or, with
+payloads, every :data:`BATCH_PAYLOAD_BYTES` of them) become one Arrow record batch
+against the schema of :mod:`pwcap.tables.schema`, at the append that fills the buffer:
+one capture record may yield any number of rows. Batches are written as a row group once
+``row_group_rows`` have gathered, so memory holds at most one row group per table in
+Arrow form plus one buffer of rows, whatever the capture size.
 
 Everything is written under ``OUT.tmp-XXXX`` beside ``OUT`` and renamed to ``OUT`` only
 when complete: an interrupted run leaves no dataset, never a half-written one.
@@ -19,7 +20,6 @@ import os
 import shutil
 import uuid
 from collections import Counter
-from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 from types import TracebackType
@@ -27,10 +27,11 @@ from types import TracebackType
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
+from pwcap.tables.columns import ColumnBuffer
 from pwcap.tables.interrupts import Interrupted, interrupts_deferred
 from pwcap.tables.schema import TABLES, Row, arrow_schema
 
-BATCH_ROWS = 16_384  # dicts held per table before conversion to Arrow
+BATCH_ROWS = 16_384  # rows held per table before conversion to Arrow
 ROW_GROUP_ROWS = 131_072  # rows per Parquet row group, at most
 ROW_GROUP_BYTES = 32 << 20  # Arrow bytes per row group, at most (payloads can be large)
 BATCH_PAYLOAD_BYTES = 32 << 20  # payload bytes held in dicts before a conversion
@@ -44,7 +45,8 @@ class DatasetError(Exception):
 
 
 class TableWriter:
-    """One table: dict rows in, ``part-NNNNN.parquet`` files of whole row groups out.
+    """One table: dict rows in (:meth:`append`), ``part-NNNNN.parquet`` files of whole row
+    groups out.
 
     Parquet encoding and compression release the GIL, so row groups are written by one
     background thread (shared by the tables, in order) while decoding goes on; at most
@@ -58,15 +60,16 @@ class TableWriter:
         row_group_rows: int,
         file_rows: int,
         background: ThreadPoolExecutor,
+        batch_rows: int = BATCH_ROWS,
+        payload_limit: int = 0,
     ) -> None:
         self.directory = directory
         self.schema = arrow_schema(table)
-        self._struct = pa.struct(list(self.schema))
+        self.buffer = ColumnBuffer(self.schema, batch_rows, payload_limit)
         self._row_group_rows = row_group_rows
         self._file_rows = file_rows
         self._background = background
         self._in_flight: Future[None] | None = None
-        self.rows: list[Row] = []
         self._batches: list[pa.RecordBatch] = []
         self._pending = 0  # rows in self._batches
         self._pending_bytes = 0  # Arrow bytes of self._batches
@@ -80,19 +83,22 @@ class TableWriter:
 
     @property
     def count(self) -> int:
-        """Rows received: written, converted and waiting, or still dicts."""
-        return self.written + self._pending + len(self.rows)
+        """Rows received: written, converted and waiting, or still buffered."""
+        return self.written + self._pending + len(self.buffer)
+
+    def append(self, row: Row) -> None:
+        """One row; the append that fills the buffer converts it."""
+        if self.buffer.add(row):
+            self.convert()
 
     def convert(self) -> None:
-        """Turn the buffered dicts into one Arrow batch (a dict's missing key is null)."""
-        if not self.rows:
+        """Turn the buffered rows into one Arrow batch (a row's missing column is null)."""
+        batch = self.buffer.take_batch()
+        if batch is None:
             return
-        array = pa.array(self.rows, type=self._struct)
-        self.rows.clear()  # in place: the writer's bound ``append`` keeps pointing at it
         if self._counted_column is not None:
-            tally = pc.value_counts(array.field(self._counted_column))
+            tally = pc.value_counts(batch.column(self._counted_column))
             self.counted.update({item["values"]: item["counts"] for item in tally.to_pylist()})
-        batch = pa.RecordBatch.from_struct_array(array)
         self._batches.append(batch)
         self._pending += len(batch)
         self._pending_bytes += batch.nbytes
@@ -180,8 +186,18 @@ class DatasetWriter:
             if received:
                 raise Interrupted(received[0])
             background = ThreadPoolExecutor(1, thread_name_prefix="pwcap-parquet")
+            # With payloads, messages also end a batch by the payload bytes they hold.
+            payload_limits = {"messages": BATCH_PAYLOAD_BYTES} if payloads else {}
             self.tables = {
-                name: TableWriter(tmp / name, name, row_group_rows, file_rows, background)
+                name: TableWriter(
+                    tmp / name,
+                    name,
+                    row_group_rows,
+                    file_rows,
+                    background,
+                    batch_rows,
+                    payload_limits.get(name, 0),
+                )
                 for name in TABLES
             }
         except BaseException:
@@ -192,19 +208,10 @@ class DatasetWriter:
             raise
         self.tmp = tmp
         self._background = background
-        self._batch_rows = batch_rows
-        self._payloads = payloads  # messages carry payload bytes: bound them too
-        self._frames = self.tables["frames"]
-        self._messages = self.tables["messages"]
-        self._anomalies = self.tables["anomalies"]
-        self._connections = self.tables["connections"]
-        self.frame = self._append_to(self._frames)
-        self.message = self._append_to(self._messages, BATCH_PAYLOAD_BYTES if payloads else 0)
-        self.anomaly = self._append_to(self._anomalies)
-        self.connection = self._append_to(self._connections)
-
-    def _append_to(self, table: TableWriter, payload_limit: int = 0) -> Callable[[Row], None]:
-        return bounded_append(table.rows, self._batch_rows, table.convert, payload_limit)
+        self.frame = self.tables["frames"].append
+        self.message = self.tables["messages"].append
+        self.anomaly = self.tables["anomalies"].append
+        self.connection = self.tables["connections"].append
 
     def row_counts(self) -> dict[str, int]:
         """Rows received so far per table (written or still buffered)."""
@@ -246,30 +253,6 @@ class DatasetWriter:
                 raise
         else:
             self.abort()
-
-
-def bounded_append(
-    rows: list[Row], limit: int, full: Callable[[], None], payload_limit: int = 0
-) -> Callable[[Row], None]:
-    """``rows.append`` that calls ``full()`` (which empties ``rows``) once ``limit`` rows,
-    or rows holding ``payload_limit`` bytes of `payload`, are held."""
-    held_bytes = 0
-
-    def append(row: Row) -> None:
-        rows.append(row)
-        if len(rows) >= limit:
-            full()
-
-    def append_counting_payloads(row: Row) -> None:
-        nonlocal held_bytes
-        rows.append(row)
-        if len(rows) == 1:  # emptied since the last row
-            held_bytes = 0
-        held_bytes += len(row.get("payload") or b"")
-        if len(rows) >= limit or held_bytes >= payload_limit:
-            full()
-
-    return append_counting_payloads if payload_limit else append
 
 
 def make_temporary(out: Path) -> tuple[Path, list[Path]]:

@@ -201,6 +201,13 @@ CONNECTIONS: list[Column] = [
         "the capture joined the connection after it began (no SYN seen): what came before,"
         " such as the names behind ids and the requests answered later, is unknown",
     ),
+    Column(
+        "flipped",
+        BOOL,
+        "the content proved the roles the other way round from the packets' first"
+        " guess (no handshake seen), so client and server were exchanged: `client_by`"
+        " is then `content`",
+    ),
 ]
 
 # Every anomaly `kind` pwcap writes, by family, and what it means. The fuzz campaign
@@ -224,12 +231,16 @@ ANOMALY_KINDS: dict[str, dict[str, str]] = {
     },
     "connection": {
         "not_decoded": "a connection that carried bytes pwcap does not decode: TLS (encrypted)"
-        " or no protocol it knows (`protocol` says which)",
+        " or no protocol it knows (`protocol` says which), none recognised before the"
+        " connections still undecided held more of their first bytes than memory allows, or"
+        " none of its bytes in the capture (a snaplen keeping headers alone)",
         "evicted": "a connection closed while still open because too many were open at once"
         " (it had been idle longest); a later segment of it starts another connection",
     },
     "framing": {
-        "truncated_frame": "a frame cut by a gap or by the end of the stream",
+        "truncated_frame": "a frame cut by a gap or by the end of the stream, or given up"
+        " while incomplete because the incomplete frames of all connections held more than"
+        " the memory budget (the rest of it is skipped)",
         "oversize_frame": "a frame over `--max-frame-size`, skipped",
         "bad_frame_header": "sizes no frame can have",
     },

@@ -52,7 +52,7 @@ def sample_captures() -> list[Path]:
 def sample_dataset(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """Every capture in ``sample_pcaps/`` decoded once into one dataset directory."""
     out = tmp_path_factory.mktemp("sample_dataset") / "dataset"
-    from pwcap.decode.run import decode_captures
+    from pwcap.decode.driver import decode_captures
 
     decode_captures(sample_captures(), out)
     return out

@@ -11,12 +11,13 @@ from __future__ import annotations
 import gzip
 import struct
 import zlib
-from dataclasses import dataclass, field
 
 import cramjam
 from pwcap.capture.events import ClientBy, Connection, Direction
 from pwcap.decode.api import DecodeOptions
 from pwcap.decode.kafka07 import Kafka07Decoder
+
+from tests.rows import RecordingSink
 
 PRODUCE, FETCH, MULTIFETCH, MULTIPRODUCE, OFFSETS = range(5)
 NONE, GZIP, SNAPPY = 0, 1, 2
@@ -87,44 +88,23 @@ def offsets_response(offsets: list[int]) -> bytes:
     return response(0, struct.pack(f">i{len(offsets)}q", len(offsets), *offsets))
 
 
-@dataclass
-class RecordingSink:
-    frames: list[dict] = field(default_factory=list)
-    messages: list[dict] = field(default_factory=list)
-    anomalies: list[dict] = field(default_factory=list)
-
-    def frame(self, row: dict) -> None:
-        self.frames.append(row)
-
-    def message(self, row: dict) -> None:
-        self.messages.append(row)
-
-    def anomaly(self, row: dict) -> None:
-        self.anomalies.append(row)
-
-    def kinds(self) -> list[str]:
-        return [a["kind"] for a in self.anomalies]
-
-    def commands(self) -> list[str | None]:
-        return [f["command"] for f in self.frames]
-
-
 def connection(client_by: ClientBy = ClientBy.SYN) -> Connection:
     return Connection(1, "10.0.0.1", 40000, "10.0.0.2", 9092, 0, client_by)
 
 
 def decoder(
     client_by: ClientBy = ClientBy.SYN, **options: object
-) -> tuple[Kafka07Decoder, RecordingSink]:
+) -> tuple[Kafka07Decoder, RecordingSink, Connection]:
     sink = RecordingSink()
-    return Kafka07Decoder(connection(client_by), sink, DecodeOptions(**options)), sink
+    conn = connection(client_by)
+    return Kafka07Decoder(conn, sink, DecodeOptions(**options), conn.flip), sink, conn
 
 
 class Conversation:
     """Feeds a decoder both directions in the order given, keeping stream offsets."""
 
     def __init__(self, client_by: ClientBy = ClientBy.SYN, **options: object) -> None:
-        self.decoder, self.sink = decoder(client_by, **options)
+        self.decoder, self.sink, self.conn = decoder(client_by, **options)
         self.offsets = [0, 0]
         self.ts = 1_000_000
 

@@ -22,6 +22,8 @@ from pwcap.decode.pulsar._pb import pulsar_api_pb2 as pb
 from pwcap.decode.pulsar.commands import SPECS_BY_NAME
 from pwcap.decode.pulsar.decoder import PulsarDecoder
 
+from tests.rows import RecordingSink
+
 
 def command(name: str, **fields: Any) -> pb.BaseCommand:
     """A BaseCommand of type ``name`` whose sub-command has ``fields``."""
@@ -86,27 +88,6 @@ def compress(codec: str, data: bytes) -> bytes:
     return data
 
 
-class RecordingSink:
-    """A RowSink that keeps every row, for assertions."""
-
-    def __init__(self) -> None:
-        self.frames: list[dict] = []
-        self.messages: list[dict] = []
-        self.anomalies: list[dict] = []
-
-    def frame(self, row: dict) -> None:
-        self.frames.append(row)
-
-    def message(self, row: dict) -> None:
-        self.messages.append(row)
-
-    def anomaly(self, row: dict) -> None:
-        self.anomalies.append(row)
-
-    def kinds(self) -> list[str]:
-        return [a["kind"] for a in self.anomalies]
-
-
 def connection(client_by: ClientBy = ClientBy.SYN) -> Connection:
     return Connection(1, "10.0.0.1", 40000, "10.0.0.2", 6650, 1_000_000, client_by)
 
@@ -116,7 +97,8 @@ def decoder(
 ) -> tuple[PulsarDecoder, RecordingSink, Connection]:
     sink = RecordingSink()
     conn = connection(client_by)
-    return PulsarDecoder(conn, sink, DecodeOptions(capture="test.pcap", **options)), sink, conn
+    decoded = PulsarDecoder(conn, sink, DecodeOptions(capture="test.pcap", **options), conn.flip)
+    return decoded, sink, conn
 
 
 def sample_command(name: str) -> pb.BaseCommand:
@@ -150,7 +132,7 @@ def _fill_required(message: Any) -> None:
 
 class DecodingStreams:
     """A StreamSink decoding every connection with its own PulsarDecoder: what the
-    pipeline does once it has chosen Pulsar, for tests of the decoder on real captures."""
+    dispatcher does once it has chosen Pulsar, for tests of the decoder on real captures."""
 
     def __init__(self, options: DecodeOptions, sink: Any = None) -> None:
         self.options = options
@@ -160,7 +142,7 @@ class DecodingStreams:
         self._by_id: dict[int, PulsarDecoder] = {}
 
     def on_open(self, conn: Connection) -> None:
-        decoder = PulsarDecoder(conn, self.sink, self.options)
+        decoder = PulsarDecoder(conn, self.sink, self.options, conn.flip)
         self.decoders.append(decoder)
         self.clients[conn.conn_id] = f"{conn.client_ip}:{conn.client_port}"
         self._by_id[conn.conn_id] = decoder

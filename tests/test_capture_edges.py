@@ -394,7 +394,7 @@ class SwappingSink(OrderedSink):
     """Overturns reassembly's guess at once, as the decoder does when content says so."""
 
     def on_open(self, conn: Connection) -> None:
-        conn.swap_roles()
+        conn.flip()
         super().on_open(conn)
 
 
@@ -403,7 +403,7 @@ def test_deliveries_follow_a_swap_of_roles():
     talk.send(C, b"from 40000")  # reassembly guessed 40000 is the client; the sink disagrees
     talk.send(S, b"from 5000")
     recorded = talk.only()
-    assert recorded.conn.client_port == 5000
+    assert recorded.conn.client_port == 5000 and recorded.conn.flipped
     assert recorded.stream(Direction.C2B).data == b"from 5000"
     assert recorded.stream(Direction.B2C).data == b"from 40000"
 

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pyarrow.parquet as pq
 import pytest
-from pwcap.decode.run import Progress, decode_captures
+from pwcap.decode.driver import Progress, decode_captures
 
 from pwcap.cli import main
 from tests.pulsar_frames import command, frame

@@ -37,7 +37,7 @@ def test_rows_are_written_in_row_groups_in_the_order_given(tmp_path):
     with DatasetWriter(out, batch_rows=10, row_group_rows=20, file_rows=40) as writer:
         for i in range(137):
             writer.frame(frame_row(i))
-            assert len(writer.tables["frames"].rows) < 10  # converted at the append that fills it
+            assert len(writer.tables["frames"].buffer) < 10  # converted at the append that fills it
     files = sorted((out / "frames").iterdir())
     assert [f.name for f in files] == [f"part-{i:05d}.parquet" for i in range(4)]
     groups = [[g.num_rows for g in _row_groups(f)] for f in files]
@@ -144,9 +144,34 @@ def test_payload_bytes_held_in_memory_are_bounded(tmp_path, monkeypatch):
     with DatasetWriter(out, payloads=True) as writer:
         for i in range(20):
             writer.message({"ts": T0 + i, "conn_id": 1, "payload": payload})
-            held = writer.tables["messages"].rows
-            assert sum(len(row["payload"]) for row in held) < (1 << 20) + len(payload)
+            held = writer.tables["messages"].buffer.payload_bytes
+            assert held < (1 << 20) + len(payload)
     (part,) = (out / "messages").iterdir()
     groups = _row_groups(part)
     assert len(groups) > 1 and sum(g.num_rows for g in groups) == 20
     assert all(g.num_rows * len(payload) <= (2 << 20) + (1 << 20) for g in groups)
+
+
+def test_an_interruption_while_parts_are_open_stays_an_interruption_and_leaves_nothing(
+    tmp_path, monkeypatch
+):
+    """Ctrl-C while row groups were being written: closing a half-written part raised
+    OSError, which took the interruption's place, and OUT.tmp-* stayed behind."""
+    close = pq.ParquetWriter.close
+    failed: list[bool] = []
+
+    def close_failing_once(self) -> None:
+        close(self)
+        if not failed:
+            failed.append(True)
+            raise OSError(5, "Input/output error")
+
+    with (
+        pytest.raises(KeyboardInterrupt),
+        DatasetWriter(tmp_path / "ds", batch_rows=10, row_group_rows=20) as writer,
+    ):
+        for i in range(45):
+            writer.frame(frame_row(i))
+        monkeypatch.setattr(pq.ParquetWriter, "close", close_failing_once)
+        raise KeyboardInterrupt
+    assert failed and list(tmp_path.iterdir()) == []

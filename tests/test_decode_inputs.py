@@ -16,8 +16,8 @@ from pathlib import Path
 
 import pyarrow.dataset as ds
 import pytest
+from pwcap.decode.driver import decode_captures
 from pwcap.decode.inputs import InputError, expand_inputs
-from pwcap.decode.run import decode_captures
 
 from pwcap.cli import main
 

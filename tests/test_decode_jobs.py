@@ -13,17 +13,29 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import pyarrow.parquet as pq
 import pytest
 from pwcap.capture.shares import FlowShare, flow_hash
-from pwcap.decode.parallel import decode_parallel
-from pwcap.decode.run import decode_captures
+from pwcap.decode import parallel
+from pwcap.decode.driver import Progress, decode_captures
+from pwcap.decode.inputs import CaptureInput
+from pwcap.decode.parallel import (
+    MIN_WORKER_BYTES,
+    Unit,
+    WorkerDied,
+    decode_parallel,
+    default_jobs,
+    plan,
+)
+from pwcap.tables.interrupts import Interrupted
 from pwcap.tables.schema import TABLES
 
+from pwcap.cli import main
+from tests.bench_scripts import load_bench
 from tests.conftest import sample_captures
-from tests.test_bench_generators import _load
 from tests.test_decode_cli import pwcap
 from tests.test_hostile_captures import pcapng_with
 
@@ -86,6 +98,32 @@ def test_every_connection_is_kept_by_exactly_one_share(count):
     assert min(kept) > len(tuples) / count / 2  # no share left idle
 
 
+def test_by_default_every_core_with_enough_input_for_each(monkeypatch):
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: {0, 1, 2, 3})
+    assert default_jobs(1 << 30) == 4
+    assert default_jobs(2 * MIN_WORKER_BYTES) == 2
+    assert default_jobs(MIN_WORKER_BYTES - 1) == 1
+    assert default_jobs(0) == 1
+
+
+def test_a_large_capture_is_shared_by_every_worker_and_small_ones_fill_the_least_loaded():
+    captures = [
+        CaptureInput("big.pcap", Path("big.pcap"), 900),
+        CaptureInput("a.pcap", Path("a.pcap"), 100),
+        CaptureInput("b.pcap", Path("b.pcap"), 60),
+        CaptureInput("-", None, 1000),  # standard input: read once, so whole
+    ]
+    workers = plan(captures, 3)
+    assert workers == [
+        [Unit(0, 0, 3), Unit(3)],
+        [Unit(0, 1, 3), Unit(1)],
+        [Unit(0, 2, 3), Unit(2)],
+    ]
+    alike = [CaptureInput(f"{n}.pcap", Path(f"{n}.pcap"), 100) for n in range(5)]
+    assert plan(alike, 2) == [[Unit(0), Unit(2), Unit(4)], [Unit(1), Unit(3)]]
+    assert plan(captures[3:], 3) == [[Unit(0)]]  # no worker without work
+
+
 @pytest.mark.parametrize("capture", sample_captures(), ids=lambda p: p.name)
 def test_a_capture_split_in_shares_gives_the_rows_of_one_process(tmp_path, capture):
     one = decode_captures([capture], tmp_path / "one")
@@ -115,8 +153,48 @@ def test_a_folder_spread_over_workers_gives_the_rows_of_one_process(tmp_path):
     two = decode_parallel([SAMPLES], tmp_path / "two", jobs=2)
     assert_same_dataset(tmp_path / "one", tmp_path / "two")
     assert two.rows == one.rows and two.capture_totals() == one.capture_totals()
+    assert two.connections == one.connections
+    assert two.commands == one.commands and two.anomalies == one.anomalies
     assert [c.path for c in two.captures] == [c.path for c in one.captures]
     assert two.skipped == one.skipped
+
+
+@pytest.mark.parametrize("inputs", [[SAMPLES], [SAMPLES / "pulsar_shared_two_consumers.pcap"]])
+def test_the_printed_summary_of_workers_is_the_one_of_one_process(tmp_path, inputs, capsys):
+    """Spread whole or split in shares, the counts a person reads add up to --jobs 1's."""
+    printed = {}
+    for jobs in ("1", "3"):
+        out = tmp_path / f"jobs{jobs}"
+        assert main(["decode", *map(str, inputs), "-o", str(out), "--jobs", jobs]) == 0
+        lines = capsys.readouterr().out.splitlines()
+        assert lines[0].startswith("decoded ") and lines[-1] == f"written to   {out}"
+        printed[jobs] = lines[1:-1]  # the first line has the time, the last the folder
+    assert printed["3"] == printed["1"]
+
+
+class Recorded(Progress):
+    """What a run tells its progress: the total, the labels, where it says it is."""
+
+    def __init__(self) -> None:
+        self.total = 0
+        self.labels: list[str] = []
+        self.position = lambda: 0
+
+    def start(self, total_bytes: int) -> None:
+        self.total = total_bytes
+
+    def capture(self, path: Path, done_bytes: int, position: Callable[[], int]) -> None:
+        self.labels.append(path.name)
+        self.position = lambda: done_bytes + position()
+
+
+@pytest.mark.parametrize("inputs", [[SAMPLES], [SAMPLES / "pulsar_shared_two_consumers.pcap"]])
+def test_progress_is_the_whole_job_over_every_worker(tmp_path, inputs):
+    progress = Recorded()
+    summary = decode_parallel(inputs, tmp_path / "out", jobs=2, progress=progress)
+    assert progress.labels == ["2 workers"]
+    assert progress.total == summary.input_bytes
+    assert abs(progress.position() - progress.total) < 1  # every share and capture counted
 
 
 @pytest.mark.parametrize("attempt", range(8))  # a worker's exit once hung one run in five
@@ -139,7 +217,7 @@ def test_a_file_that_is_not_a_capture_is_one_line_from_the_workers_too(tmp_path,
 )
 def test_stopping_the_run_stops_every_worker_and_leaves_no_dataset(tmp_path, how, status, says):
     capture = tmp_path / "big.pcap"
-    _load("bench_decode").write_capture(capture, "small", 24 << 20)
+    load_bench("bench_decode").write_capture(capture, "small", 24 << 20)
     out = tmp_path / "out"
     run = subprocess.Popen(
         [sys.executable, "-m", "pwcap.cli", "decode", str(capture), "-o", str(out), "-j", "2"],
@@ -193,3 +271,20 @@ def test_an_interruption_between_two_worker_starts_stops_the_started_one(tmp_pat
         decode_parallel([capture], tmp_path / "out", jobs=2)
     assert [process.exitcode is not None for process in started] == [True]
     assert list(tmp_path.iterdir()) == []  # no dataset, no temporary folder
+
+
+def test_a_worker_stopped_while_its_writer_holds_signals_ends_without_a_traceback(
+    tmp_path, monkeypatch, capfd
+):
+    """The writer holds SIGTERM back while it makes its folder and raises it after: in a
+    worker, that ends the worker as the signal would, not with a Python traceback."""
+
+    def interrupted(*args, **kwargs):
+        raise Interrupted(signal.SIGTERM)
+
+    monkeypatch.setattr(parallel, "DatasetWriter", interrupted)  # the forked workers' too
+    capture = SAMPLES / "pulsar_shared_two_consumers.pcap"
+    with pytest.raises(WorkerDied, match=f"exit status {-signal.SIGTERM}"):
+        decode_parallel([capture], tmp_path / "out", jobs=2)
+    assert "Traceback" not in capfd.readouterr().err
+    assert list(tmp_path.iterdir()) == []

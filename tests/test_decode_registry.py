@@ -6,7 +6,7 @@ import time
 
 import pytest
 from pwcap.capture.events import ClientBy, Connection, Direction
-from pwcap.decode.registry import PROTOCOLS, Registry, Sniffer
+from pwcap.decode.registry import EVENT_BYTES, PROTOCOLS, SNIFF_LIMIT, Registry, Sniffer
 
 from tests import kafka07_frames as kafka
 from tests.pulsar_frames import command, frame
@@ -141,3 +141,24 @@ def test_a_stream_fed_a_byte_at_a_time_is_sniffed_in_linear_time():
     decision = detect(sniffer, *((Direction.C2B, noise[i : i + 1]) for i in range(len(noise))))
     assert decision is not None and decision.protocol is None  # gave up at the limit
     assert time.process_time() - started < 10  # quadratic testing takes minutes here
+
+
+def test_a_direction_of_gaps_alone_is_given_up_after_a_bounded_number_of_them():
+    """A capture of headers alone (a short snaplen) delivers gaps and never a byte: each
+    one was kept until the connection closed, 90 bytes a segment for ever."""
+    sniffer = Sniffer(conn(8080), 5 << 20)
+    gaps = 0
+    while (decision := sniffer.on_gap(Direction.C2B, 1, gaps * 1000, 1000)) is None:
+        gaps += 1
+    assert decision.protocol is None
+    assert len(sniffer.events) == SNIFF_LIMIT // EVENT_BYTES
+    assert sniffer.held == SNIFF_LIMIT
+
+
+def test_giving_up_tests_the_bytes_that_came_since_the_last_test():
+    """Bytes are tested again once they have doubled: a frame completed in between is
+    still recognised when the sniffer must decide at once."""
+    sniffer = Sniffer(conn(12345), 5 << 20)
+    assert sniffer.on_data(Direction.C2B, 1, 0, CONNECT[:-2]) is None  # tested: cut short
+    assert sniffer.on_data(Direction.C2B, 2, len(CONNECT) - 2, CONNECT[-2:]) is None  # not
+    assert sniffer.give_up().protocol.name == "pulsar"

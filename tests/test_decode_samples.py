@@ -19,6 +19,9 @@ import pytest
 from pwcap.tables.schema import TABLES, arrow_schema
 
 from tests.corpus.pcapfile import read_pcap
+from tests.test_kafka07_samples import message_fields as kafka_fields
+from tests.test_kafka07_samples import truth_fields as kafka_truth
+from tests.test_pulsar_samples import delivered, message_fields, received, truth_fields
 
 SAMPLES = Path(__file__).resolve().parent.parent / "sample_pcaps"
 TRUTHS = {
@@ -159,32 +162,6 @@ def test_pulsar_every_checksum_verifies(db, capture):
     assert statuses == [{"checksum_ok": True}]
 
 
-def _logical_topic(topic: str) -> str:
-    """The client names a partitioned topic; the wire carries ``<topic>-partition-<n>``."""
-    base, marker, number = topic.rpartition("-partition-")
-    return base if marker and number.isdigit() else topic
-
-
-def _ours(row: dict) -> tuple:
-    return (
-        row["producer_name"],
-        _logical_topic(row["topic"]),
-        row["key"],
-        tuple(sorted(row["properties"] or [])),
-        row["chunked_sha256"] or row["payload_sha256"],
-    )
-
-
-def _theirs(message: dict) -> tuple:
-    return (
-        message["producer_name"],
-        _logical_topic(message["topic"]),
-        message["key"],
-        tuple(sorted(message["properties"].items())),
-        message["sha256"],
-    )
-
-
 # A chunked message is one application message: it counts once, on its last chunk.
 APPLICATION_MESSAGES = """
     select * from messages where capture = ? and command = ?
@@ -196,37 +173,15 @@ APPLICATION_MESSAGES = """
 def test_pulsar_sent_messages_equal_the_clients_truth(db, capture):
     sent = rows(db, APPLICATION_MESSAGES, capture, "SEND")
     truth = TRUTHS[capture]["sent"]
-    assert Counter((m["sequence_id"], _ours(m)) for m in sent) == Counter(
-        (m["sequence_id"], _theirs(m)) for m in truth
+    assert Counter((m["sequence_id"], message_fields(m)) for m in sent) == Counter(
+        (m["sequence_id"], truth_fields(m)) for m in truth
     )
 
 
 @pytest.mark.parametrize("capture", PULSAR)
 def test_pulsar_delivered_messages_equal_what_the_client_received(db, capture):
-    def position(ledger, entry, batch_index):
-        return (ledger, entry, -1 if batch_index is None else batch_index)
-
-    delivered = Counter(
-        (
-            position(m["ledger_id"], m["entry_id"], m["batch_index"]),
-            m["redelivery_count"] or 0,
-            m["subscription"],
-            m["consumer_name"],
-            _ours(m),
-        )
-        for m in rows(db, APPLICATION_MESSAGES, capture, "MESSAGE")
-    )
-    received = Counter(
-        (
-            position(m["message_id"][0], m["message_id"][1], m["message_id"][3]),
-            m["redelivery_count"],
-            m["subscription"],
-            m["consumer_name"],
-            _theirs(m),
-        )
-        for m in TRUTHS[capture]["received"]
-    )
-    assert delivered == received
+    messages = rows(db, APPLICATION_MESSAGES, capture, "MESSAGE")
+    assert delivered(messages) == received(TRUTHS[capture]["received"])
 
 
 @pytest.mark.parametrize("capture", PULSAR)
@@ -267,33 +222,12 @@ def test_kafka_frames_equal_the_truth_without_anomalies(db, capture):
 
 
 def _kafka_ours(row: dict) -> tuple:
-    return (
-        row["conn_id"],
-        row["topic"],
-        row["partition"],
-        row["magic"],
-        row["compression"],
-        row["checksum_ok"],
-        row["payload_size"],
-        row["payload_sha256"],
-        row["batch_index"],
-        row["offset"],
-    )
+    return (*kafka_fields(row), row["offset"])
 
 
 def _kafka_theirs(message: dict, ids: dict[int, int], fetched: bool) -> tuple:
-    return (
-        ids[message["conn"]],
-        message["topic"],
-        message["partition"],
-        message["magic"],
-        message["compression"],
-        message["crc_ok"],
-        message["payload_size"],
-        message["sha256"],
-        message["inner_index"],
-        message["offset"] if fetched else None,
-    )
+    _, *fields = kafka_truth(message)
+    return (ids[message["conn"]], *fields, message["offset"] if fetched else None)
 
 
 @pytest.mark.parametrize("capture", KAFKA)

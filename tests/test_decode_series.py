@@ -10,9 +10,10 @@ import struct
 from pathlib import Path
 
 import pytest
+from pwcap.decode.api import DecodeOptions
+from pwcap.decode.driver import decode_captures
 from pwcap.decode.inputs import expand_inputs
 from pwcap.decode.parallel import decode_parallel
-from pwcap.decode.run import Settings, decode_captures
 
 from tests.test_decode_jobs import assert_same_dataset
 
@@ -67,14 +68,15 @@ def test_rotated_files_are_one_capture_with_the_rows_of_the_unsplit_one(
     assert_same_dataset(unsplit, tmp_path / "out")
 
 
-def test_files_named_by_time_are_one_series_when_asked(tmp_path, unsplit):
+@pytest.mark.parametrize("jobs", [1, 2])
+def test_files_named_by_time_are_one_series_when_asked(tmp_path, unsplit, jobs):
     folder = tmp_path / "by_time"
     folder.mkdir()
     names = ["trace.pcap", "trace-10:05.pcap", "trace-10:10.pcap"]
     split_pcap(ORIGINAL, [folder / name for name in names])
     apart = expand_inputs([str(folder)]).captures
     assert len(apart) == 3  # -G names carry no number: separate captures unless told
-    decode_captures([folder], tmp_path / "out", Settings(series=True))
+    decode_parallel([folder], tmp_path / "out", jobs=jobs, options=DecodeOptions(series=True))
     assert_same_dataset(unsplit, tmp_path / "out")
 
 
@@ -83,7 +85,7 @@ def test_a_connection_split_across_files_is_half_connections_without_the_series(
     names = [tmp_path / "a.pcap", tmp_path / "b.pcap"]
     split_pcap(ORIGINAL, names)
     apart = decode_captures(names, tmp_path / "apart")
-    whole = decode_captures(names, tmp_path / "whole", Settings(series=True))
+    whole = decode_captures(names, tmp_path / "whole", DecodeOptions(series=True))
     assert sum(apart.connections.values()) > sum(whole.connections.values())
 
 
@@ -96,5 +98,5 @@ def test_spark_tasks_read_a_series_as_one_capture(spark, tmp_path, unsplit):
     folder.mkdir()
     split_pcap(ORIGINAL, [folder / name for name in ("trace.pcap", "trace.pcap1")])
     captures, _ = list_captures([str(folder)])
-    write_tables(decoded_tables(spark, captures, Settings()), str(tmp_path / "out"))
+    write_tables(decoded_tables(spark, captures, DecodeOptions()), str(tmp_path / "out"))
     assert_same_dataset(unsplit, tmp_path / "out")

@@ -98,7 +98,7 @@ def test_both_engines_write_the_same_tables(tmp_path, payloads):
 
 LOADERS = """
 import importlib.machinery, sys
-import pwcap.decode.run, pwcap.decode.pulsar.decoder, pwcap.decode.kafka07.decoder
+import pwcap.decode.dispatch, pwcap.decode.pulsar.decoder, pwcap.decode.kafka07.decoder
 extension = importlib.machinery.ExtensionFileLoader
 print(sorted(n for n, m in sys.modules.items()
              if n.startswith("pwcap.") and isinstance(getattr(m, "__loader__", None), extension)))

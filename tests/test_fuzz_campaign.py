@@ -96,12 +96,15 @@ CORPUS_INPUTS = sorted(path.name for path in CORPUS.iterdir())
 @pytest.mark.parametrize("name", CORPUS_INPUTS)
 def test_a_corpus_input_fails_only_as_its_open_problem_says(name: str, tmp_path: Path) -> None:
     outcome = decode_batch([Mutant(name, (CORPUS / name).read_bytes(), ())], tmp_path)
+    # Decoded in this process, whose peak holds what earlier tests left in it: memory is
+    # judged in fresh processes (the supervised campaign, tests/test_hostile_memory.py).
+    failures = [failure for failure in outcome.failures if failure.kind != "memory"]
     entry = next((entry for entry in OPEN if name in entry.inputs), None)
     if entry is None:
-        assert outcome.failures == []
+        assert failures == []
     else:
-        assert outcome.failures, f"{name} passes now: remove it from fuzz/known.py OPEN"
-        assert all(entry.matches(failure) for failure in outcome.failures)
+        assert failures, f"{name} passes now: remove it from fuzz/known.py OPEN"
+        assert all(entry.matches(failure) for failure in failures)
 
 
 def test_every_open_problem_has_an_input_in_the_corpus() -> None:

@@ -10,9 +10,11 @@ import gzip
 import struct
 import time
 
+import pyarrow.parquet as pq
 import pytest
 from pwcap.capture import CaptureError, CaptureStats, read_streams
 
+from pwcap.cli import main
 from tests.stream_sink import RecordingSink
 from tests.test_capture_formats import (
     EPB,
@@ -153,6 +155,32 @@ def test_records_of_an_unknown_link_type_are_counted_by_type() -> None:
     _, stats = read(data)
     assert stats.unsupported_link == len(framed(ethernet))
     assert stats.unsupported_links == {147: len(framed(ethernet))}
+
+
+@pytest.mark.parametrize("command", ["decode", "show"])
+def test_a_capture_of_an_unknown_link_type_is_a_warning_and_an_anomaly(
+    command: str, tmp_path, capsys
+) -> None:
+    """It decodes to nothing: exit 0 with no word about it once passed for a quiet capture."""
+    capture = tmp_path / "user0.pcap"
+    capture.write_bytes(pcap(framed(ethernet), 147))  # DLT_USER0
+    records = len(framed(ethernet))
+    out = ["-o", str(tmp_path / "ds"), "-q"] if command == "decode" else []
+    assert main([command, str(capture), *out]) == 0
+    said = capsys.readouterr()
+    assert said.err == (
+        f"pwcap {command}: warning: {capture}: {records:,} records of link type 147 skipped"
+        " (a link layer pwcap does not parse)\n"
+    )
+    if command == "decode":
+        [row] = pq.read_table(tmp_path / "ds" / "anomalies").to_pylist()
+    else:
+        [line] = said.out.splitlines()
+        row = {
+            "kind": line.split("[")[1].split("]")[0],
+            "size": int(line.split("] ")[1].split()[0]),
+        }
+    assert (row["kind"], row["size"]) == ("unsupported_link_type", records)
 
 
 # -- gzip -------------------------------------------------------------------------------------

@@ -147,14 +147,16 @@ class _Pcap:
         self.file.write(_PCAP_HEADER)
         self.ts = 1_700_000_000_000_000
 
-    def segment(self, client: int, seq: int, flags: int, payload: bytes = b"") -> None:
-        """A segment of client ``client`` (10.x.x.x:port) to the broker 10.255.0.1:6650."""
+    def segment(
+        self, client: int, seq: int, flags: int, payload: bytes = b"", port: int = 6650
+    ) -> None:
+        """A segment of client ``client`` (10.x.x.x:port) to the server 10.255.0.1:``port``."""
         src = (10 << 24 | client).to_bytes(4, "big")
         ip = struct.pack(
             ">BBHHHBBH4s4s", 0x45, 0, 40 + len(payload), 0, 0, 64, 6, 0, src, bytes([10, 255, 0, 1])
         )
         tcp = struct.pack(
-            ">HHIIBBHHH", 1024 + client % 60000, 6650, seq, 0, 0x50, flags, 65535, 0, 0
+            ">HHIIBBHHH", 1024 + client % 60000, port, seq, 0, 0x50, flags, 65535, 0, 0
         )
         packet = _ETHERNET + ip + tcp + payload
         self.ts += 10
@@ -200,3 +202,42 @@ def test_holes_in_many_connections_hold_no_more_than_the_total_budget(tmp_path):
     assert len(gaps) == 120 and {row["size"] for row in gaps} == {piece}
     connections = table(tmp_path / "ds", "connections")
     assert all(row["bytes_c2b"] == len(offsets) * piece for row in connections)
+
+
+@pytest.mark.slow
+def test_many_connections_of_unknown_content_hold_no_more_than_the_sniffing_budget(tmp_path):
+    """Each of 1,600 connections on a port no protocol owns sends 200 KB that nothing
+    recognises: every one waited for more, 600 MB for 1,500 of them. The ones holding
+    most now decide as they are (unknown, and their not_decoded row says why)."""
+    capture = _Pcap(tmp_path / "unknown.pcap")
+    noise = bytes(range(1, 250)) * 5 + bytes(range(1, 204))  # 1,448 bytes, no frame
+    for client in range(1600):
+        capture.segment(client, 1000, 0x02, port=7777)
+        for at in range(0, 200_000, len(noise)):
+            capture.segment(client, 1001 + at, 0x18, noise, port=7777)
+    capture.close()
+    decode_within_budget(tmp_path / "unknown.pcap", tmp_path / "ds")
+    details = [row["detail"] for row in table(tmp_path / "ds", "anomalies")]
+    assert len(details) == 1600
+    assert sum("recognition stopped early" in detail for detail in details) > 1000
+
+
+@pytest.mark.slow
+def test_incomplete_frames_in_many_connections_hold_no_more_than_their_budget(tmp_path):
+    """Each of 60 connections sends 4.9 MB of a 5 MB SEND that never ends: every byte
+    waited for the rest of its frame, 470 MB. The streams holding most give their frames
+    up past the budget shared by every connection of the capture."""
+    head = command("SEND", producer_id=1, sequence_id=0, num_messages=1).SerializeToString()
+    first = struct.pack(">II", 5_000_000, len(head)) + head
+    body = bytes(range(256)) * 5 + bytes(168)  # 1,448 bytes
+    capture = _Pcap(tmp_path / "frames.pcap")
+    for client in range(60):
+        capture.segment(client, 1000, 0x02)
+        capture.segment(client, 1001, 0x18, first)
+        for at in range(len(first), 4_900_000, len(body)):
+            capture.segment(client, 1001 + at, 0x18, body)
+    capture.close()
+    decode_within_budget(tmp_path / "frames.pcap", tmp_path / "ds")
+    details = [row["detail"] for row in table(tmp_path / "ds", "anomalies")]
+    assert len(details) == 60  # one truncated_frame each
+    assert sum("given up" in detail for detail in details) > 30

@@ -9,13 +9,17 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pyarrow.parquet as pq
 import pytest
+from pwcap.decode.api import DecodeOptions
+from pwcap.decode.driver import decode_captures
 from pwcap.decode.inputs import InputError
-from pwcap.decode.run import Settings, decode_captures
+from pwcap.jobs import decode as job
 from pwcap.jobs.common import write_tables
-from pwcap.jobs.decode import decoded_tables, list_captures
+from pwcap.jobs.decode import decoded_tables, list_captures, main
 
 from tests.test_decode_jobs import assert_same_dataset
+from tests.test_decode_series import ORIGINAL, split_pcap
 
 ROOT = Path(__file__).resolve().parent.parent
 SAMPLES = ROOT / "sample_pcaps"
@@ -43,7 +47,7 @@ def test_a_missing_input_is_an_input_error(missing):
 
 def test_spark_tasks_write_the_dataset_pwcap_decode_writes(spark, sample_dataset, tmp_path):
     captures, _ = list_captures([str(SAMPLES)])
-    written = write_tables(decoded_tables(spark, captures, Settings()), str(tmp_path / "out"))
+    written = write_tables(decoded_tables(spark, captures, DecodeOptions()), str(tmp_path / "out"))
     assert sorted(written) == ["anomalies", "connections", "frames", "messages"]
     assert_same_dataset(sample_dataset, tmp_path / "out")
 
@@ -79,6 +83,142 @@ def test_a_capture_split_in_shares_over_tasks_gives_the_rows_of_one_task(spark, 
     decode_captures([path], tmp_path / "expected")
     listed, _ = list_captures([str(path)])
     split_above = -(-listed[0].size // 3)
-    tables = decoded_tables(spark, listed, Settings(), split_above=split_above)
+    tables = decoded_tables(spark, listed, DecodeOptions(), split_above=split_above)
     write_tables(tables, str(tmp_path / "out"))
+    assert_same_dataset(tmp_path / "expected", tmp_path / "out")
+
+
+# -- listing: rotated series, names of their own -------------------------------------------------
+
+
+@pytest.mark.parametrize("by", ["path", "uri"])
+def test_rotated_files_are_one_capture_read_in_time_order(tmp_path, by):
+    written = ["trace.pcap2", "trace.pcap0", "trace.pcap1"]  # a -W ring that wrapped: 2 is oldest
+    split_pcap(ORIGINAL, [tmp_path / name for name in written])
+    [capture], _ = list_captures([str(tmp_path) if by == "path" else f"file://{tmp_path}"])
+    assert capture.name == "trace.pcap"
+    assert [Path(path).name for path in capture.paths] == written
+    assert capture.size == sum((tmp_path / name).stat().st_size for name in written)
+
+
+def test_files_named_by_time_are_one_series_by_uri_when_asked(tmp_path):
+    names = ["trace-10:10.pcap", "trace-10:00.pcap", "trace-10:05.pcap"]
+    split_pcap(ORIGINAL, [tmp_path / name for name in names])
+    apart, _ = list_captures([f"file://{tmp_path}"])
+    assert len(apart) == 3
+    [series], _ = list_captures([f"file://{tmp_path}"], series=True)
+    assert [Path(path).name for path in series.paths] == names  # in the order they were written
+    assert series.name == "trace-10:10.pcap"
+
+
+def test_a_series_cannot_span_filesystems(tmp_path):
+    split_pcap(ORIGINAL, [tmp_path / "a.pcap", tmp_path / "b.pcap"])
+    with pytest.raises(InputError, match="one filesystem"):
+        list_captures([str(tmp_path / "a.pcap"), f"file://{tmp_path}/b.pcap"], series=True)
+
+
+def test_captures_of_the_same_name_by_uri_are_named_apart(tmp_path):
+    """Two brokers' trace.pcap: the name scopes the connection ids, so it must differ."""
+    for host in ("host1", "host2"):
+        (tmp_path / host).mkdir()
+        shutil.copy(ORIGINAL, tmp_path / host / "trace.pcap")
+    listed, _ = list_captures([f"file://{tmp_path}/host1/trace.pcap", f"file://{tmp_path}/host2"])
+    assert sorted(c.name for c in listed) == ["host1/trace.pcap", "host2/trace.pcap"]
+    local, _ = list_captures([str(tmp_path / "host1" / "trace.pcap"), f"file://{tmp_path}/host2"])
+    assert sorted(c.name for c in local) == ["host1/trace.pcap", "host2/trace.pcap"]
+
+
+def test_connection_ids_are_unique_across_captures_decoded_by_tasks(spark, tmp_path):
+    """The same connections captured at two brokers: two captures, two sets of ids."""
+    for host in ("host1", "host2"):
+        (tmp_path / host).mkdir()
+        shutil.copy(ORIGINAL, tmp_path / host / "trace.pcap")
+    listed, _ = list_captures([f"file://{tmp_path}/host1/", f"file://{tmp_path}/host2/"])
+    write_tables(decoded_tables(spark, listed, DecodeOptions()), str(tmp_path / "out"))
+    ids = pq.read_table(tmp_path / "out" / "connections", columns=["capture", "conn_id"])
+    rows = ids.to_pylist()
+    assert {row["capture"] for row in rows} == {"host1/trace.pcap", "host2/trace.pcap"}
+    assert len({row["conn_id"] for row in rows}) == len(rows) == 2
+
+
+# -- the dataset, written whole ------------------------------------------------------------------
+
+
+def test_the_job_writes_a_dataset_and_never_replaces_one_unasked(spark, tmp_path, capsys):
+    out = tmp_path / "out"
+    assert main([str(ORIGINAL), "-o", str(out)]) == 0
+    decode_captures([ORIGINAL], tmp_path / "expected")
+    assert_same_dataset(tmp_path / "expected", out)
+    before = sorted(p.name for p in (out / "frames").iterdir())
+    for given in (str(out), f"file://{out}"):  # refused before Spark, and by Hadoop's filesystem
+        with pytest.raises(SystemExit) as refused:
+            main([str(ORIGINAL), "-o", given])
+        assert refused.value.code == 1
+        assert "already exists (use --overwrite" in capsys.readouterr().err
+    assert sorted(p.name for p in (out / "frames").iterdir()) == before
+    assert main([str(ORIGINAL), "-o", f"file://{out}", "--overwrite"]) == 0
+    assert_same_dataset(tmp_path / "expected", out)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["expected", "out"]
+
+
+def test_overwrite_replaces_a_dataset_only(spark, tmp_path, capsys):
+    mine = tmp_path / "mine"
+    mine.mkdir()
+    (mine / "notes.txt").write_text("not a dataset")
+    with pytest.raises(SystemExit):
+        main([str(ORIGINAL), "-o", f"file://{mine}", "--overwrite"])
+    assert "does not look like a pwcap dataset" in capsys.readouterr().err
+    assert [p.name for p in mine.iterdir()] == ["notes.txt"]
+
+
+def test_a_failed_write_leaves_no_dataset_and_keeps_the_earlier_one(spark, tmp_path, monkeypatch):
+    out = tmp_path / "out"
+    assert main([str(ORIGINAL), "-o", str(out)]) == 0
+    earlier = {t: sorted(p.name for p in (out / t).iterdir()) for t in ("frames", "anomalies")}
+
+    def write_one_then_fail(tables, output):
+        write_tables({"frames": tables["frames"]}, output)
+        raise OSError("disk full")
+
+    monkeypatch.setattr(job, "write_tables", write_one_then_fail)
+    with pytest.raises(OSError, match="disk full"):
+        main([str(ORIGINAL), "-o", str(tmp_path / "new")])
+    with pytest.raises(OSError, match="disk full"):
+        main([str(ORIGINAL), "-o", str(out), "--overwrite"])
+    monkeypatch.undo()
+    rename = job.Output._rename
+
+    def fail_to_put_in_place(self, source, target):
+        if source.getName().startswith(".out.tmp-"):
+            raise OSError("rename refused")
+        rename(self, source, target)
+
+    monkeypatch.setattr(job.Output, "_rename", fail_to_put_in_place)
+    with pytest.raises(OSError, match="rename refused"):
+        main([str(ORIGINAL), "-o", str(out), "--overwrite"])
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["out"]  # no temporary folder left
+    assert {t: sorted(p.name for p in (out / t).iterdir()) for t in earlier} == earlier
+
+
+@pytest.mark.slow
+def test_the_script_runs_on_its_own_local_spark_and_reads_a_series(tmp_path):
+    """``python jobs/decode.py`` starts its own Spark (local[*]); -G files given with
+    --series are one capture, with the rows of the unsplit one."""
+    folder = tmp_path / "by_time"
+    folder.mkdir()
+    split_pcap(ORIGINAL, [folder / name for name in ("trace.pcap", "trace-10:05.pcap")])
+    (tmp_path / "unsplit").mkdir()
+    shutil.copy(ORIGINAL, tmp_path / "unsplit" / "trace.pcap")
+    decode_captures([tmp_path / "unsplit"], tmp_path / "expected")
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PYSPARK")}
+    script = [str(ROOT / "jobs" / "decode.py"), str(folder), "--series"]
+    done = subprocess.run(
+        [sys.executable, *script, "-o", str(tmp_path / "out")],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env=env,
+        cwd=tmp_path,
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
     assert_same_dataset(tmp_path / "expected", tmp_path / "out")

@@ -20,16 +20,7 @@ from pwcap.tables.analytics import ANALYTICS
 from pwcap import cli_analyze
 from tests.test_pulsar_samples import SAMPLES, WITH_TRUTH
 
-TABLES = [
-    "latency_pairs",
-    "latency_summary",
-    "permit_timeline",
-    "starvation_intervals",
-    "permit_summary",
-    "redeliveries",
-    "redelivery_summary",
-    "unacked",
-]
+TABLES = list(ANALYTICS)
 
 
 def truth(name: str) -> dict:

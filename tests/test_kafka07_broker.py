@@ -54,21 +54,11 @@ class RawClient:
         self.sock.sendall(p.encode_request(p.Request(request_type, list(parts))))
 
     def receive(self) -> tuple[int, bytes]:
-        (length,) = struct.unpack(">i", self._exactly(4))
-        body = self._exactly(length)
+        body = p.receive_response(self.sock)
         return struct.unpack_from(">h", body)[0], body[2:]
 
     def closed_by_broker(self) -> bool:
         return self.sock.recv(1) == b""
-
-    def _exactly(self, size: int) -> bytes:
-        data = b""
-        while len(data) < size:
-            chunk = self.sock.recv(size - len(data))
-            if not chunk:
-                raise ConnectionError("broker closed the connection")
-            data += chunk
-        return data
 
     def close(self) -> None:
         self.sock.close()

@@ -9,6 +9,7 @@ import struct
 import pyarrow as pa
 import pytest
 from pwcap.capture.events import ClientBy, Direction
+from pwcap.decode.api import FrameBudget
 from pwcap.decode.kafka07 import decoder as decoder_module
 from pwcap.decode.kafka07 import (
     find_request_start,
@@ -637,7 +638,7 @@ def test_a_gap_while_hunting_counts_the_held_bytes_from_their_own_offset():
 
 def test_roles_guessed_wrong_are_swapped_by_the_first_telling_record():
     c = Conversation(ClientBy.GUESS)
-    conn = c.decoder._conn
+    conn = c.conn
     c.client(response(0, log_of([b"late"])))  # the first segment seen was the broker's
     c.offsets.reverse()  # reassembly labels later bytes by the swapped roles
     c.client(request(FETCH, fetch_body("t", 0, 0, 100)))
@@ -669,3 +670,31 @@ def test_a_request_cut_by_the_end_of_the_capture_explains_its_response():
     c.broker(response(0, log_of([b"x"])))
     sink = c.close()
     assert sink.kinds() == ["truncated_frame"]
+
+
+def test_incomplete_frames_of_all_connections_hold_no_more_than_their_budget():
+    """As for Pulsar: past the shared budget, the streams holding most give their frame up
+    (a truncated_frame that says why), skip its rest and stay in step with what follows."""
+    budget = FrameBudget(limit=600_000)
+    produce = request(PRODUCE, produce_body("t", 0, log_of([b"x" * 200_000])))
+    fetch = request(FETCH, fetch_body("t", 0, 0, 10))
+    talks = [Conversation(frames=budget) for _ in range(5)]
+    for talk in talks:
+        talk.client(produce[:150_000])  # the fifth is one too many
+        assert budget.total <= 600_000
+    for talk in talks:
+        talk.client(produce[150_000:] + fetch)
+        talk.close()
+    assert budget.total == 0
+    outcomes = [(talk.sink.commands(), talk.sink.kinds()) for talk in talks]
+    assert outcomes == [(["FETCH"], ["truncated_frame"])] * 2 + [(["PRODUCE", "FETCH"], [])] * 3
+    assert "given up after 150000 bytes" in talks[0].sink.anomalies[0]["detail"]
+
+
+def test_a_frame_is_never_whole_before_its_first_byte_when_the_clock_runs_backwards():
+    """As for Pulsar: records timed backwards timed a frame's end before its start."""
+    fetch = request(FETCH, fetch_body("t", 0, 0, 10))
+    c = Conversation()
+    c.decoder.on_data(Direction.C2B, 50, 0, fetch[:3])
+    c.decoder.on_data(Direction.C2B, 20, 3, fetch[3:])
+    assert [(r["ts_first"], r["ts"]) for r in c.sink.frames] == [(50, 50)]

@@ -18,7 +18,7 @@ from pathlib import Path
 import dpkt
 import pyarrow as pa
 import pytest
-from pwcap.capture import StreamReader, iter_records, open_capture
+from pwcap.capture import RecordReader, iter_records, open_capture
 from pwcap.capture.events import Connection, Direction
 from pwcap.decode.api import DecodeOptions
 from pwcap.decode.kafka07 import (
@@ -72,7 +72,7 @@ class KafkaStreams:
 
     def on_open(self, conn: Connection) -> None:
         self.conns.append(conn)
-        self._decoders[conn.conn_id] = Kafka07Decoder(conn, self.sink, self.options)
+        self._decoders[conn.conn_id] = Kafka07Decoder(conn, self.sink, self.options, conn.flip)
 
     def on_data(self, conn: Connection, direction: Direction, ts: int, offset: int, data: bytes):
         self._decoders[conn.conn_id].on_data(direction, ts, offset, data)
@@ -88,7 +88,7 @@ def decode_capture(path: Path, broker_port: int, keep: Callable[[int], bool] = b
     """Decode a capture through pwcap's reassembly; ``keep(index)`` False drops the record
     at that (1-based) index, as if the capture had missed it (segment loss, a later start)."""
     streams = KafkaStreams(DecodeOptions(capture=path.name))
-    reader = StreamReader(streams, server_ports={broker_port})
+    reader = RecordReader(streams, server_ports={broker_port})
     stream, name = open_capture(path)
     with stream:
         records = iter_records(stream, name)

@@ -80,7 +80,7 @@ def test_lost_packets_cost_only_the_frames_they_touch():
     }
     assert decoded(sink) == expected
     # A loss that cuts a frame is the decoder's to report; a loss of whole frames shows
-    # only as the gap itself (reported by the pipeline, not by the protocol decoder).
+    # only as the gap itself (reported by the dispatcher, not by the protocol decoder).
     boundaries = {(d, offset) for d, rows in frames.items() for row in rows for offset in row[:2]}
     cutting = [
         m

@@ -8,6 +8,7 @@ import time
 
 import pytest
 from pwcap.capture.events import ClientBy, Direction
+from pwcap.decode.api import FrameBudget
 from pwcap.decode.pulsar import contains_frame, sniff
 from pwcap.decode.pulsar._pb import pulsar_api_pb2 as pb
 from pwcap.decode.pulsar.framing import find_frame_start
@@ -231,3 +232,68 @@ def test_a_fake_header_declaring_five_megabytes_is_gathered_once_then_resynced()
     assert time.process_time() - started < 10  # quadratic copying takes minutes here
     assert sink.kinds()[0] == "bad_protobuf" and sink.kinds()[-1] == "resync"
     assert [r["permits"] for r in sink.frames] == [1, 2]
+
+
+def test_incomplete_frames_of_all_connections_hold_no_more_than_their_budget():
+    """Thousands of connections may each be in the middle of a frame of up to 5 MiB:
+    60 of them held 470 MB. Past the budget the streams holding most give their frame up
+    (a truncated_frame that says why) and skip the rest of it, so what follows decodes."""
+    budget = FrameBudget(limit=600_000)
+    send, flow = big_send(), flows(1)[0]
+    streams = [decoder(frames=budget) for _ in range(5)]
+    for index, (dec, _, _) in enumerate(streams):
+        dec.on_data(Direction.C2B, index, 0, send[:150_000])  # the fifth is one too many
+        assert budget.total <= 600_000
+    for dec, _, _ in streams:
+        dec.on_data(Direction.C2B, 10, 150_000, send[150_000:] + flow)
+        dec.on_close(20)
+    assert budget.total == 0
+    outcomes = [([r["command"] for r in sink.frames], sink.kinds()) for _, sink, _ in streams]
+    assert outcomes == [(["FLOW"], ["truncated_frame"])] * 2 + [(["SEND", "FLOW"], [])] * 3
+    lost = streams[0][1].anomalies[0]
+    assert (lost["stream_offset"], lost["size"]) == (0, len(send))
+    assert "given up after 150000 bytes" in lost["detail"]
+
+
+def test_overlapping_fake_headers_with_long_commands_are_hunted_through_in_linear_time():
+    """After damage, a header every 16 bytes each declaring a 1 MB command whose bytes
+    parse to the end (one unknown field spans them): each was checked in full, 18 s for
+    6 MB. Only commands up to 64 KiB are checked; longer ones are hunted past."""
+    size = 1_000_000
+    rest = size - 7  # the length of field 100 after `type`, as a varint of 3 bytes
+    varint = bytes([rest & 0x7F | 0x80, rest >> 7 & 0x7F | 0x80, rest >> 14])
+    # header, type = 2 (08 02), field 100 of wire type 2 (a2 06), its length, one byte more
+    unit = struct.pack(">II", size + 104, size) + b"\x08\x02\xa2\x06" + varint + b"\x01"
+    stream = b"\xff" * 16 + unit * (6_000_000 // len(unit)) + b"".join(flows(2))
+    dec, sink, _ = decoder()
+    started = time.process_time()
+    for pos in range(0, len(stream), 1448):
+        dec.on_data(Direction.C2B, pos, pos, stream[pos : pos + 1448])
+    dec.on_close(len(stream))
+    assert time.process_time() - started < 5
+    assert sink.kinds() == ["oversize_frame", "resync"]
+    assert [r["permits"] for r in sink.frames] == [1, 2]
+
+
+def test_a_frame_whose_command_is_too_long_to_check_is_hunted_past_after_damage():
+    """Its command is not checked, so the hunt resynchronises on the frame after it."""
+    long_command = command("CONNECT", client_version="v" * 70_000, protocol_version=21)
+    big = frame(long_command)
+    stream = b"junk" + big + b"".join(flows(1))
+    dec, sink, _ = decoder(client_by=ClientBy.PORT)  # joined mid-stream: hunts from the start
+    dec.on_data(Direction.C2B, 1, 0, stream)
+    dec.on_close(2)
+    assert [r["command"] for r in sink.frames] == ["FLOW"]
+    [resync] = [a for a in sink.anomalies if a["kind"] == "resync"]
+    assert (resync["stream_offset"], resync["size"]) == (0, 4 + len(big))
+
+
+def test_a_frame_is_never_whole_before_its_first_byte_when_the_clock_runs_backwards():
+    """Records timed backwards (a clock stepped back, a reordered capture) timed a frame's
+    end before its start: ts_first > ts."""
+    first, second = flows(2)
+    dec, sink, _ = decoder()
+    dec.on_data(Direction.C2B, 50, 0, first[:3])
+    dec.on_data(Direction.C2B, 20, 3, first[3:] + second[:3])
+    dec.on_data(Direction.C2B, 10, len(first) + 3, second[3:])
+    assert [(r["ts_first"], r["ts"]) for r in sink.frames] == [(50, 50), (20, 20)]

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 from collections import Counter, defaultdict
+from collections.abc import Iterable
 from pathlib import Path
 
 import pyarrow as pa
@@ -114,7 +115,7 @@ def test_every_checksum_verifies(sample):
     assert all(m["checksum_ok"] is True for m in sink.messages)
 
 
-def _message_fields(row: dict) -> tuple:
+def message_fields(row: dict) -> tuple:
     return (
         row["producer_name"],
         _logical_topic(row["topic"]),
@@ -140,7 +141,7 @@ def _application_messages(sink: RecordingSink, command: str) -> list[dict]:
     ]
 
 
-def _truth_fields(message: dict) -> tuple:
+def truth_fields(message: dict) -> tuple:
     return (
         message["producer_name"],
         _logical_topic(message["topic"]),
@@ -153,39 +154,47 @@ def _truth_fields(message: dict) -> tuple:
 def test_sent_messages_equal_the_clients_truth(sample):
     truth, sink, _, _ = sample
     messages = _application_messages(sink, "SEND")
-    sent = {(m["producer_name"], m["sequence_id"]): _message_fields(m) for m in messages}
-    expected = {(m["producer_name"], m["sequence_id"]): _truth_fields(m) for m in truth["sent"]}
+    sent = {(m["producer_name"], m["sequence_id"]): message_fields(m) for m in messages}
+    expected = {(m["producer_name"], m["sequence_id"]): truth_fields(m) for m in truth["sent"]}
     assert len(messages) == len(truth["sent"])
     assert sent == expected
 
 
 def test_delivered_messages_equal_what_the_client_received(sample):
     truth, sink, _, _ = sample
+    assert delivered(_application_messages(sink, "MESSAGE")) == received(truth["received"])
 
-    def position(ledger, entry, batch_index):
-        return (ledger, entry, -1 if batch_index is None else batch_index)
 
-    delivered = Counter(
+def delivered(messages: Iterable[dict]) -> Counter:
+    """Delivered message rows as the clients' truth counts what they received."""
+    return Counter(
         (
-            position(m["ledger_id"], m["entry_id"], m.get("batch_index")),
+            _position(m["ledger_id"], m["entry_id"], m.get("batch_index")),
             m["redelivery_count"] or 0,
             m["subscription"],
             m["consumer_name"],
-            _message_fields(m),
+            message_fields(m),
         )
-        for m in _application_messages(sink, "MESSAGE")
+        for m in messages
     )
-    received = Counter(
+
+
+def received(messages: Iterable[dict]) -> Counter:
+    """What the clients' truth says they received, counted as :func:`delivered` counts."""
+    return Counter(
         (
-            position(m["message_id"][0], m["message_id"][1], m["message_id"][3]),
+            _position(m["message_id"][0], m["message_id"][1], m["message_id"][3]),
             m["redelivery_count"],
             m["subscription"],
             m["consumer_name"],
-            _truth_fields(m),
+            truth_fields(m),
         )
-        for m in truth["received"]
+        for m in messages
     )
-    assert delivered == received
+
+
+def _position(ledger: int, entry: int, batch_index: int | None) -> tuple[int, int, int]:
+    return (ledger, entry, -1 if batch_index is None else batch_index)
 
 
 def test_connection_fields(sample):

@@ -28,11 +28,14 @@ log offset (:mod:`.messages`).
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from functools import partial
 
 from pwcap.capture.events import LABELS, ClientBy, Connection, Direction
-from pwcap.decode.api import DecodeOptions, Row, RowSink
-from pwcap.decode.kafka07.framing import FrameHandler, FrameStream
+from pwcap.decode.api import DecodeOptions, FlipRoles, Row, RowSink
+from pwcap.decode.conversation import Conversation
+from pwcap.decode.framing import FrameStream
+from pwcap.decode.kafka07.framing import KafkaFrames
 from pwcap.decode.kafka07.messages import Budget, read_message_set
 from pwcap.decode.kafka07.pairing import Pairing, Pending
 from pwcap.decode.kafka07.responses import fits, guess_kind
@@ -60,7 +63,11 @@ from pwcap.decode.kafka07.wire import (
     split_parts,
 )
 
-MAX_SUSPECTS = 10_000  # unmatched responses awaiting proof, kept per connection
+_REQUESTS = KafkaFrames(find_request_start)
+_RESPONSES = KafkaFrames(find_response_start)
+# A request or response handler: (buf, start, end, offset, ts_first, ts) -> False when the
+# frame does not parse (the framing is off).
+Handler = Callable[[bytes, int, int, int, int, int], bool]
 
 
 class Kafka07Decoder:
@@ -69,92 +76,95 @@ class Kafka07Decoder:
     Directions are trusted when reassembly saw the handshake or a well-known port. When it
     only guessed (the sender of the first segment), the first record that starts with a
     consistent request or response settles the roles: if it came the wrong way the decoder
-    calls ``conn.swap_roles()`` once (reassembly labels later bytes by the new roles) and
+    says so once (``flip_roles``: reassembly labels later bytes by the new roles) and
     restarts its frame streams, which had been fed bytes under the wrong labels.
     """
 
     protocol = "kafka07"
 
-    def __init__(self, conn: Connection, sink: RowSink, options: DecodeOptions) -> None:
+    def __init__(
+        self, conn: Connection, sink: RowSink, options: DecodeOptions, flip_roles: FlipRoles
+    ) -> None:
         self._sink = sink
         self._capture = options.capture
-        self._conn = conn
+        self._flip_roles = flip_roles
         self._conn_id = conn.conn_id
         self._payloads = options.payloads
         self._limit = options.max_decompressed_size
         self._max_frame = options.max_frame_size
+        self._budget = options.frames
         in_sync = conn.client_by == ClientBy.SYN
         self._roles_settled = conn.client_by != ClientBy.GUESS
         self._pairing = Pairing(in_sync)
-        self._suspects: list[tuple[int, Row]] = []  # (response ts, unmatched_response anomaly)
+        self._conversation = Conversation(
+            sink,
+            options.capture,
+            conn.conn_id,
+            self.protocol,
+            "no request was waiting for this response",
+        )
         self._frames = [0, 0]
-        self.anomalies = 0
         self._streams = self._new_streams(in_sync)
 
-    def _new_streams(self, in_sync: bool) -> tuple[FrameStream, FrameStream]:
-        return (
+    def _new_streams(self, in_sync: bool) -> list[FrameStream]:
+        """The client's stream of requests and the broker's of responses, by Direction."""
+        return [
             FrameStream(
-                partial(self._safely, 0, self._request),
-                partial(self._stream_anomaly, 0),
-                find_request_start,
+                frame_format,
+                partial(self._safely, label, handler),
+                partial(self._stream_anomaly, label),
                 self._max_frame,
                 in_sync,
-                partial(self._frame_lost, 0),
-            ),
-            FrameStream(
-                partial(self._safely, 1, self._response),
-                partial(self._stream_anomaly, 1),
-                find_response_start,
-                self._max_frame,
-                in_sync,
-                partial(self._frame_lost, 1),
-            ),
-        )
+                partial(self._frame_lost, label),
+                self._budget,
+            )
+            for label, frame_format, handler in (
+                (0, _REQUESTS, self._request),
+                (1, _RESPONSES, self._response),
+            )
+        ]
 
     # -- ConnectionDecoder ---------------------------------------------------------------
 
     def on_data(self, direction: Direction, ts: int, offset: int, data: bytes) -> None:
         if not self._roles_settled:
             direction = self._settle_roles(direction, data)
-        if self._suspects and direction == Direction.C2B:
-            self._judge_suspects(ts)
+        self._conversation.on_data(direction, ts)
         self._streams[direction].feed(ts, offset, data)
 
     def on_gap(self, direction: Direction, ts: int, offset: int, size: int) -> None:
         known = self._streams[direction].on_gap(ts, offset, size)
-        if direction == Direction.C2B:
-            self._suspects = []  # their requests may have been in the missing bytes
+        self._conversation.on_gap(direction)
         if not known:
             self._lose_pairing(direction, ts, offset, f"{size} bytes at offset {offset} missing")
 
     def on_close(self, ts: int) -> None:
         for stream in self._streams:
             stream.on_close(ts)
-        self._judge_suspects(None)
+        self._conversation.on_close()
 
     def connection_fields(self) -> Row:
         return {
             "frames_c2b": self._frames[0],
             "frames_b2c": self._frames[1],
-            "anomalies": self.anomalies,
+            "anomalies": self._conversation.anomalies,
         }
 
-    def _frame_lost(self, label: int, head: bytes, ts: int) -> None:
-        """One whole frame was not decoded (oversize, or cut by a gap) but its extent is
-        known: pairing stays in step when its place in the order is known too."""
+    def _frame_lost(self, label: int, buf: bytes, start: int, ts: int) -> None:
+        """One whole frame, starting at ``buf[start]``, was not decoded (oversize, or cut
+        by a gap) but its extent is known: pairing stays in step when its place in the
+        order is known too."""
         if not self._pairing.in_step:
             return
         if label == 1:
             self._pairing.skip_response()  # it answered the oldest waiting request
             return
-        request_type = HEAD.unpack_from(head)[1] if len(head) >= HEAD.size else -1
+        request_type = HEAD.unpack_from(buf, start)[1] if len(buf) - start >= HEAD.size else -1
         if not 0 <= request_type < len(REQUEST_NAMES):
             self._lose_pairing(0, ts, None, "a request of unknown type was lost")
-        elif request_type in ANSWERED:
-            if self._suspects:  # a response that came with no request was its answer
-                self._suspects.pop(0)
-            else:  # it holds its place in the queue
-                self._pairing.request(Pending(request_type, REQUEST_NAMES[request_type], ts, None))
+        # A response that came with no request was its answer; else it holds its place.
+        elif request_type in ANSWERED and not self._conversation.withdraw_oldest():
+            self._pairing.request(Pending(request_type, REQUEST_NAMES[request_type], ts, None))
 
     def _settle_roles(self, direction: Direction, data: bytes) -> Direction:
         """The direction ``data`` really travels, once a record proves who sends what."""
@@ -166,26 +176,32 @@ class Kafka07Decoder:
             return direction
         self._roles_settled = True
         if sender != direction:
-            self._conn.swap_roles()
+            self._flip_roles()
+            for stream in self._streams:
+                stream.drop()
             self._streams = self._new_streams(False)
         return sender
 
     def _safely(
         self,
         label: int,
-        handler: FrameHandler,
+        handler: Handler,
         buf: bytes,
         start: int,
         end: int,
+        length: int,
         offset: int,
         ts_first: int,
         ts: int,
     ) -> bool:
-        """Run a frame handler; captured bytes may break any assumption: report, go on."""
+        """Run a frame handler (the frame's ``length`` is in its bytes too); captured bytes
+        may break any assumption: report, go on."""
         try:
             return handler(buf, start, end, offset, ts_first, ts)
         except Exception as exc:
-            self._emit_anomaly(label, ts, offset, end - start, None, "decode_error", repr(exc))
+            self._conversation.anomaly(
+                label, ts, offset, end - start, None, "decode_error", repr(exc)
+            )
             return True
 
     # -- requests ------------------------------------------------------------------------
@@ -199,7 +215,7 @@ class Kafka07Decoder:
             request_type, parts = read_request(buf, start, end)
         except WireError as exc:
             kind = "unknown_command" if "request type" in str(exc) else "protocol_violation"
-            self._frame_anomaly(kind, row, str(exc))
+            self._conversation.frame_anomaly(kind, row, str(exc))
             return False
         self._roles_settled = True
         name = REQUEST_NAMES[request_type]
@@ -221,7 +237,7 @@ class Kafka07Decoder:
             found = read_message_set(buf, part.start, part.end, None, budget)
             sets.append((part, found))
             if found.tail:
-                self._frame_anomaly(
+                self._conversation.frame_anomaly(
                     "protocol_violation",
                     row,
                     f"produced set for {part.topic}:{part.partition} ends in {found.tail} "
@@ -239,7 +255,9 @@ class Kafka07Decoder:
         row = self._frame_row(1, start, end, offset, ts_first, ts)
         error = HEAD.unpack_from(buf, start)[1]
         if not MIN_ERROR <= error <= MAX_ERROR:
-            self._frame_anomaly("protocol_violation", row, f"error code {error} is not 0.7's")
+            self._conversation.frame_anomaly(
+                "protocol_violation", row, f"error code {error} is not 0.7's"
+            )
             return False
         body = start + HEAD.size
         self._roles_settled = True
@@ -266,13 +284,13 @@ class Kafka07Decoder:
         if pending is None:
             row["info"] = "unpaired"
             if broke:
-                self._frame_anomaly(
+                self._conversation.frame_anomaly(
                     "protocol_violation",
                     row,
                     "response does not fit the request it answers in order; pairing stops",
                 )
             elif self._pairing.in_step:
-                self._suspect_unmatched(row)
+                self._conversation.unmatched(row, Direction.C2B)
         if request_type == OFFSETS:
             self._offsets(row, buf, body, end)
         elif request_type == MULTIFETCH:
@@ -288,7 +306,9 @@ class Kafka07Decoder:
     def _offsets(self, row: Row, buf: bytes, body: int, end: int) -> None:
         offsets = read_offsets(buf, body, end)
         if offsets is None:
-            self._frame_anomaly("protocol_violation", row, "OFFSETS answer is not an offset array")
+            self._conversation.frame_anomaly(
+                "protocol_violation", row, "OFFSETS answer is not an offset array"
+            )
             return
         add_info(row, f"offsets={offsets}")
 
@@ -297,7 +317,7 @@ class Kafka07Decoder:
     ) -> None:
         found = split_parts(buf, body, end)
         if found is None:
-            self._frame_anomaly(
+            self._conversation.frame_anomaly(
                 "protocol_violation", row, "MULTIFETCH answer does not split into parts"
             )
             return
@@ -319,14 +339,14 @@ class Kafka07Decoder:
     def _messages(self, row: Row, sets: Sets) -> None:
         for _, message_set in sets:
             for kind, detail in message_set.problems:
-                self._frame_anomaly(kind, row, detail)
+                self._conversation.frame_anomaly(kind, row, detail)
         emit_messages(self._sink.message, row, sets, self._payloads)
 
     # -- pairing and anomalies -----------------------------------------------------------
 
     def _lose_pairing(self, label: int, ts: int, offset: int | None, why: str) -> None:
         if self._pairing.lose(ts if label else None):
-            self._emit_anomaly(
+            self._conversation.anomaly(
                 label,
                 ts,
                 offset,
@@ -337,40 +357,10 @@ class Kafka07Decoder:
                 "requests until one fits a request seen since",
             )
 
-    def _suspect_unmatched(self, row: Row) -> None:
-        """A response with no request while in step: an anomaly unless the request was lost.
-
-        Reassembly reports a gap only once later bytes arrive, so the verdict waits until
-        the client direction shows bytes captured after this response (no gap before them:
-        the request was never sent) or the connection ends.
-        """
-        anomaly = self._anomaly_row(
-            1,
-            row["ts"],
-            row["stream_offset"],
-            row["frame_size"],
-            row["command"],
-            "unmatched_response",
-            "no request was waiting for this response",
-        )
-        self._suspects.append((row["ts"], anomaly))
-        if len(self._suspects) > MAX_SUSPECTS:
-            self._report(self._suspects.pop(0)[1])
-
-    def _judge_suspects(self, ts: int | None) -> None:
-        """Report the suspects that client bytes at ``ts`` (None: the end) prove."""
-        waiting = []
-        for suspect in self._suspects:
-            if ts is None or ts >= suspect[0]:
-                self._report(suspect[1])
-            else:
-                waiting.append(suspect)
-        self._suspects = waiting
-
     def _stream_anomaly(
         self, label: int, kind: str, ts: int, offset: int, size: int, detail: str
     ) -> None:
-        self._emit_anomaly(label, ts, offset, size, None, kind, detail)
+        self._conversation.anomaly(label, ts, offset, size, None, kind, detail)
         if kind in ("resync", "bad_frame_header"):  # gaps: on_gap; skipped frames: _frame_lost
             self._lose_pairing(label, ts, offset, f"{kind} in {LABELS[label]}")
 
@@ -387,56 +377,6 @@ class Kafka07Decoder:
             "stream_offset": offset,
             "command": None,
             "frame_size": end - start,
-        }
-
-    def _frame_anomaly(self, kind: str, row: Row, detail: str) -> None:
-        self._emit_anomaly(
-            0 if row["direction"] == "c2b" else 1,
-            row["ts"],
-            row["stream_offset"],
-            row["frame_size"],
-            row["command"],
-            kind,
-            detail,
-        )
-
-    def _emit_anomaly(
-        self,
-        label: int,
-        ts: int,
-        offset: int | None,
-        size: int | None,
-        command: str | None,
-        kind: str,
-        detail: str,
-    ) -> None:
-        self._report(self._anomaly_row(label, ts, offset, size, command, kind, detail))
-
-    def _report(self, anomaly: Row) -> None:
-        self.anomalies += 1
-        self._sink.anomaly(anomaly)
-
-    def _anomaly_row(
-        self,
-        label: int,
-        ts: int,
-        offset: int | None,
-        size: int | None,
-        command: str | None,
-        kind: str,
-        detail: str,
-    ) -> Row:
-        return {
-            "ts": ts,
-            "capture": self._capture,
-            "conn_id": self._conn_id,
-            "direction": LABELS[label],
-            "protocol": "kafka07",
-            "kind": kind,
-            "stream_offset": offset,
-            "size": size,
-            "command": command,
-            "detail": detail,
         }
 
 

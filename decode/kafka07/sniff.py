@@ -19,7 +19,8 @@ from collections.abc import Callable
 from itertools import pairwise
 
 from pwcap.decode import MAX_FRAME_SIZE
-from pwcap.decode.kafka07.framing import MIN_LENGTH, Candidate
+from pwcap.decode.framing import Candidate
+from pwcap.decode.kafka07.framing import MIN_LENGTH
 from pwcap.decode.kafka07.wire import (
     FETCH,
     FETCH_TAIL,
@@ -67,7 +68,7 @@ Check = Callable[[bytes, int, int, bool], bool]  # buf, position, max frame size
 
 
 class _Need(Exception):
-    """More bytes are needed to judge: ``args[0]`` bytes from the candidate's start."""
+    """More bytes are needed to judge (a hunt looks again once any more arrive)."""
 
 
 def looks_like_request(data: bytes, max_frame_size: int = MAX_FRAME_SIZE) -> bool:
@@ -117,8 +118,8 @@ def _find(
         try:
             if check(buf, start, max_frame, False):
                 return Candidate(start, True)
-        except _Need as need:
-            waiting = waiting or Candidate(start, False, need.args[0])
+        except _Need:
+            waiting = waiting or Candidate(start, False)
         pos = start + 1
 
 
@@ -127,8 +128,8 @@ def _find(
 
 def check_request(buf: bytes, pos: int, max_frame: int, final: bool) -> bool:
     """Is there a consistent request at ``pos``? Raises :class:`_Need` when ``buf`` is too
-    short to tell (never when ``final``: then the bytes present decide)."""
-    _have(buf, pos, HEAD.size, pos, final)
+    short to tell; ``final``: no more bytes will come, the fields present decide."""
+    _have(buf, pos, HEAD.size)
     length, request_type = HEAD.unpack_from(buf, pos)
     if not MIN_LENGTH <= length <= max_frame or not 0 <= request_type < len(REQUEST_NAMES):
         return False
@@ -138,7 +139,7 @@ def check_request(buf: bytes, pos: int, max_frame: int, final: bool) -> bool:
     if not _request_prefix(buf, pos, end, request_type, final):
         return False
     if not final and 4 + length <= WINDOW:
-        raise _Need(4 + length)  # the prefix fits: wait to check the whole request
+        raise _Need  # the prefix fits: wait to check the whole request
     return True
 
 
@@ -168,12 +169,12 @@ def _request_prefix(buf: bytes, start: int, end: int, request_type: int, final: 
     pos = start + HEAD.size
     kind = part_kind(request_type)
     if kind != request_type:
-        _have(buf, pos, 2, start, final)
+        _have(buf, pos, 2)
         (count,) = I16.unpack_from(buf, pos)
         if not 1 <= count <= MAX_PARTS:
             return False
         pos += 2
-    topic_end = _topic(buf, pos, end, start, final)
+    topic_end = _topic(buf, pos, end)
     if topic_end < 0:
         return False
     pos = topic_end
@@ -192,14 +193,14 @@ def _request_prefix(buf: bytes, start: int, end: int, request_type: int, final: 
     return _first_message(buf, pos, pos + size, final, start) != NO
 
 
-def _topic(buf: bytes, pos: int, end: int, start: int, final: bool) -> int:
+def _topic(buf: bytes, pos: int, end: int) -> int:
     """Position after a plausible topic at ``pos``, or -1."""
-    _have(buf, pos, 2, start, final)
+    _have(buf, pos, 2)
     (length,) = I16.unpack_from(buf, pos)
     pos += 2
     if not 1 <= length <= MAX_TOPIC_LENGTH or pos + length > end:
         return -1
-    _have(buf, pos, length, start, final)
+    _have(buf, pos, length)
     return pos + length if _printable(buf[pos : pos + length]) else -1
 
 
@@ -221,7 +222,7 @@ def check_response(
     smaller than that message) needs a later response that proves itself. A response too
     long to examine whole is believed on a first message whose CRC32 checks out.
     """
-    _have(buf, pos, HEAD.size, pos, final)
+    _have(buf, pos, HEAD.size)
     length, error = HEAD.unpack_from(buf, pos)
     if not _plausible_response_head(length, error, max_frame):
         return False
@@ -238,13 +239,13 @@ def check_response(
             return not strong_needed
         try:
             return check_response(buf, end, max_frame, final, run + 1, strong_needed)
-        except _Need as need:
+        except _Need:
             if final:
                 return False
-            raise _Need(end - pos + need.args[0]) from None
+            raise
     first = _first_message(buf, body, end, final, pos)
     if first != STRONG and first != NO and not final and 4 + length <= WINDOW:
-        raise _Need(4 + length)
+        raise _Need
     return first == STRONG
 
 
@@ -313,12 +314,10 @@ def _first_message(buf: bytes, pos: int, end: int, final: bool, start: int = -1)
 # -- helpers -------------------------------------------------------------------------------
 
 
-def _have(buf: bytes, pos: int, size: int, start: int, final: bool) -> None:
+def _have(buf: bytes, pos: int, size: int) -> None:
     """Bytes a verdict cannot do without: missing, the answer is no (final) or wait."""
     if pos + size > len(buf):
-        if final:
-            raise _Need(0)
-        raise _Need(pos + size - start)
+        raise _Need
 
 
 def _has(buf: bytes, pos: int, size: int, start: int, final: bool) -> bool:
@@ -327,4 +326,4 @@ def _has(buf: bytes, pos: int, size: int, start: int, final: bool) -> bool:
         return True
     if final or start < 0:
         return False
-    raise _Need(pos + size - start)
+    raise _Need

@@ -11,6 +11,7 @@ from collections.abc import Iterator
 
 from google.protobuf.message import DecodeError
 from pwcap.decode.pulsar._pb.pulsar_api_pb2 import SingleMessageMetadata
+from pwcap.decode.pulsar.metadata import PlainSingle, read_single
 
 _U32 = struct.Struct(">I")
 # The smallest member: its 4-byte size and a SingleMessageMetadata holding only the required
@@ -18,7 +19,7 @@ _U32 = struct.Struct(">I")
 MIN_MEMBER_BYTES = 6
 
 
-BatchMember = tuple[SingleMessageMetadata, memoryview]
+BatchMember = tuple[SingleMessageMetadata | PlainSingle, memoryview]
 
 
 class BadBatch(Exception):
@@ -36,6 +37,7 @@ def split_batch(data: bytes | memoryview, count: int) -> Iterator[BatchMember]:
         raise BadBatch(
             f"declares {count} messages in {end} bytes, room for at most {end // MIN_MEMBER_BYTES}"
         )
+    raw = bytes(view)  # the wire reader takes bytes: one copy of the batch
     parse = SingleMessageMetadata.FromString
     unpack = _U32.unpack_from
     pos = 0
@@ -46,10 +48,12 @@ def split_batch(data: bytes | memoryview, count: int) -> Iterator[BatchMember]:
         pos += 4
         if pos + size > end:
             raise BadBatch(f"metadata of message {index} overruns the batch")
-        try:
-            single = parse(view[pos : pos + size])
-        except DecodeError as exc:
-            raise BadBatch(f"undecodable metadata of message {index}: {exc}") from None
+        single = read_single(raw, pos, pos + size)
+        if single is None:  # not the common shape: the generated class reads it
+            try:
+                single = parse(view[pos : pos + size])
+            except DecodeError as exc:
+                raise BadBatch(f"undecodable metadata of message {index}: {exc}") from None
         if not single.HasField("payload_size"):
             raise BadBatch(f"metadata of message {index} lacks its required payload_size")
         pos += size

@@ -16,6 +16,7 @@ from typing import Any
 from google.protobuf.descriptor import Descriptor, FieldDescriptor
 from pwcap.decode.pulsar._pb.pulsar_api_pb2 import BaseCommand, MessageIdData
 from pwcap.decode.pulsar.info import is_secret, summarize
+from pwcap.decode.wire import text
 from pwcap.tables.schema import FRAMES, I32
 
 _I32_COLUMNS = frozenset(column.name for column in FRAMES if column.type == I32)
@@ -239,14 +240,6 @@ def _copy(column: str, value: str, field_type: int) -> list[str]:
         # redelivery_count is a uint32 in an int32 column: null when it does not fit.
         return [f"v = {value}", f"row[{column!r}] = v if v <= I31 else None"]
     return [f"row[{column!r}] = {value}"]
-
-
-def text(value: str | bytes) -> str:
-    """A protobuf string as a str. The parser hands back bytes when a string field is not
-    valid UTF-8 (damage: commands carry no checksum); the text stays readable, escaped."""
-    if isinstance(value, str):
-        return value
-    return value.decode("utf-8", "backslashreplace")
 
 
 def _message_id(target: str) -> list[str]:

@@ -6,63 +6,69 @@ from __future__ import annotations
 from functools import partial
 from typing import Any
 
+import cython
 from google.protobuf.message import DecodeError
 from pwcap.capture.events import LABELS, ClientBy, Connection, Direction
-from pwcap.decode.api import DecodeOptions, Row, RowSink
+from pwcap.decode.api import DecodeOptions, FlipRoles, Row, RowSink
+from pwcap.decode.conversation import Conversation
+from pwcap.decode.framing import FrameStream
 from pwcap.decode.pulsar import commands as c
 from pwcap.decode.pulsar._pb.pulsar_api_pb2 import AuthMethod, BaseCommand
-from pwcap.decode.pulsar.commands import text
-from pwcap.decode.pulsar.framing import FrameStream
+from pwcap.decode.pulsar.framing import PulsarFrames
 from pwcap.decode.pulsar.holdback import HeldRows
 from pwcap.decode.pulsar.hot import read_hot_command
 from pwcap.decode.pulsar.messages import EntryDecoder
 from pwcap.decode.pulsar.sniff import looks_like_command
 from pwcap.decode.pulsar.state import CONSUMER_NAMES, PRODUCER_NAMES, ConnectionState, Pairer
-from pwcap.decode.wire import WireError, read_varint
+from pwcap.decode.wire import WireError, read_varint, text
 
 # A command holding only its `type` (tag byte + one-byte varint: every type is < 128)
 # cannot carry the command message its type names.
 BARE_COMMAND_SIZE = 2
-MAX_SUSPECTS = 10_000  # unmatched responses awaiting proof, kept per connection
 _parse_command = BaseCommand.FromString
 _SPECS = c.SPECS
 _PRODUCER_SUCCESS = BaseCommand.PRODUCER_SUCCESS
 _CONNECT = BaseCommand.CONNECT
 _NAME_COLUMNS = frozenset(PRODUCER_NAMES + CONSUMER_NAMES)
+_FRAMES = PulsarFrames(looks_like_command)
 
 
+@cython.cclass
 class _Side:
     """One direction of the conversation; ``label`` is 0 (c2b) or 1 (b2c)."""
 
-    __slots__ = ("frames", "kinds", "label", "stream")
+    label = cython.declare(cython.int, visibility="public")
+    frames = cython.declare(cython.longlong, visibility="public")
+    stream = cython.declare(object, visibility="public")
+    kinds = cython.declare(dict, visibility="public")
 
     def __init__(self, label: int) -> None:
         self.label = label
         self.frames = 0
-        self.stream: FrameStream
-        self.kinds: dict[int, _Kind] = {}  # command type -> how this side's frames decode
+        self.stream = None  # a FrameStream, set by the decoder
+        self.kinds = {}  # command type -> how this side's frames decode (a _Kind)
 
 
+@cython.cclass
 class _Kind:
     """Everything about one command type on one side that does not change per frame.
 
     Resolved once, on the type's first frame, so the per-frame path does attribute
-    reads instead of table lookups, and copies a ready row template.
+    reads (compiled: of C struct fields) instead of table lookups, and copies a ready
+    row template.
     """
 
-    __slots__ = (
-        "delivery",
-        "effect",
-        "extract",
-        "holders",
-        "id_column",
-        "named",
-        "needs_body",
-        "pair",
-        "payload",
-        "spec",
-        "template",
-    )
+    spec = cython.declare(object, visibility="public")
+    template = cython.declare(dict, visibility="public")
+    extract = cython.declare(object, visibility="public")
+    pair = cython.declare(object, visibility="public")
+    effect = cython.declare(object, visibility="public")
+    needs_body = cython.declare(cython.bint, visibility="public")
+    payload = cython.declare(cython.bint, visibility="public")
+    delivery = cython.declare(cython.bint, visibility="public")
+    named = cython.declare(cython.bint, visibility="public")
+    id_column = cython.declare(str, visibility="public")
+    holders = cython.declare(object, visibility="public")
 
     def __init__(
         self, spec: c.CommandSpec, template: Row, pair: Pairer | None, effect: Any
@@ -80,7 +86,7 @@ class _Kind:
         self.named = bool(spec.columns & _NAME_COLUMNS) or spec.role == c.RESPONSE
         # Where the names behind the command's own producer / consumer id are kept.
         self.id_column = ""
-        self.holders: dict[int, Any] | None = None
+        self.holders = None  # producer or consumer id -> its names, when the command has one
 
 
 class PulsarDecoder:
@@ -88,17 +94,19 @@ class PulsarDecoder:
 
     Directions follow the capture's :class:`Direction` until the content proves the
     roles reversed (the first command with a definite sender comes from the wrong side,
-    possible only when reassembly did not see the SYN): the decoder then calls
-    ``conn.swap_roles()`` once and swaps its two stream states with it, so that the
-    capture layer, which labels later bytes relative to the new roles, and the decoder
-    agree again. Until that first telling command, rows wait in :class:`HeldRows` and
-    leave with their directions corrected, so no row contradicts the final roles.
+    possible only when reassembly did not see the SYN): the decoder then says so once
+    (``flip_roles``; the capture layer labels later bytes by the new roles) and swaps its
+    two stream states to agree. Until that first telling command, rows wait in
+    :class:`HeldRows` and leave with their directions corrected, so no row contradicts
+    the final roles.
     """
 
     protocol = "pulsar"
 
-    def __init__(self, conn: Connection, sink: RowSink, options: DecodeOptions) -> None:
-        self._conn = conn
+    def __init__(
+        self, conn: Connection, sink: RowSink, options: DecodeOptions, flip_roles: FlipRoles
+    ) -> None:
+        self._flip_roles = flip_roles
         in_sync = conn.client_by == ClientBy.SYN
         self._out = sink
         # Rows wait until the content confirms which end is the client (see the class doc).
@@ -108,39 +116,41 @@ class PulsarDecoder:
         self._conn_id = conn.conn_id
         self._roles_settled = in_sync
         self._state = ConnectionState(complete=in_sync)
-        self._entries = EntryDecoder(self._sink, options, self._frame_anomaly)
+        self._conversation = Conversation(
+            self._sink, options.capture, conn.conn_id, self.protocol, "no matching request was seen"
+        )
+        # (side label, ts, offset, size, command, kind, detail): an anomaly of a side
+        self._emit_anomaly = self._conversation.anomaly
+        self._entries = EntryDecoder(self._sink, options, self._conversation.frame_anomaly)
         self._fields: Row = {}
-        self._suspects: list[tuple[int, int, Row]] = []  # (request direction, ts, anomaly)
-        self.anomalies = 0
         self._sides = [_Side(0), _Side(1)]
         for side in self._sides:
             side.stream = FrameStream(
+                _FRAMES,
                 partial(self._frame, side),
                 self._stream_anomaly(side),
-                looks_like_command,
                 options.max_frame_size,
                 in_sync,
+                budget=options.frames,
             )
 
     # -- ConnectionDecoder ---------------------------------------------------------------
 
     def on_data(self, direction: Direction, ts: int, offset: int, data: bytes) -> None:
         side = self._sides[direction]
-        if self._suspects:
-            self._judge_suspects(side.label, ts)
+        self._conversation.on_data(side.label, ts)
         side.stream.feed(ts, offset, data)
 
     def on_gap(self, direction: Direction, ts: int, offset: int, size: int) -> None:
         side = self._sides[direction]
-        # The requests of unanswered responses may have been in the missing bytes.
-        self._suspects = [s for s in self._suspects if s[0] != side.label]
+        self._conversation.on_gap(side.label)
         self._state.lose_sync()
         side.stream.on_gap(ts, offset, size)
 
     def on_close(self, ts: int) -> None:
         for side in self._sides:
             side.stream.on_close(ts)
-        self._judge_suspects(None, ts)
+        self._conversation.on_close()
         if not self._roles_settled:
             self._release_rows(swapped=False)
 
@@ -148,11 +158,12 @@ class PulsarDecoder:
         fields = dict(self._fields)
         fields["frames_c2b"] = self._sides[0].frames
         fields["frames_b2c"] = self._sides[1].frames
-        fields["anomalies"] = self.anomalies
+        fields["anomalies"] = self._conversation.anomalies
         return fields
 
     # -- frames --------------------------------------------------------------------------
 
+    @cython.locals(side=_Side, kind=_Kind)
     def _frame(
         self,
         side: _Side,
@@ -283,7 +294,9 @@ class PulsarDecoder:
     ) -> None:
         type_number = _raw_type(buf, start + 8)
         row = self._bare_row(side, None, type_number, end - start, offset, ts_first, ts)
-        self._frame_anomaly("unknown_command", row, f"command type {type_number} is not known")
+        self._conversation.frame_anomaly(
+            "unknown_command", row, f"command type {type_number} is not known"
+        )
         self._sink.frame(row)
 
     def _bodiless(
@@ -291,7 +304,9 @@ class PulsarDecoder:
     ) -> None:
         """A known type without its command message: a row, but no made-up field values."""
         row = self._bare_row(side, spec.name, spec.type, size, offset, ts_first, ts)
-        self._frame_anomaly("bad_protobuf", row, f"{spec.name} without its `{spec.field}` field")
+        self._conversation.frame_anomaly(
+            "bad_protobuf", row, f"{spec.name} without its `{spec.field}` field"
+        )
         self._sink.frame(row)
 
     def _bare_row(
@@ -330,7 +345,7 @@ class PulsarDecoder:
         if (sender == c.CLIENT) == (side.label == 0):
             self._release_rows(swapped=False)
             return
-        self._conn.swap_roles()
+        self._flip_roles()
         first, second = self._sides
         first.label, second.label = 1, 0
         self._sides = [second, first]
@@ -342,7 +357,7 @@ class PulsarDecoder:
     def _release_rows(self, swapped: bool) -> None:
         """Roles settled (or given up on): the held rows go out, later rows go straight."""
         self._roles_settled = True
-        self._sink = self._entries.sink = self._out
+        self._sink = self._entries.sink = self._conversation.sink = self._out
         if self._held is not None:
             self._held.release(self._out, swapped)
             self._held = None
@@ -385,7 +400,7 @@ class PulsarDecoder:
     def _spend_permits(self, row: Row) -> None:
         before = self._state.spend(row["consumer_id"], row.get("num_messages") or 1)
         if before is not None and before <= 0:
-            self._frame_anomaly(
+            self._conversation.frame_anomaly(
                 "protocol_violation",
                 row,
                 f"MESSAGE delivered with {before} permits left for consumer {row['consumer_id']}",
@@ -394,48 +409,8 @@ class PulsarDecoder:
     # -- anomalies -----------------------------------------------------------------------
 
     def _suspect_unmatched(self, row: Row, label: int) -> None:
-        """A response without its request: an anomaly unless the request was lost.
-
-        Reassembly reports a gap only once later bytes arrive, so the verdict waits until
-        the request's direction shows bytes captured after this response (no gap before
-        them: the request was never sent) or the connection ends.
-        """
-        anomaly = self._anomaly_row(
-            label,
-            row["ts"],
-            row["stream_offset"],
-            row["frame_size"],
-            row["command"],
-            "unmatched_response",
-            "no matching request was seen",
-        )
-        self._suspects.append((1 - label, row["ts"], anomaly))
-        if len(self._suspects) > MAX_SUSPECTS:  # a silent peer: judge the oldest now
-            _, _, oldest = self._suspects.pop(0)
-            self.anomalies += 1
-            self._sink.anomaly(oldest)
-
-    def _judge_suspects(self, label: int | None, ts: int) -> None:
-        """Report the suspects that data of direction ``label`` at ``ts`` (None: all) proves."""
-        waiting = []
-        for suspect in self._suspects:
-            if label is None or (suspect[0] == label and ts >= suspect[1]):
-                self.anomalies += 1
-                self._sink.anomaly(suspect[2])
-            else:
-                waiting.append(suspect)
-        self._suspects = waiting
-
-    def _frame_anomaly(self, kind: str, row: Row, detail: str) -> None:
-        self._emit_anomaly(
-            0 if row["direction"] == "c2b" else 1,
-            row["ts"],
-            row["stream_offset"],
-            row["frame_size"],
-            row["command"],
-            kind,
-            detail,
-        )
+        """A response without its request, which the other side would have sent."""
+        self._conversation.unmatched(row, 1 - label)
 
     def _stream_anomaly(self, side: _Side) -> Any:
         def report(kind: str, ts: int, offset: int, size: int, detail: str) -> None:
@@ -444,42 +419,6 @@ class PulsarDecoder:
             self._emit_anomaly(side.label, ts, offset, size, None, kind, detail)
 
         return report
-
-    def _emit_anomaly(
-        self,
-        label: int,
-        ts: int,
-        offset: int | None,
-        size: int | None,
-        command: str | None,
-        kind: str,
-        detail: str,
-    ) -> None:
-        self.anomalies += 1
-        self._sink.anomaly(self._anomaly_row(label, ts, offset, size, command, kind, detail))
-
-    def _anomaly_row(
-        self,
-        label: int,
-        ts: int,
-        offset: int | None,
-        size: int | None,
-        command: str | None,
-        kind: str,
-        detail: str,
-    ) -> Row:
-        return {
-            "ts": ts,
-            "capture": self._capture,
-            "conn_id": self._conn_id,
-            "direction": LABELS[label],
-            "protocol": "pulsar",
-            "kind": kind,
-            "stream_offset": offset,
-            "size": size,
-            "command": command,
-            "detail": detail,
-        }
 
 
 _EFFECTS = {

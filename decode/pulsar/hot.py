@@ -86,7 +86,7 @@ def _signed(value: int) -> int:
     return value - U64 if value > I63 else value
 
 
-def _int32(value: int) -> int:
+def int32(value: int) -> int:
     """An int32 field's varint, truncated to 32 bits as protobuf does."""
     value &= U32_MASK
     return value - (1 << 32) if value > I31 else value
@@ -106,7 +106,7 @@ def _send(fields: Fields) -> Columns | None:
         elif number == 2:
             columns["sequence_id"] = _signed(value)
         elif number == 3:
-            columns["num_messages"] = _int32(value)
+            columns["num_messages"] = int32(value)
         elif number == 4:
             columns["txnid_least_bits"] = _signed(value)
         elif number == 5:
@@ -238,9 +238,9 @@ def _message_id(fields: Fields, columns: Columns) -> bool:
         elif number == 2:
             entry = value
         elif number == 3:
-            columns["partition"] = _int32(value)
+            columns["partition"] = int32(value)
         elif number == 4:
-            columns["batch_index"] = _int32(value)
+            columns["batch_index"] = int32(value)
         else:  # ack_set, batch_size, first_chunk_message_id
             return False
     if fields.broken or ledger < 0 or entry < 0:

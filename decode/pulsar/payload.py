@@ -12,6 +12,7 @@ import struct
 import crc32c
 from google.protobuf.message import DecodeError
 from pwcap.decode.pulsar._pb.pulsar_api_pb2 import BrokerEntryMetadata, MessageMetadata
+from pwcap.decode.pulsar.metadata import PlainMetadata, read_metadata
 
 MAGIC_CHECKSUM = b"\x0e\x01"
 MAGIC_BROKER_ENTRY = b"\x0e\x02"
@@ -33,7 +34,7 @@ class PayloadError(Exception):
 
 # metadata, payload, checksum_ok (None: no checksum), broker timestamp, broker index.
 # A plain tuple: built once per payload frame, it is on the hot path.
-Entry = tuple[MessageMetadata, memoryview, bool | None, int | None, int | None]
+Entry = tuple[MessageMetadata | PlainMetadata, memoryview, bool | None, int | None, int | None]
 
 
 def parse_entry(buf: bytes, start: int, end: int) -> Entry:
@@ -72,8 +73,10 @@ def parse_entry(buf: bytes, start: int, end: int) -> Entry:
     pos += 4
     if pos + size > end:
         raise PayloadError("bad_payload", f"message metadata of {size} bytes overruns the frame")
-    try:
-        metadata = MessageMetadata.FromString(buf[pos : pos + size])
-    except DecodeError as exc:
-        raise PayloadError("bad_protobuf", f"undecodable message metadata: {exc}") from None
+    metadata = read_metadata(buf, pos, pos + size)
+    if metadata is None:  # not the common shape: the generated class reads it
+        try:
+            metadata = MessageMetadata.FromString(buf[pos : pos + size])
+        except DecodeError as exc:
+            raise PayloadError("bad_protobuf", f"undecodable message metadata: {exc}") from None
     return metadata, view[pos + size : end], checksum_ok, broker_timestamp, broker_index

@@ -10,9 +10,10 @@ from pwcap.decode.pulsar.framing import HEADER, MIN_COMMAND_SIZE, find_frame_sta
 
 
 def looks_like_command(buf: bytes, start: int, size: int) -> bool:
-    """``buf[start:start+size]`` decodes as a BaseCommand of a known type carrying it."""
+    """``buf[start:start+size]`` decodes as a BaseCommand of a known type carrying it (read
+    through a view: a copy would cost the whole command for garbage refused at its start)."""
     try:
-        command = BaseCommand.FromString(buf[start : start + size])
+        command = BaseCommand.FromString(memoryview(buf)[start : start + size])
     except DecodeError:
         return False
     if not command.HasField("type"):

@@ -24,7 +24,9 @@ from typing import Any
 from pwcap.decode.pulsar import commands as c
 
 MAX_PENDING = 100_000  # outstanding requests kept per table before the oldest are dropped
-# (row, direction, final) -> False for a response whose request was not seen.
+# (row, direction, final) -> False for a response whose request was not seen. A response
+# that is not ``final`` (PRODUCER_SUCCESS with ``producer_ready`` false: another follows
+# once the producer gets access) leaves its request outstanding.
 Pairer = Callable[[dict[str, Any], int, bool], bool]
 MAX_SAME_ID = 8  # outstanding requests sharing one request id (one per id family is normal)
 
@@ -158,14 +160,6 @@ class ConnectionState:
         return before
 
     # -- pairing -------------------------------------------------------------------------
-
-    def pair(self, role: str, row: dict[str, Any], direction: int, final: bool = True) -> bool:
-        """Record a request or match a response; False for a response with no request.
-
-        A response that is not ``final`` (PRODUCER_SUCCESS with ``producer_ready`` false:
-        another follows once the producer gets access) leaves its request outstanding.
-        """
-        return self.pairers[role](row, direction, final)
 
     def _pair_request(self, row: dict[str, Any], direction: int, final: bool) -> bool:
         if direction == 0:  # the broker's CLOSE_PRODUCER / CLOSE_CONSUMER expect no answer

@@ -17,17 +17,12 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.dataset as ds
 
-DECODED_TABLES = ("frames", "messages", "connections", "anomalies")
-ANALYTICS_TABLES = (
-    "latency_pairs",
-    "latency_summary",
-    "permit_timeline",
-    "starvation_intervals",
-    "permit_summary",
-    "redeliveries",
-    "redelivery_summary",
-    "unacked",
-)
+from pwcap.tables.analytics import ANALYTICS
+from pwcap.tables.schema import TABLES
+
+# The tables the report reads, as the table contract names them.
+DECODED_TABLES = tuple(TABLES)
+ANALYTICS_TABLES = tuple(ANALYTICS)
 
 
 class Source:

@@ -67,8 +67,7 @@ class HandClient:
     def fetch(self, topic: str, partition: int, offset: int) -> int:
         request = p.Request(p.FETCH, [p.Fetch(topic, partition, offset, FETCH_SIZE)])
         self.sock.sendall(p.encode_request(request))
-        (length,) = struct.unpack(">i", self._exactly(4))
-        body = self._exactly(length)
+        body = p.receive_response(self.sock)
         (error,) = struct.unpack_from(">h", body)
         walked = read_message_set(body[2:], offset)
         record(
@@ -81,15 +80,6 @@ class HandClient:
             messages=[{"size": m.payload_size, "sha256": m.sha256} for m in walked.messages],
         )
         return offset + walked.valid_bytes
-
-    def _exactly(self, size: int) -> bytes:
-        data = b""
-        while len(data) < size:
-            chunk = self.sock.recv(size - len(data))
-            if not chunk:
-                raise ConnectionError("broker closed the connection")
-            data += chunk
-        return data
 
 
 def main() -> None:

@@ -10,6 +10,7 @@ the body, with no correlation id; PRODUCE and MULTIPRODUCE get none.
 
 from __future__ import annotations
 
+import socket
 import struct
 import zlib
 from dataclasses import dataclass
@@ -185,3 +186,19 @@ def encode_message(payload: bytes, magic: int = 1, codec: int = 0) -> bytes:
     header = bytes([magic, codec]) if magic == 1 else bytes([magic])
     body = header + struct.pack(">I", zlib.crc32(payload)) + payload
     return struct.pack(">i", len(body)) + body
+
+
+def receive_response(sock: socket.socket) -> bytes:
+    """One ``[int32 length][body]`` response read off ``sock``: its body."""
+    (length,) = struct.unpack(">i", _exactly(sock, 4))
+    return _exactly(sock, length)
+
+
+def _exactly(sock: socket.socket, size: int) -> bytes:
+    data = b""
+    while len(data) < size:
+        chunk = sock.recv(size - len(data))
+        if not chunk:
+            raise ConnectionError("broker closed the connection")
+        data += chunk
+    return data

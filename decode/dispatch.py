@@ -1,74 +1,57 @@
-"""One decode run: capture files in, rows out (a Parquet dataset, or any RowSink).
+"""The connection dispatcher: the :class:`pwcap.capture.events.StreamSink` between
+reassembly and the protocol decoders.
 
-:class:`Pipeline` is the :class:`pwcap.capture.events.StreamSink` that sits between
-reassembly and the protocol decoders: it picks each connection's decoder through the
-:mod:`pwcap.decode.registry`, reports every gap in a decoded stream as an ``anomalies`` row
-(the decoders only resynchronise after one), and writes the ``connections`` row when a
-connection ends. :func:`decode_captures` drives it over many captures into a
-:class:`pwcap.tables.dataset.DatasetWriter` and returns a :class:`Summary`.
+It picks each connection's decoder through the :mod:`pwcap.decode.registry` (by port, or
+by content after buffering the first bytes), reports every gap in a decoded stream as an
+``anomalies`` row (the decoders only resynchronise after one), and writes the
+``connections`` row when a connection ends. :mod:`pwcap.decode.driver` runs it over a
+capture.
 """
 
 from __future__ import annotations
 
-import time
 from collections import Counter
-from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass, field
-from pathlib import Path
+from collections.abc import Callable
+from functools import partial
+from typing import Any
 
-from pwcap.capture import CaptureError, CaptureStats, read_streams
 from pwcap.capture.events import ClientBy, Connection, Direction
 from pwcap.capture.reassembly import MAX_OPEN
-from pwcap.capture.shares import FlowShare
-from pwcap.decode import MAX_FRAME_SIZE
 from pwcap.decode.api import ConnectionDecoder, DecodeOptions, Row, RowSink
-from pwcap.decode.capture_anomalies import capture_anomalies
-from pwcap.decode.inputs import CaptureInput, InputError, expand_inputs
-from pwcap.decode.registry import UNKNOWN, Decision, Protocol, Registry, Sniffer
-from pwcap.tables.dataset import DatasetWriter
+from pwcap.decode.registry import SNIFF_TOTAL, UNKNOWN, Decision, Protocol, Registry, Sniffer
 
-CHECK_EVERY = 64  # capture records between two calls of a pipeline's ``after_data``
+CHECK_EVERY = 64  # deliveries (``on_data`` calls) between two calls of ``after_data``
 _CLIENT_BY = {ClientBy.SYN: "syn", ClientBy.PORT: "port", ClientBy.GUESS: "guess"}
 
 
-@dataclass(frozen=True, slots=True)
-class Settings:
-    """What the command line decides for a whole run."""
-
-    payloads: bool = False
-    max_frame_size: int = MAX_FRAME_SIZE
-    hints: Mapping[str, Iterable[int]] = field(default_factory=dict)  # protocol -> ports
-    series: bool = False  # every input file is a part of one rotated series
-
-
 class _Tracked:
-    """A connection's pipeline state: undecided (sniffer), decoded (decoder) or neither."""
+    """A connection's state here: undecided (sniffer), decoded (decoder) or neither."""
 
     __slots__ = (
         "anomalies",
-        "client",
         "conn",
         "decoder",
         "gaps",
         "midstream",
         "protocol",
+        "sniff_cut",
         "sniffer",
     )
 
     def __init__(self, conn: Connection) -> None:
         self.conn = conn
-        self.client = (conn.client_ip, conn.client_port)  # to notice a later role swap
         self.protocol = UNKNOWN
         self.decoder: ConnectionDecoder | None = None
         self.sniffer: Sniffer | None = None
-        self.anomalies = 0  # rows the pipeline itself wrote (gaps...)
+        self.sniff_cut = False  # undecided when the sniffers' memory budget ran out
+        self.anomalies = 0  # rows the dispatcher itself wrote (gaps...)
         self.midstream = conn.client_by != ClientBy.SYN  # no handshake: joined late
         # Gaps (direction, ts, offset, size) met while sniffing: which protocol lost the
         # bytes is known only once the content decides; never written if it does not.
         self.gaps: list[tuple[Direction, int, int, int]] = []
 
 
-class Pipeline:
+class Dispatcher:
     """The StreamSink of one capture: detection, decoding and the `connections` rows."""
 
     def __init__(
@@ -83,11 +66,14 @@ class Pipeline:
         self._connection = connection
         self._registry = registry
         self._options = options
-        self._after_data = after_data  # called every CHECK_EVERY records: progress
+        self._after_data = after_data  # called every CHECK_EVERY deliveries: progress
         self._countdown = CHECK_EVERY
         self._tracked: dict[int, _Tracked] = {}
         # conn_id -> the callable that takes this connection's bytes (the hot path)
         self._feed: dict[int, Callable[[Direction, int, int, bytes], None]] = {}
+        # Connections whose content is still undecided, and what their sniffers hold
+        self._sniffing: dict[int, _Tracked] = {}
+        self._sniffed = 0
         self.events = 0  # stream events received: none means the file gave nothing
         self.last_ts = 0
         self.connections: Counter[str] = Counter()
@@ -104,6 +90,7 @@ class Pipeline:
             self._start(tracked, protocol)
         else:
             tracked.sniffer = Sniffer(conn, self._options.max_frame_size)
+            self._sniffing[conn.conn_id] = tracked
             self._feed[conn.conn_id] = self._sniff_data(tracked)
 
     def on_data(
@@ -120,14 +107,14 @@ class Pipeline:
     ) -> None:
         self.events += 1
         tracked = self._tracked[conn.conn_id]
-        target = tracked.decoder or tracked.sniffer
-        if target is None:  # TLS or unknown: a loss there is no decoding problem
-            return
-        if tracked.sniffer is not None:
+        sniffer = tracked.sniffer
+        if sniffer is not None:
             tracked.gaps.append((direction, ts, offset, size))
-        else:
+            self._sniff(tracked, sniffer, sniffer.on_gap, direction, ts, offset, size)
+        elif tracked.decoder is not None:
             self._gap_row(tracked, direction, ts, offset, size)
-        target.on_gap(direction, ts, offset, size)
+            tracked.decoder.on_gap(direction, ts, offset, size)
+        # else TLS or unknown: a loss there is no decoding problem
 
     def _gap_row(
         self, tracked: _Tracked, direction: Direction, ts: int, offset: int, size: int
@@ -145,7 +132,7 @@ class Pipeline:
         kind: str,
         detail: str,
     ) -> None:
-        """An ``anomalies`` row the pipeline itself finds, counted on its connection."""
+        """An ``anomalies`` row the dispatcher itself finds, counted on its connection."""
         tracked.anomalies += 1
         self._rows.anomaly(
             {
@@ -178,10 +165,22 @@ class Pipeline:
                     if tracked.protocol != UNKNOWN
                     else "no protocol pwcap decodes was recognised in its bytes"
                 )
+                if tracked.sniff_cut:
+                    why += (
+                        " (recognition stopped early: the connections still undecided held"
+                        " more of their first bytes than the memory budget allows)"
+                    )
                 detail = f"{sum(conn.bytes)} bytes not decoded: {why}"
                 self._anomaly(
                     tracked, None, conn.first_ts, None, sum(conn.bytes), "not_decoded", detail
                 )
+            elif sum(conn.gap_bytes):  # it spoke, but the capture kept none of its bytes
+                missing = sum(conn.gap_bytes)
+                detail = (
+                    f"{missing} bytes not decoded: none of them is in the capture (a snaplen"
+                    " that keeps the headers alone?)"
+                )
+                self._anomaly(tracked, None, conn.first_ts, None, missing, "not_decoded", detail)
             return
         if tracked.midstream:
             for direction in Direction:
@@ -194,7 +193,7 @@ class Pipeline:
         tracked = self._tracked.pop(conn.conn_id)
         del self._feed[conn.conn_id]
         if tracked.sniffer is not None:  # never decided: not a protocol we know
-            tracked.sniffer = None
+            self._stop_sniffing(tracked)
             tracked.protocol = UNKNOWN
         fields: Row = {}
         if tracked.decoder is not None:
@@ -225,32 +224,68 @@ class Pipeline:
 
     def _sniff_data(self, tracked: _Tracked) -> Callable[[Direction, int, int, bytes], None]:
         def feed(direction: Direction, ts: int, offset: int, data: bytes) -> None:
-            assert tracked.sniffer is not None
-            decision = tracked.sniffer.on_data(direction, ts, offset, data)
-            if decision is not None:
-                self._decide(tracked, decision)
+            sniffer = tracked.sniffer
+            assert sniffer is not None
+            self._sniff(tracked, sniffer, sniffer.on_data, direction, ts, offset, data)
 
         return feed
 
-    def _decide(self, tracked: _Tracked, decision: Decision) -> None:
+    def _sniff(
+        self,
+        tracked: _Tracked,
+        sniffer: Sniffer,
+        event: Callable[[Direction, int, int, Any], Decision | None],
+        direction: Direction,
+        ts: int,
+        offset: int,
+        value: bytes | int,
+    ) -> None:
+        """One event (data or a gap's size) into ``sniffer``: what it holds is counted
+        toward the sniffers' budget, and its decision acted on."""
+        held = sniffer.held
+        decision = event(direction, ts, offset, value)
+        self._sniffed += sniffer.held - held
+        if decision is not None:
+            self._decide(tracked, decision)
+        if self._sniffed > SNIFF_TOTAL:
+            self._relieve_sniffing()
+
+    def _relieve_sniffing(self) -> None:
+        """The undecided connections hold more than the budget: those holding most decide
+        now from what they have, until a quarter of the budget is free again."""
+        for tracked in sorted(self._sniffing.values(), key=_sniffer_held, reverse=True):
+            if self._sniffed <= SNIFF_TOTAL * 3 // 4:
+                break
+            assert tracked.sniffer is not None
+            decision = tracked.sniffer.give_up()
+            tracked.sniff_cut = decision.protocol is None
+            self._decide(tracked, decision)
+
+    def _stop_sniffing(self, tracked: _Tracked) -> Sniffer:
         sniffer = tracked.sniffer
         assert sniffer is not None
         tracked.sniffer = None
+        del self._sniffing[tracked.conn.conn_id]
+        self._sniffed -= sniffer.held
+        return sniffer
+
+    def _decide(self, tracked: _Tracked, decision: Decision) -> None:
+        sniffer = self._stop_sniffing(tracked)
+        gaps, tracked.gaps = tracked.gaps, []
         if decision.protocol is None:
             tracked.protocol = UNKNOWN
             self._feed[tracked.conn.conn_id] = _ignore
             return
         if decision.reversed:
-            tracked.conn.swap_roles()
+            self._flip(tracked)
         self._start(tracked, decision.protocol)
         decoder = tracked.decoder
         if decoder is None:
             return
-        for direction, ts, offset, size in tracked.gaps:
+        for direction, ts, offset, size in gaps:
             if decision.reversed:
                 direction = Direction(1 - direction)
             self._gap_row(tracked, direction, ts, offset, size)
-        tracked.gaps = []
         for kind, direction, ts, offset, value in sniffer.events:
             if decision.reversed:
                 direction = Direction(1 - direction)
@@ -259,13 +294,20 @@ class Pipeline:
             else:
                 decoder.on_gap(direction, ts, offset, value)
 
+    def _flip(self, tracked: _Tracked) -> None:
+        """The roles are the other way round (the content test or the decoder says so):
+        the connection records it, and reassembly labels its later bytes by it."""
+        tracked.conn.flip()
+
     def _start(self, tracked: _Tracked, protocol: Protocol) -> None:
         tracked.protocol = protocol.name
         conn_id = tracked.conn.conn_id
         if protocol.factory is None:  # recognised, not decodable (TLS)
             self._feed[conn_id] = _ignore
             return
-        decoder = protocol.factory(tracked.conn, self._rows, self._options)
+        decoder = protocol.factory(
+            tracked.conn, self._rows, self._options, partial(self._flip, tracked)
+        )
         tracked.decoder = decoder
         self._feed[conn_id] = decoder.on_data
 
@@ -273,7 +315,6 @@ class Pipeline:
 
     def _connection_row(self, tracked: _Tracked, fields: Row, ts: int, reason: str) -> Row:
         conn = tracked.conn
-        swapped = (conn.client_ip, conn.client_port) != tracked.client
         row: Row = {
             "conn_id": conn.conn_id,
             "capture": self._options.capture,
@@ -282,7 +323,7 @@ class Pipeline:
             "client_port": conn.client_port,
             "server_ip": conn.server_ip,
             "server_port": conn.server_port,
-            "client_by": "content" if swapped else _CLIENT_BY[conn.client_by],
+            "client_by": "content" if conn.flipped else _CLIENT_BY[conn.client_by],
             "first_ts": conn.first_ts,
             "last_ts": max(conn.last_ts, ts) if conn.last_ts else ts,
             "bytes_c2b": conn.bytes[Direction.C2B],
@@ -293,181 +334,17 @@ class Pipeline:
             "gap_bytes": sum(conn.gap_bytes),
             "close_reason": reason,
             "midstream": tracked.midstream,
+            "flipped": conn.flipped,
         }
         row.update(fields)
         row["anomalies"] = fields.get("anomalies", 0) + tracked.anomalies
         return row
 
 
+def _sniffer_held(tracked: _Tracked) -> int:
+    assert tracked.sniffer is not None
+    return tracked.sniffer.held
+
+
 def _ignore(direction: Direction, ts: int, offset: int, data: bytes) -> None:
     """Bytes of a connection that is not decoded (TLS, unknown protocol)."""
-
-
-# -- a whole run ----------------------------------------------------------------------------
-
-
-@dataclass
-class CaptureResult:
-    path: Path
-    size: int
-    seconds: float
-    cut_off: str | None = None  # the reader's message when the capture ends mid-record
-    stats: CaptureStats = field(default_factory=CaptureStats)  # what reassembly saw
-    last_ts: int | None = None  # when its last connection ended
-
-
-@dataclass
-class Summary:
-    """What one run decoded, for the closing report."""
-
-    out: Path
-    captures: list[CaptureResult]
-    rows: dict[str, int]
-    connections: Counter[str]  # by protocol
-    commands: Counter[str | None]  # frames by command (None: unknown type)
-    anomalies: Counter[str]  # by kind
-    seconds: float
-    skipped: list[tuple[Path, str]] = field(default_factory=list)  # not captures, and why
-    removed: list[Path] = field(default_factory=list)  # left by interrupted runs, deleted
-
-    @property
-    def input_bytes(self) -> int:
-        return sum(capture.size for capture in self.captures)
-
-    def capture_totals(self) -> CaptureStats:
-        """The reassembly counters of every capture, added up."""
-        total = CaptureStats()
-        for capture in self.captures:
-            for name, value in capture.stats.as_dict().items():
-                setattr(total, name, getattr(total, name) + value)
-        return total
-
-    @property
-    def cut_off(self) -> list[CaptureResult]:
-        return [capture for capture in self.captures if capture.cut_off]
-
-
-class Progress:
-    """Where a run reports its progress; the default reports nothing."""
-
-    def start(self, total_bytes: int) -> None: ...
-
-    def capture(self, path: Path, done_bytes: int, position: Callable[[], int]) -> None:
-        """A new capture begins; ``position()`` tells roughly how far into it the run is."""
-
-    def tick(self) -> None: ...
-
-    def finish(self) -> None: ...
-
-
-def decode_captures(
-    inputs: Iterable[str | Path],
-    out: str | Path,
-    settings: Settings | None = None,
-    overwrite: bool = False,
-    progress: Progress | None = None,
-) -> Summary:
-    """Decode every capture into the dataset ``out``; raise :class:`InputError` early.
-
-    A file that is not a capture stops the run before anything is written. A capture cut
-    off mid-record keeps everything before the cut and is listed in ``Summary.cut_off``.
-    """
-    settings = settings or Settings()
-    progress = progress or Progress()
-    expanded = expand_inputs((str(p) for p in inputs), settings.series)
-    captures = expanded.captures
-    registry = Registry(settings.hints)
-    started = time.perf_counter()
-    results: list[CaptureResult] = []
-    connections: Counter[str] = Counter()
-    progress.start(sum(capture.size for capture in captures))
-    with DatasetWriter(Path(out), overwrite=overwrite, payloads=settings.payloads) as writer:
-        done = 0
-        for capture in captures:
-            result, counted = decode_capture(capture, writer, registry, settings, progress, done)
-            results.append(result)
-            connections.update(counted)
-            done += capture.size
-        progress.finish()
-        rows = writer.row_counts()
-        tables = writer.tables
-        removed = writer.removed
-    return Summary(
-        out=Path(out),
-        captures=results,
-        rows=rows,
-        connections=connections,
-        commands=tables["frames"].counted,
-        anomalies=tables["anomalies"].counted,
-        seconds=time.perf_counter() - started,
-        skipped=expanded.skipped,
-        removed=removed,
-    )
-
-
-def decode_capture(
-    capture: CaptureInput,
-    writer: DatasetWriter,
-    registry: Registry,
-    settings: Settings,
-    progress: Progress,
-    done: int = 0,
-    share: FlowShare | None = None,
-) -> tuple[CaptureResult, Counter[str]]:
-    """One capture into ``writer``. With a ``share``, only that share's connections, and
-    no capture-wide rows: whoever gathers the shares writes those (:func:`capture_rows`)."""
-    options = DecodeOptions(
-        capture=capture.name, max_frame_size=settings.max_frame_size, payloads=settings.payloads
-    )
-    pipeline = Pipeline(writer, writer.connection, registry, options, progress.tick)
-    path = Path(capture.shown)
-    progress.capture(path, done, pipeline.stream_bytes)
-    started = time.perf_counter()
-    cut_off = None
-    stats = CaptureStats()
-    try:
-        read_streams(
-            capture.source(),
-            pipeline,
-            server_ports=registry.server_ports,
-            stats=stats,
-            scope=capture.name,
-            share=share,
-        )
-    except CaptureError as error:
-        if pipeline.events == 0 and pipeline.open_connections() == 0 and not _is_cut(error):
-            raise InputError(str(error)) from None  # the reader names the file
-        cut_off = str(error)
-    pipeline.close_all("end_of_capture")
-    result = CaptureResult(
-        path,
-        capture.size or stats.record_bytes,
-        time.perf_counter() - started,
-        cut_off,
-        stats,
-        pipeline.last_ts or None,
-    )
-    if share is None:
-        for row in capture_rows(capture.name, result):
-            writer.anomaly(row)
-    return result, pipeline.connections
-
-
-def capture_rows(name: str, result: CaptureResult) -> list[Row]:
-    """The ``anomalies`` rows of a whole capture (damage the reader stepped over, a cut)."""
-    rows = capture_anomalies(result.stats, name, result.last_ts)
-    if result.cut_off is not None:
-        rows.append(
-            {
-                "ts": result.last_ts,
-                "capture": name,
-                "kind": "truncated_capture",
-                "detail": result.cut_off,
-            }
-        )
-    return rows
-
-
-def _is_cut(error: CaptureError) -> bool:
-    """Whether the reader says the file is a capture that ends early (not a non-capture)."""
-    return bool(getattr(error, "truncated", False))

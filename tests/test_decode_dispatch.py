@@ -1,4 +1,4 @@
-"""The pipeline between reassembly and the decoders, fed stream events directly.
+"""The connection dispatcher between reassembly and the decoders, fed stream events directly.
 
 Real captures go through it in tests/test_decode_samples.py; here each behaviour is
 pinned with a conversation built frame by frame.
@@ -8,9 +8,10 @@ from __future__ import annotations
 
 import pytest
 from pwcap.capture.events import ClientBy, Connection, Direction
+from pwcap.decode import dispatch
 from pwcap.decode.api import DecodeOptions
+from pwcap.decode.dispatch import Dispatcher
 from pwcap.decode.registry import Registry
-from pwcap.decode.run import Pipeline
 
 from tests import kafka07_frames as kafka
 from tests.pulsar_frames import RecordingSink, command, frame
@@ -23,12 +24,12 @@ T0 = 1_700_000_000_000_000
 
 
 class Harness:
-    """A pipeline with its rows kept, and helpers that play the capture layer's part."""
+    """A dispatcher with its rows kept, and helpers that play the capture layer's part."""
 
     def __init__(self, hints: dict | None = None) -> None:
         self.rows = RecordingSink()
         self.connections: list[dict] = []
-        self.pipeline = Pipeline(
+        self.dispatcher = Dispatcher(
             self.rows,
             self.connections.append,
             Registry(hints),
@@ -38,7 +39,7 @@ class Harness:
 
     def open(self, server_port: int, client_by: ClientBy = ClientBy.SYN, conn_id: int = 1):
         conn = Connection(conn_id, "10.0.0.1", 40000, "10.0.0.2", server_port, T0, client_by)
-        self.pipeline.on_open(conn)
+        self.dispatcher.on_open(conn)
         return conn
 
     def send(self, conn: Connection, direction: Direction, data: bytes, ts: int = T0) -> None:
@@ -46,7 +47,7 @@ class Harness:
         offset = self.offsets.get(key, 0)
         conn.bytes[direction] += len(data)
         conn.last_ts = ts
-        self.pipeline.on_data(conn, direction, ts, offset, data)
+        self.dispatcher.on_data(conn, direction, ts, offset, data)
         self.offsets[key] = offset + len(data)
 
     def lose(self, conn: Connection, direction: Direction, size: int, ts: int = T0) -> None:
@@ -54,11 +55,11 @@ class Harness:
         offset = self.offsets.get(key, 0)
         conn.gaps += 1
         conn.gap_bytes[direction] += size
-        self.pipeline.on_gap(conn, direction, ts, offset, size)
+        self.dispatcher.on_gap(conn, direction, ts, offset, size)
         self.offsets[key] = offset + size
 
     def close(self, conn: Connection, reason: str = "fin") -> dict:
-        self.pipeline.on_close(conn, conn.last_ts, reason)
+        self.dispatcher.on_close(conn, conn.last_ts, reason)
         return self.connections[-1]
 
     def commands(self) -> list[tuple[str, str]]:
@@ -79,6 +80,7 @@ def test_pulsar_on_its_port_is_decoded_and_its_connection_row_written():
     assert (row["bytes_c2b"], row["bytes_b2c"]) == (len(CONNECT), len(CONNECTED))
     assert (row["first_ts"], row["last_ts"]) == (T0, T0 + 5)
     assert row["client_by"] == "syn" and row["close_reason"] == "fin"
+    assert row["flipped"] is False
     assert row["anomalies"] == 0 and row["gaps"] == 0
 
 
@@ -96,7 +98,7 @@ def test_a_port_hint_decides_without_looking_at_the_content():
     h = Harness({"pulsar": [16650]})
     conn = h.open(16650)
     h.send(conn, Direction.C2B, PING[:3])
-    assert h.pipeline.open_connections() == 1
+    assert h.dispatcher.open_connections() == 1
     h.send(conn, Direction.C2B, PING[3:])
     assert h.commands() == [("c2b", "PING")]
 
@@ -163,10 +165,10 @@ def test_kafka_found_by_content_with_the_roles_reversed_swaps_them():
     h.send(conn, Direction.B2C, fetch)
     # Reassembly labels later bytes by the swapped roles: the answer is broker to client.
     answer = kafka.response(0, kafka.message(b"hello") + kafka.message(b"world"))
-    h.pipeline.on_data(conn, Direction.B2C, T0 + 1, 0, answer)
+    h.dispatcher.on_data(conn, Direction.B2C, T0 + 1, 0, answer)
     row = h.close(conn)
     assert row["protocol"] == "kafka07"
-    assert row["client_by"] == "content"
+    assert row["client_by"] == "content" and row["flipped"] is True
     assert (row["client_port"], row["server_port"]) == (40001, 40000)
     assert [c for _, c in h.commands()] == ["FETCH", "FETCH_RESPONSE"]
     assert h.commands()[0][0] == "c2b"
@@ -176,9 +178,9 @@ def test_connections_left_open_are_closed_at_the_end_of_the_capture():
     h = Harness()
     conn = h.open(6650)
     h.send(conn, Direction.C2B, PING)
-    h.pipeline.close_all("end_of_capture")
+    h.dispatcher.close_all("end_of_capture")
     assert [r["close_reason"] for r in h.connections] == ["end_of_capture"]
-    assert h.pipeline.open_connections() == 0
+    assert h.dispatcher.open_connections() == 0
 
 
 @pytest.mark.parametrize("port", [6650, 16650])
@@ -187,9 +189,9 @@ def test_stream_bytes_tell_the_progress(port):
     conn = h.open(port)
     h.send(conn, Direction.C2B, PING)
     h.send(conn, Direction.B2C, PONG)
-    assert h.pipeline.stream_bytes() == len(PING) + len(PONG)
+    assert h.dispatcher.stream_bytes() == len(PING) + len(PONG)
     h.close(conn)
-    assert h.pipeline.stream_bytes() == len(PING) + len(PONG)
+    assert h.dispatcher.stream_bytes() == len(PING) + len(PONG)
 
 
 def test_a_gap_met_while_sniffing_is_written_for_the_protocol_the_content_shows():
@@ -235,3 +237,44 @@ def test_a_connection_seen_from_its_handshake_is_not_midstream():
     h.send(conn, Direction.C2B, CONNECT)
     row = h.close(conn)
     assert row["midstream"] is False and h.rows.anomalies == []
+
+
+def test_undecided_connections_together_hold_no_more_than_the_sniffing_budget(monkeypatch):
+    """Each undecided connection buffers up to 256 KiB a direction, and 10,000 may be
+    open: 1,500 of them holding 200 KB each reached 600 MB. Past the budget, the ones
+    holding most decide from what they have, and the undecided say why."""
+    monkeypatch.setattr(dispatch, "SNIFF_TOTAL", 64 << 10)
+    h = Harness()
+    pulsar = h.open(16650, conn_id=1000)  # its CONNECT is complete but not tested yet
+    h.send(pulsar, Direction.C2B, CONNECT[:-2])
+    h.send(pulsar, Direction.C2B, CONNECT[-2:])
+    h.send(pulsar, Direction.B2C, bytes(range(1, 250)) * 120)  # the largest holder
+    others = [h.open(20000 + n, conn_id=n) for n in range(40)]
+    peak = 0
+    for _ in range(8):
+        for conn in others:
+            h.send(conn, Direction.C2B, bytes(range(1, 250)) * 4)  # nothing recognisable
+            peak = max(peak, h.dispatcher._sniffed)
+    assert peak <= 64 << 10
+    assert h.commands()[0] == ("c2b", "CONNECT")
+    assert h.close(pulsar)["protocol"] == "pulsar"
+    rows = [h.close(conn) for conn in others]
+    assert {row["protocol"] for row in rows} == {"unknown"}
+    details = [row["detail"] for row in h.rows.anomalies if row["kind"] == "not_decoded"]
+    assert len(details) == len(others)
+    assert sum("recognition stopped early" in detail for detail in details) > len(others) // 2
+
+
+def test_a_connection_whose_bytes_the_capture_never_kept_says_so():
+    """A capture of headers alone (a short snaplen) on a port no protocol owns: gaps only,
+    nothing to recognise, and once no row said a word about the connection's traffic."""
+    h = Harness()
+    conn = h.open(8080)
+    for _ in range(3):
+        h.lose(conn, Direction.C2B, 1000)
+    h.lose(conn, Direction.B2C, 500)
+    row = h.close(conn)
+    assert row["protocol"] == "unknown" and row["anomalies"] == 1
+    [anomaly] = h.rows.anomalies
+    assert (anomaly["kind"], anomaly["size"]) == ("not_decoded", 3500)
+    assert "none of them is in the capture" in anomaly["detail"]
