@@ -93,11 +93,28 @@ def small_frames_dataset(data: Path, size: int) -> Path:
 
     capture, frames = cached_capture(data, "small", size)
     dataset = data / f"jobs_{capture.stem}"
+    if dataset.is_dir() and not current_schema(dataset):
+        print(f"{dataset} was decoded by an older pwcap: decoding it again", flush=True)
+        if dataset.is_symlink():
+            dataset.unlink()
+        else:
+            shutil.rmtree(dataset)
     if not dataset.is_dir():
         print(f"decoding {capture} ({frames:,} frames) into {dataset}", flush=True)
         pwcap = [sys.executable, "-m", "pwcap.cli", "decode", str(capture), "--jobs", "1", "-q"]
         subprocess.run([*pwcap, "-o", str(dataset)], check=True)
     return dataset
+
+
+def current_schema(dataset: Path) -> bool:
+    """Whether a kept dataset has the columns pwcap writes now (a table gains a column
+    now and then: the jobs of this pwcap would fail, or time a different question)."""
+    from pwcap.tables.schema import arrow_schema
+
+    return all(
+        ds.dataset(dataset / table).schema.names == arrow_schema(table).names
+        for table in DATASET_TABLES
+    )
 
 
 def decode_samples(out: Path) -> Path:
