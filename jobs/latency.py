@@ -120,8 +120,8 @@ def unanswered_requests(frames: DataFrame) -> DataFrame:
 
     Requests and responses are counted per key (an aggregate of narrow rows); only the
     requests of the keys short of answers are then numbered. Those keys are usually few:
-    up to ``LOOKED_UP`` of them, one job collects them and the requests are matched against
-    them in memory, never shuffled; more, and the requests are joined with them.
+    up to ``LOOKED_UP`` of them are broadcast and the requests matched against them in
+    memory, never shuffled; more, and the requests are joined with them.
     """
     key = ["capture", "conn_id", "direction", "command", "us"]
     opposite = F.when(F.col("direction") == "c2b", "b2c").otherwise("c2b")
@@ -141,10 +141,11 @@ def unanswered_requests(frames: DataFrame) -> DataFrame:
         .groupBy(*key)
         .agg(F.sum("asked").alias("asked"), F.sum("answered").alias("answered"))
     )
-    short = counted.where(F.col("asked") > F.col("answered")).drop("asked")
-    few = short.limit(LOOKED_UP + 1).collect()
-    if len(few) <= LOOKED_UP:  # times as microseconds: a round trip through Python keeps them
-        short = F.broadcast(frames.sparkSession.createDataFrame(few, short.schema))
+    # Computed once and counted in the JVM: handed through Python, the keys started Python
+    # workers (whatever python3 the PATH has, not necessarily the driver's).
+    short = counted.where(F.col("asked") > F.col("answered")).drop("asked").localCheckpoint()
+    if short.limit(LOOKED_UP + 1).count() <= LOOKED_UP:
+        short = F.broadcast(short)
     in_order = Window.partitionBy(*key).orderBy("stream_offset")
     missing = (
         requests.join(short, key)
