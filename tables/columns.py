@@ -224,10 +224,7 @@ class ColumnBuffer:
         if pa.types.is_boolean(kind):
             return pa.Array.from_buffers(kind, count, [validity, pa.py_buffer(self._truths(slot))])
         values = pa.py_buffer(memoryview(self._data_bytes)[8 * start : 8 * (start + count)])
-        if pa.types.is_timestamp(kind):
-            return pa.Array.from_buffers(kind, count, [validity, values])
-        wide = pa.Array.from_buffers(pa.int64(), count, [validity, values])
-        return wide if kind == pa.int64() else wide.cast(kind)  # checked: no silent wrap
+        return _integers(kind, count, validity, values)
 
     def _truths(self, slot: cython.Py_ssize_t) -> bytearray:
         """A boolean column's values as Arrow's bits (nonzero: true)."""
@@ -265,7 +262,9 @@ class ColumnBuffer:
         values: list = self._values[index]
         if not rows:
             return pa.nulls(self.count, kind)
-        if pa.types.is_list(kind) and pa.types.is_struct(kind.value_type):
+        if pa.types.is_map(kind) or (
+            pa.types.is_list(kind) and pa.types.is_struct(kind.value_type)
+        ):
             built = _list_of_structs(rows, values, self.count, kind)
             if built is not None:
                 return built
@@ -283,16 +282,19 @@ class ColumnBuffer:
 def _list_of_structs(
     rows: list, values: list, count: cython.Py_ssize_t, kind: pa.ListType
 ) -> pa.Array | None:
-    """A list<struct> column (message ids) built child by child: Arrow's conversion of
-    nested dicts costs microseconds per element. None when an element is not a dict:
-    Arrow's own conversion then decides."""
-    fields = list(kind.value_type)
+    """A list<struct> column (message ids: dicts) or a map (properties: (key, value)
+    pairs) built child by child: Arrow's conversion of nested values costs microseconds
+    per element. None for an element of another shape: Arrow's own conversion decides."""
+    pairs: cython.bint = pa.types.is_map(kind)
+    fields = [kind.key_field, kind.item_field] if pairs else list(kind.value_type)
     names = [field.name for field in fields]
     width: cython.Py_ssize_t = len(names)
     children: list = [[] for _ in names]
-    null_items: list = []
-    offsets: list = [0] * (count + 1)
-    null_rows: list = [True] * count
+    item_flags = bytearray()  # 1 for each element that is a struct, 0 for a null one
+    offsets_bytes = bytearray(4 * (count + 1))
+    offsets: cython.int[::1] = memoryview(offsets_bytes).cast("i")
+    row_flags = bytearray(count)
+    row_valid: cython.uchar[::1] = row_flags
     total: cython.Py_ssize_t = 0
     filled: cython.Py_ssize_t = 0
     i: cython.Py_ssize_t
@@ -304,30 +306,67 @@ def _list_of_structs(
             filled += 1
             offsets[filled] = total
         for item in values[i]:
-            if item is None:
-                null_items.append(True)
+            if pairs:  # a map's entries are never null
+                if type(item) is not tuple or len(item) != 2 or item[0] is None:
+                    return None
+                item_flags.append(1)
+                cython.cast(list, children[0]).append(item[0])
+                cython.cast(list, children[1]).append(item[1])
+            elif item is None:
+                item_flags.append(0)
                 for j in range(width):
                     cython.cast(list, children[j]).append(None)
             elif type(item) is dict:
-                null_items.append(False)
+                item_flags.append(1)
                 for j in range(width):
                     cython.cast(list, children[j]).append(cython.cast(dict, item).get(names[j]))
             else:
                 return None
             total += 1
-        null_rows[row] = False
+        if total > MAX_OFFSET:
+            raise OverflowError(f"{kind}: over 2**31 elements in one batch")
+        row_valid[row] = 1
         filled = row + 1
         offsets[filled] = total
     while filled < count:
         filled += 1
         offsets[filled] = total
     arrays = [
-        pa.array(child, type=field.type) for child, field in zip(children, fields, strict=True)
+        _child_array(child, field.type) for child, field in zip(children, fields, strict=True)
     ]
-    items = pa.StructArray.from_arrays(arrays, fields=fields, mask=pa.array(null_items, pa.bool_()))
-    return pa.ListArray.from_arrays(
-        pa.array(offsets, pa.int32()), items, type=kind, mask=pa.array(null_rows, pa.bool_())
+    items = pa.Array.from_buffers(
+        pa.struct(fields), total, [_validity(item_flags, 0, total)], children=arrays
     )
+    buffers = [_validity(row_flags, 0, count), pa.py_buffer(offsets_bytes)]
+    return pa.Array.from_buffers(kind, count, buffers, children=[items])
+
+
+def _child_array(values: list, kind: pa.DataType) -> pa.Array:
+    """One child of a list<struct> column. Integers are laid out here as the slots are:
+    ``pa.array`` would cost more, and its first call in a process imports pandas."""
+    if not pa.types.is_integer(kind):
+        return pa.array(values, type=kind)
+    count: cython.Py_ssize_t = len(values)
+    data = bytearray(8 * count)
+    flags = bytearray(count)
+    slots: cython.longlong[::1] = memoryview(data).cast("q")
+    valid: cython.uchar[::1] = flags
+    i: cython.Py_ssize_t
+    for i in range(count):
+        value = values[i]
+        if value is not None:
+            slots[i] = value
+            valid[i] = 1
+    return _integers(kind, count, _validity(flags, 0, count), pa.py_buffer(data))
+
+
+def _integers(kind: pa.DataType, count: int, validity: Any, values: pa.Buffer) -> pa.Array:
+    """An integer or timestamp column from 64-bit values; narrower integers are cast with
+    Arrow's checked cast, so a value out of range is an error, never wrapped."""
+    if pa.types.is_timestamp(kind):
+        return pa.Array.from_buffers(kind, count, [validity, values])
+    wide = pa.Array.from_buffers(pa.int64(), count, [validity, values])
+    return wide if kind == pa.int64() else wide.cast(kind)
 
 
 @cython.cfunc

@@ -112,3 +112,11 @@ def test_a_bytearray_changed_after_its_row_was_added_keeps_the_value_it_had():
     value[0:1] = b"X"
     buffer.add({"payload": value})
     assert buffer.take_batch().column("payload").to_pylist() == [b"abc", b"Xbc"]
+
+
+def test_nested_values_of_another_shape_are_left_to_arrows_conversion():
+    schema = pa.schema([("properties", pa.map_(pa.string(), pa.string()))])
+    buffer = ColumnBuffer(schema, limit=8)
+    buffer.add({"properties": {"k": "v"}})  # a dict, not (key, value) pairs
+    buffer.add({"properties": [("k2", None)]})
+    assert buffer.take_batch().column("properties").to_pylist() == [[("k", "v")], [("k2", None)]]
