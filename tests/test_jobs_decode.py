@@ -17,8 +17,11 @@ from pwcap.decode.inputs import InputError
 from pwcap.jobs import decode as job
 from pwcap.jobs.common import write_tables
 from pwcap.jobs.decode import decoded_tables, list_captures, main
+from pwcap.tables.schema import TABLES
 
-from tests.test_decode_jobs import assert_same_dataset
+from pwcap import cli
+from tests.corpus.pcapfile import Capture, read_pcap, tcp_segment, write_pcap
+from tests.test_decode_jobs import assert_same_dataset, rows
 from tests.test_decode_series import ORIGINAL, split_pcap
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -139,6 +142,54 @@ def test_connection_ids_are_unique_across_captures_decoded_by_tasks(spark, tmp_p
     rows = ids.to_pylist()
     assert {row["capture"] for row in rows} == {"host1/trace.pcap", "host2/trace.pcap"}
     assert len({row["conn_id"] for row in rows}) == len(rows) == 2
+
+
+# -- the options that change what is decoded --------------------------------------------------
+
+
+def without_handshakes(source: Path, path: Path) -> Path:
+    """``source`` as tcpdump started after its connections opened would have it: no SYN,
+    so only a known server port (or a guess) tells the client from the broker."""
+    capture = read_pcap(source)
+    kept = [r for r in capture.records if not ((segment := tcp_segment(r)) and segment.syn)]
+    write_pcap(path, Capture(capture.linktype, capture.snaplen, kept))
+    return path
+
+
+@pytest.mark.parametrize(
+    ("capture", "late", "options"),
+    [
+        ("pulsar_partitioned_port16650.pcap", True, ["--pulsar-port", "16650"]),
+        ("pulsar_chunked.pcap", False, ["--max-frame-size", "4K"]),
+        ("pulsar_plain.pcap", False, ["--payloads"]),
+    ],
+)
+def test_pwcap_decodes_options_decode_on_spark_as_pwcap_decode_does(
+    spark, tmp_path, capture, late, options
+):
+    """A capture on a port nobody registered, started after the handshakes, decodes by
+    the port hint; the frame limit and payloads likewise: the tasks get what ``pwcap
+    decode`` gets from the same flags, and the flags change the dataset (they reached
+    the tasks)."""
+    path = without_handshakes(SAMPLES / capture, tmp_path / capture) if late else SAMPLES / capture
+    assert cli.main(["decode", str(path), "-o", str(tmp_path / "expected"), "-q", *options]) == 0
+    assert cli.main(["decode", str(path), "-o", str(tmp_path / "without"), "-q"]) == 0
+    assert main([f"file://{path}", "-o", str(tmp_path / "out"), *options]) == 0
+    assert_same_dataset(tmp_path / "expected", tmp_path / "out")
+    assert any(rows(tmp_path / "without", t) != rows(tmp_path / "out", t) for t in TABLES)
+
+
+@pytest.mark.parametrize(
+    ("option", "says"),
+    [(["--pulsar-port", "70000"], "not a port"), (["--max-frame-size", "0"], "must be positive")],
+)
+def test_a_bad_decode_option_is_refused_as_pwcap_decode_refuses_it(tmp_path, capsys, option, says):
+    for run in (main, lambda argv: cli.main(["decode", *argv])):
+        with pytest.raises(SystemExit) as refused:
+            run([str(ORIGINAL), "-o", str(tmp_path / "out"), *option])
+        assert refused.value.code == 2
+        assert says in capsys.readouterr().err
+    assert list(tmp_path.iterdir()) == []
 
 
 # -- the dataset, written whole ------------------------------------------------------------------
