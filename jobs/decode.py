@@ -49,6 +49,8 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
+from pwcap.cli_decode import add_decode_options, decode_options
+
 SNIFF_BYTES = 4096
 SPLIT_ABOVE = 1 << 30  # bytes of a capture above which its connections are shared by tasks
 SHARE = "_share"  # the wide frame's column of a share's capture result
@@ -485,17 +487,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--overwrite", action="store_true", help="replace OUT if it is an earlier pwcap dataset"
     )
-    parser.add_argument(
-        "--series",
-        action="store_true",
-        help="the inputs are one capture that tcpdump rotated (-G names): one timeline;"
-        " -C/-W names (trace.pcap1...) are recognised without it",
-    )
-    parser.add_argument("--payloads", action="store_true", help="also write message payload bytes")
+    add_decode_options(parser)
     parser.add_argument("--verbose", action="store_true", help="keep Spark's INFO logging")
     args = parser.parse_args(argv)
+    options = decode_options(args)
     try:
-        captures, skipped = list_captures(args.inputs, args.series)
+        captures, skipped = list_captures(args.inputs, options.series)
         if "://" not in args.output:  # known before Spark starts
             check_output(Path(args.output), args.overwrite)
     except (InputError, DatasetError) as error:
@@ -509,9 +506,7 @@ def main(argv: list[str] | None = None) -> int:
     output = Output(spark, args.output, args.overwrite)
     try:
         output.check()  # before the shares of a large capture decode (their rows are collected)
-        written = output.write(
-            decoded_tables(spark, captures, DecodeOptions(payloads=args.payloads))
-        )
+        written = output.write(decoded_tables(spark, captures, options))
     except DatasetError as error:
         parser.exit(1, f"decode: error: {error}\n")
     for table, path in written.items():
