@@ -331,9 +331,7 @@ def _list_of_structs(
     while filled < count:
         filled += 1
         offsets[filled] = total
-    arrays = [
-        _child_array(child, field.type) for child, field in zip(children, fields, strict=True)
-    ]
+    arrays = [_child_array(child, field) for child, field in zip(children, fields, strict=True)]
     items = pa.Array.from_buffers(
         pa.struct(fields), total, [_validity(item_flags, 0, total)], children=arrays
     )
@@ -341,9 +339,12 @@ def _list_of_structs(
     return pa.Array.from_buffers(kind, count, buffers, children=[items])
 
 
-def _child_array(values: list, kind: pa.DataType) -> pa.Array:
-    """One child of a list<struct> column. Integers are laid out here as the slots are:
-    ``pa.array`` would cost more, and its first call in a process imports pandas."""
+def _child_array(values: list, field: pa.Field) -> pa.Array:
+    """One child of a nested column. Integers and texts are laid out here as the columns
+    are: ``pa.array`` would cost more, and its first call in a process imports pandas."""
+    kind = field.type
+    if kind == pa.string() or kind == pa.binary():
+        return _text_child(values, field)
     if not pa.types.is_integer(kind):
         return pa.array(values, type=kind)
     count: cython.Py_ssize_t = len(values)
@@ -358,6 +359,38 @@ def _child_array(values: list, kind: pa.DataType) -> pa.Array:
             slots[i] = value
             valid[i] = 1
     return _integers(kind, count, _validity(flags, 0, count), pa.py_buffer(data))
+
+
+def _text_child(values: list, field: pa.Field) -> pa.Array:
+    """A string or binary child from its values (None: null)."""
+    string: cython.bint = field.type == pa.string()
+    count: cython.Py_ssize_t = len(values)
+    offsets_bytes = bytearray(4 * (count + 1))
+    offsets: cython.int[::1] = memoryview(offsets_bytes).cast("i")
+    flags = bytearray(count)
+    valid: cython.uchar[::1] = flags
+    parts: list = []
+    end: cython.Py_ssize_t = 0
+    i: cython.Py_ssize_t
+    for i in range(count):
+        value = values[i]
+        if value is not None:
+            if type(value) is str:
+                encoded = cython.cast(str, value).encode()
+            else:
+                encoded = _encoded(value, string, field.name)
+            parts.append(encoded)
+            end += len(encoded)
+            if end > MAX_OFFSET:
+                raise OverflowError(f"{field.name}: over 2 GiB of values in one batch")
+            valid[i] = 1
+        offsets[i + 1] = end
+    buffers = [
+        _validity(flags, 0, count),
+        pa.py_buffer(offsets_bytes),
+        pa.py_buffer(b"".join(parts)),
+    ]
+    return pa.Array.from_buffers(field.type, count, buffers)
 
 
 def _integers(kind: pa.DataType, count: int, validity: Any, values: pa.Buffer) -> pa.Array:
