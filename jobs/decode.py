@@ -40,7 +40,7 @@ from pwcap.decode.inputs import InputError, distinct_names, expand_inputs, head_
 from pwcap.decode.series import head_timestamp, in_time_order, rotated_groups, series_name
 from pwcap.jobs.common import session, spark_schema, write_tables
 from pwcap.tables.columns import ColumnBuffer
-from pwcap.tables.dataset import BATCH_ROWS, DatasetError, check_output
+from pwcap.tables.dataset import BATCH_BYTES, BATCH_ROWS, DatasetError, check_output
 from pwcap.tables.schema import TABLES, Row, arrow_schema
 from py4j.java_gateway import JavaObject
 from pyarrow import fs as pafs
@@ -252,11 +252,14 @@ class _Named:
 
 class ArrowRows:
     """The RowSink of a task: rows gathered per table, handed on as one Arrow batch of
-    the wide frame every :data:`BATCH_ROWS` rows."""
+    the wide frame every :data:`BATCH_ROWS` rows (fewer when their text reaches
+    :data:`BATCH_BYTES`)."""
 
     def __init__(self, emit: Callable[[pa.RecordBatch], None]) -> None:
         self._emit = emit
-        self._buffers = {table: ColumnBuffer(arrow_schema(table), BATCH_ROWS) for table in TABLES}
+        self._buffers = {
+            table: ColumnBuffer(arrow_schema(table), BATCH_ROWS, BATCH_BYTES) for table in TABLES
+        }
         self.frame, self.message, self.anomaly, self.connection = (
             self._appender(table) for table in ("frames", "messages", "anomalies", "connections")
         )
