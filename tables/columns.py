@@ -10,8 +10,8 @@ them, in the layout Arrow reads, as the row arrives:
   block of C ``long long`` when compiled), with a validity byte beside it;
 - strings and binaries as their bytes, appended to the column's data, with the end
   offset of each row beside them (Arrow's offsets buffer, filled as rows arrive);
-- nested values (message ids, properties) as (row, value) pairs, converted by Arrow's
-  own sequence conversion once per batch: few rows carry them.
+- nested values (message ids, properties) as (row, value) pairs, laid out child by
+  child once per batch (Arrow's own conversion only for a shape it does not know).
 
 A batch then becomes Arrow arrays over those bytes without a conversion per value, and a
 column no row set costs nothing per row, which suits tables of 40-odd columns of which a
@@ -52,7 +52,7 @@ class ColumnBuffer:
     """The pending rows of one table; :meth:`add` says when a batch's worth is held.
 
     A row is a dict keyed by column name: a column it lacks is null, a key the schema
-    lacks is ignored. ``byte_limit`` (0 for none) also ends a batch once the row's string
+    lacks is ignored. ``byte_limit`` (0 for none) also ends a batch once the rows' string
     and binary values held add up to it, so large values (kept payloads, long names)
     cannot pile up in memory.
     """
