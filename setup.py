@@ -27,6 +27,7 @@ ROOTS = {
 # The per-packet and per-frame path, in the order a byte meets it.
 COMPILED = [
     "capture/records.py",
+    "capture/reader.py",
     "capture/packets.py",
     "capture/reassembly.py",
     "decode/dispatch.py",

@@ -119,7 +119,7 @@ def decode_captures(
     results: list[CaptureResult] = []
     connections: Counter[str] = Counter()
     progress.start(sum(capture.size for capture in captures))
-    with DatasetWriter(Path(out), overwrite=overwrite, payloads=options.payloads) as writer:
+    with DatasetWriter(Path(out), overwrite=overwrite) as writer:
         done = 0
         for capture in captures:
             result = decode_capture(capture, writer, options, progress, done)

@@ -267,7 +267,7 @@ def _decode_units(task: _Task, done: list[float]) -> WorkerResult:
     options = task.options
     result = WorkerResult()
     progress = _SharedProgress(done, task.index)
-    with DatasetWriter(task.out, payloads=options.payloads) as writer:
+    with DatasetWriter(task.out) as writer:
         for unit in task.units:
             capture = task.captures[unit.capture]
             decoded = decode_capture(capture, writer, options, progress, 0, unit.flow_share())
@@ -336,7 +336,7 @@ def _gather(
         commands.update(result.commands)
         anomalies.update(result.anomalies)
     merged = {index: merge_shares(found) for index, found in parts.items()}
-    with DatasetWriter(tmp / f"w{len(results)}", payloads=options.payloads) as writer:
+    with DatasetWriter(tmp / f"w{len(results)}") as writer:
         for index in sorted(shared):
             for row in capture_rows(captures[index].name, merged[index]):
                 writer.anomaly(row)

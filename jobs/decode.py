@@ -40,7 +40,7 @@ from pwcap.decode.inputs import InputError, distinct_names, expand_inputs, head_
 from pwcap.decode.series import head_timestamp, in_time_order, rotated_groups, series_name
 from pwcap.jobs.common import no_java, session, spark_schema, write_tables
 from pwcap.tables.columns import ColumnBuffer
-from pwcap.tables.dataset import BATCH_ROWS, DatasetError, check_output
+from pwcap.tables.dataset import BATCH_BYTES, BATCH_ROWS, DatasetError, check_output
 from pwcap.tables.schema import TABLES, Row, arrow_schema
 from py4j.java_gateway import JavaObject
 from pyarrow import fs as pafs
@@ -48,6 +48,8 @@ from pyspark import StorageLevel
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
+
+from pwcap.cli_decode import add_decode_options, decode_options
 
 SNIFF_BYTES = 4096
 SPLIT_ABOVE = 1 << 30  # bytes of a capture above which its connections are shared by tasks
@@ -250,11 +252,14 @@ class _Named:
 
 class ArrowRows:
     """The RowSink of a task: rows gathered per table, handed on as one Arrow batch of
-    the wide frame every :data:`BATCH_ROWS` rows."""
+    the wide frame every :data:`BATCH_ROWS` rows (fewer when their text reaches
+    :data:`BATCH_BYTES`)."""
 
     def __init__(self, emit: Callable[[pa.RecordBatch], None]) -> None:
         self._emit = emit
-        self._buffers = {table: ColumnBuffer(arrow_schema(table), BATCH_ROWS) for table in TABLES}
+        self._buffers = {
+            table: ColumnBuffer(arrow_schema(table), BATCH_ROWS, BATCH_BYTES) for table in TABLES
+        }
         self.frame, self.message, self.anomaly, self.connection = (
             self._appender(table) for table in ("frames", "messages", "anomalies", "connections")
         )
@@ -485,17 +490,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--overwrite", action="store_true", help="replace OUT if it is an earlier pwcap dataset"
     )
-    parser.add_argument(
-        "--series",
-        action="store_true",
-        help="the inputs are one capture that tcpdump rotated (-G names): one timeline;"
-        " -C/-W names (trace.pcap1...) are recognised without it",
-    )
-    parser.add_argument("--payloads", action="store_true", help="also write message payload bytes")
+    add_decode_options(parser)
     parser.add_argument("--verbose", action="store_true", help="keep Spark's INFO logging")
     args = parser.parse_args(argv)
+    options = decode_options(args)
     try:
-        captures, skipped = list_captures(args.inputs, args.series)
+        captures, skipped = list_captures(args.inputs, options.series)
         if "://" not in args.output:  # known before Spark starts
             check_output(Path(args.output), args.overwrite)
     except (InputError, DatasetError) as error:
@@ -512,9 +512,7 @@ def main(argv: list[str] | None = None) -> int:
     output = Output(spark, args.output, args.overwrite)
     try:
         output.check()  # before the shares of a large capture decode (their rows are collected)
-        written = output.write(
-            decoded_tables(spark, captures, DecodeOptions(payloads=args.payloads))
-        )
+        written = output.write(decoded_tables(spark, captures, options))
     except DatasetError as error:
         parser.exit(1, f"decode: error: {error}\n")
     for table, path in written.items():

@@ -13,6 +13,7 @@ from pwcap.decode import MAX_FRAME_SIZE
 
 if TYPE_CHECKING:  # imported lazily at run time: `pwcap --help` stays fast
     from pwcap.capture import CaptureStats
+    from pwcap.decode.api import DecodeOptions
     from pwcap.decode.driver import Summary
 
 EPILOG = """\
@@ -40,6 +41,22 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--overwrite", action="store_true", help="replace OUT if it is an earlier pwcap dataset"
     )
+    add_decode_options(parser)
+    parser.add_argument(
+        "-j",
+        "--jobs",
+        type=_positive,
+        metavar="N",
+        help="worker processes (default: every core, one per 16 MB of input at most);"
+        " 1 decodes in this process",
+    )
+    parser.add_argument("-q", "--quiet", action="store_true", help="no progress bar and no summary")
+
+
+def add_decode_options(parser: argparse.ArgumentParser) -> None:
+    """The options that change what is decoded, defined once for ``pwcap decode`` and
+    ``jobs/decode.py`` (read back by :func:`decode_options`): the same flags must give
+    the same dataset on one machine and on a cluster."""
     parser.add_argument("--payloads", action="store_true", help="also write message payload bytes")
     parser.add_argument(
         "--max-frame-size",
@@ -49,21 +66,24 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="largest believable frame in bytes, e.g. 5M (brokers may raise theirs)",
     )
     parser.add_argument(
-        "-j",
-        "--jobs",
-        type=_positive,
-        metavar="N",
-        help="worker processes (default: every core, one per 16 MB of input at most);"
-        " 1 decodes in this process",
-    )
-    parser.add_argument(
         "--series",
         action="store_true",
         help="the inputs are one capture that tcpdump rotated (-G names): one timeline;"
         " -C/-W names (trace.pcap1...) are recognised without it",
     )
     add_port_arguments(parser)
-    parser.add_argument("-q", "--quiet", action="store_true", help="no progress bar and no summary")
+
+
+def decode_options(args: argparse.Namespace) -> DecodeOptions:
+    """What the options of :func:`add_decode_options` ask for, as the decoders take it."""
+    from pwcap.decode.api import DecodeOptions
+
+    return DecodeOptions(
+        payloads=args.payloads,
+        max_frame_size=args.max_frame_size,
+        hints=port_hints(args),
+        series=args.series,
+    )
 
 
 def add_port_arguments(parser: argparse.ArgumentParser) -> None:
@@ -80,8 +100,12 @@ def add_port_arguments(parser: argparse.ArgumentParser) -> None:
         )
 
 
+def port_hints(args: argparse.Namespace) -> dict[str, list[int]]:
+    """The ports of :func:`add_port_arguments` by protocol, as ``DecodeOptions.hints``."""
+    return {"pulsar": args.pulsar_port, "kafka07": args.kafka07_port}
+
+
 def run(args: argparse.Namespace) -> int:
-    from pwcap.decode.api import DecodeOptions
     from pwcap.decode.capture_anomalies import link_warnings
     from pwcap.decode.inputs import InputError
     from pwcap.decode.parallel import WorkerDied, decode_parallel
@@ -89,12 +113,7 @@ def run(args: argparse.Namespace) -> int:
     from pwcap.tables.dataset import DatasetError
     from pwcap.tables.interrupts import exit_status, terminate_as_interrupt
 
-    options = DecodeOptions(
-        payloads=args.payloads,
-        max_frame_size=args.max_frame_size,
-        hints={"pulsar": args.pulsar_port, "kafka07": args.kafka07_port},
-        series=args.series,
-    )
+    options = decode_options(args)
     progress = ProgressBar() if wanted(args.quiet) else None
     try:
         with terminate_as_interrupt():

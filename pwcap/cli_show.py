@@ -20,7 +20,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from pwcap.cli_decode import add_port_arguments
+from pwcap.cli_decode import add_port_arguments, port_hints
 
 FrameCallback = Callable[[dict[str, Any]], None]
 ANOMALY_COLUMNS = ["ts", "capture", "conn_id", "direction", "kind", "stream_offset", "detail"]
@@ -118,8 +118,7 @@ def run(args: argparse.Namespace) -> int:
             for is_frame, row in _dataset_rows(path):
                 (show if is_frame else expert_info)(row)
         elif path.is_file() or args.file == "-":
-            hints = {"pulsar": args.pulsar_port, "kafka07": args.kafka07_port}
-            _capture_frames(path, hints, show, expert_info)
+            _capture_frames(path, port_hints(args), show, expert_info)
         else:
             return _error(f"{path}: no such file or directory")
     except _Enough:

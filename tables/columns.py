@@ -4,17 +4,19 @@
 Converting a list of dicts to an Arrow struct array looks every field of the schema up
 in every dict and boxes nothing less than a Python call per value; it cost more than
 decoding the frame. Here a row's set values go straight to where their column keeps
-them, as the row arrives:
+them, in the layout Arrow reads, as the row arrives:
 
 - integers, timestamps and booleans into one 64-bit slot per row of their column (a
-  block of C ``long long`` when compiled), with a validity byte beside it: the column
-  becomes an Arrow array from those bytes without a conversion per value;
-- strings, binaries and nested values (message ids, properties) as (row, value) pairs,
-  converted by Arrow's own sequence conversion once per batch.
+  block of C ``long long`` when compiled), with a validity byte beside it;
+- strings and binaries as their bytes, appended to the column's data, with the end
+  offset of each row beside them (Arrow's offsets buffer, filled as rows arrive);
+- nested values (message ids, properties) as (row, value) pairs, laid out child by
+  child once per batch (Arrow's own conversion only for a shape it does not know).
 
-A column no row set costs nothing per row, which suits tables of 40-odd columns of
-which a row sets a dozen. Compiled by Cython, :meth:`ColumnBuffer.add` walks the row's
-items on C integers; interpreted, the same code runs over memoryviews.
+A batch then becomes Arrow arrays over those bytes without a conversion per value, and a
+column no row set costs nothing per row, which suits tables of 40-odd columns of which a
+row sets a dozen. Compiled by Cython, :meth:`ColumnBuffer.add` walks the row's items on
+C integers; interpreted, the same code runs over memoryviews.
 """
 
 from __future__ import annotations
@@ -25,12 +27,24 @@ from typing import Any
 import cython
 import pyarrow as pa
 
-_INTEGERS = (pa.types.is_integer, pa.types.is_timestamp)
+# How a column keeps its values: the low two bits of its place (the rest: its index
+# among the columns kept that way).
+SLOT = 0
+STRING = 1
+BINARY = 2
+NESTED = 3
+MAX_OFFSET = 0x7FFFFFFF  # Arrow's string and binary offsets are int32
+_TEXT_TYPES = (bytes, bytearray, memoryview)
 
 
-def _slotted(kind: pa.DataType) -> bool:
-    """Whether a column's values fit a 64-bit slot (else they are kept as objects)."""
-    return pa.types.is_boolean(kind) or any(test(kind) for test in _INTEGERS)
+def _storage(kind: pa.DataType) -> int:
+    if pa.types.is_boolean(kind) or pa.types.is_integer(kind) or pa.types.is_timestamp(kind):
+        return SLOT
+    if kind == pa.string():
+        return STRING
+    if kind == pa.binary():
+        return BINARY
+    return NESTED
 
 
 @cython.cclass
@@ -38,100 +52,149 @@ class ColumnBuffer:
     """The pending rows of one table; :meth:`add` says when a batch's worth is held.
 
     A row is a dict keyed by column name: a column it lacks is null, a key the schema
-    lacks is ignored. ``payload_limit`` (bytes, 0 for none) also ends a batch once the
-    rows' ``payload`` values add up to it, so kept payloads cannot pile up.
+    lacks is ignored. ``byte_limit`` (0 for none) also ends a batch once the rows' string
+    and binary values held add up to it, so large values (kept payloads, long names)
+    cannot pile up in memory.
     """
 
     schema = cython.declare(object, visibility="readonly")
     count = cython.declare(cython.Py_ssize_t, visibility="readonly")
+    held_bytes = cython.declare(cython.Py_ssize_t, visibility="readonly")
     _limit = cython.declare(cython.Py_ssize_t)
-    _capacity = cython.declare(cython.Py_ssize_t)
-    _payload_limit = cython.declare(cython.Py_ssize_t)
-    _payload_bytes = cython.declare(cython.Py_ssize_t)
-    _places = cython.declare(dict)  # column name -> slot (>= 0) or -1 - object index
-    _slotted = cython.declare(list)  # schema positions of the slotted columns
-    _objects = cython.declare(list)  # schema positions of the object columns
-    _rows = cython.declare(list)  # per object column: the rows that set it
-    _values = cython.declare(list)  # per object column: their values
-    _data = cython.declare(cython.longlong[:, ::1])  # [slot, row]
-    _valid = cython.declare(cython.uchar[:, ::1])  # [slot, row]: 1 where set
-    _data_bytes = cython.declare(bytearray)  # what _data and _valid view
+    _byte_limit = cython.declare(cython.Py_ssize_t)
+    _places = cython.declare(dict)  # column name -> index << 2 | storage
+    _positions = cython.declare(list)  # per storage: schema positions of its columns
+    # Slots: [slot, row] values and validity bytes, and per slot the rows that set it.
+    _data = cython.declare(cython.longlong[:, ::1])
+    _valid = cython.declare(cython.uchar[:, ::1])
+    _data_bytes = cython.declare(bytearray)
     _valid_bytes = cython.declare(bytearray)
-    _set = cython.declare(cython.longlong[::1])  # [slot]: rows that set it
+    _set = cython.declare(cython.longlong[::1])
+    # Texts (strings, then binaries): per text column its bytes, [text, row + 1] the end
+    # offset of each row's value, how many rows have their end recorded, and validity.
+    _text = cython.declare(list)
+    _ends = cython.declare(cython.int[:, ::1])
+    _ends_bytes = cython.declare(bytearray)
+    _recorded = cython.declare(cython.longlong[::1])
+    _text_valid = cython.declare(cython.uchar[:, ::1])
+    _text_valid_bytes = cython.declare(bytearray)
+    _text_set = cython.declare(cython.longlong[::1])
+    _strings = cython.declare(cython.Py_ssize_t)  # text columns below this index are strings
+    _last = cython.declare(list)  # per text column: its last str value and that str's bytes
+    _last_encoded = cython.declare(list)
+    # Nested: per column the rows that set it and their values.
+    _rows = cython.declare(list)
+    _values = cython.declare(list)
 
-    def __init__(self, schema: pa.Schema, limit: int, payload_limit: int = 0) -> None:
+    def __init__(self, schema: pa.Schema, limit: int, byte_limit: int = 0) -> None:
         self.schema = schema
         self._limit = max(1, limit)
-        self._payload_limit = payload_limit
+        self._byte_limit = byte_limit
         self._places = {}
-        self._slotted = []
-        self._objects = []
+        by_storage: list[list[int]] = [[], [], [], []]
         for position, field in enumerate(schema):
-            name = sys.intern(field.name)  # as the rows' keys are: found by identity
-            if _slotted(field.type):
-                self._places[name] = len(self._slotted)
-                self._slotted.append(position)
-            else:
-                self._places[name] = -1 - len(self._objects)
-                self._objects.append(position)
-        self._capacity = 0
+            by_storage[_storage(field.type)].append(position)
+        self._strings = len(by_storage[STRING])
+        # Strings and binaries share one index space: text index = place >> 2 for both.
+        texts = by_storage[STRING] + by_storage[BINARY]
+        self._positions = [by_storage[SLOT], texts, by_storage[NESTED]]
+        for storage, positions in ((SLOT, by_storage[SLOT]), (NESTED, by_storage[NESTED])):
+            for index, position in enumerate(positions):
+                self._places[sys.intern(schema.field(position).name)] = index << 2 | storage
+        for index, position in enumerate(texts):
+            storage = STRING if index < self._strings else BINARY
+            self._places[sys.intern(schema.field(position).name)] = index << 2 | storage
         self._reset()
 
     def _reset(self) -> None:
-        """Empty the buffer, with room for a batch (nothing held refers to old storage)."""
-        slots = max(1, len(self._slotted))
+        """Empty the buffer, with fresh storage for a batch: the Arrow arrays of the last
+        one may still be using the old."""
         capacity = self._limit
+        slots = max(1, len(self._positions[0]))
+        texts = max(1, len(self._positions[1]))
         self._data_bytes = bytearray(8 * slots * capacity)
         self._valid_bytes = bytearray(slots * capacity)
         self._data = memoryview(self._data_bytes).cast("q", (slots, capacity))
         self._valid = memoryview(self._valid_bytes).cast("B", (slots, capacity))
         self._set = memoryview(bytearray(8 * slots)).cast("q")
-        self._capacity = capacity
-        self._rows = [[] for _ in self._objects]
-        self._values = [[] for _ in self._objects]
+        self._text = [bytearray() for _ in range(texts)]
+        self._last = [None] * texts
+        self._last_encoded = [b""] * texts
+        self._ends_bytes = bytearray(4 * texts * (capacity + 1))
+        self._ends = memoryview(self._ends_bytes).cast("i", (texts, capacity + 1))
+        self._recorded = memoryview(bytearray(8 * texts)).cast("q")
+        self._text_valid_bytes = bytearray(texts * capacity)
+        self._text_valid = memoryview(self._text_valid_bytes).cast("B", (texts, capacity))
+        self._text_set = memoryview(bytearray(8 * texts)).cast("q")
+        self._rows = [[] for _ in self._positions[2]]
+        self._values = [[] for _ in self._positions[2]]
         self.count = 0
-        self._payload_bytes = 0
+        self.held_bytes = 0
 
     def __len__(self) -> int:
         return self.count
 
-    @property
-    def payload_bytes(self) -> int:
-        """Bytes of `payload` values held (counted only with a ``payload_limit``)."""
-        return self._payload_bytes
-
     @cython.ccall
     def add(self, row: dict) -> cython.bint:
         """Take one row; True once the buffer holds a batch's worth."""
-        if self.count >= self._capacity:
+        if self.count >= self._limit:
             raise OverflowError("a full ColumnBuffer takes no row before take_batch()")
         at: cython.Py_ssize_t = self.count
         places: dict = self._places
         place: Any
-        slot: cython.Py_ssize_t
+        code: cython.Py_ssize_t
+        index: cython.Py_ssize_t
         for key, value in row.items():
             if value is None:
                 continue
             place = places.get(key)
             if place is None:
                 continue
-            slot = place
-            if slot >= 0:
-                self._data[slot, at] = value
-                self._valid[slot, at] = 1
-                self._set[slot] += 1
+            code = place
+            index = code >> 2
+            code &= 3
+            if code == SLOT:
+                self._data[index, at] = value
+                self._valid[index, at] = 1
+                self._set[index] += 1
+            elif code == NESTED:
+                cython.cast(list, self._rows[index]).append(at)
+                cython.cast(list, self._values[index]).append(value)
             else:
-                slot = -1 - slot
-                cython.cast(list, self._rows[slot]).append(at)
-                cython.cast(list, self._values[slot]).append(value)
+                self._add_text(index, at, key, value)
         self.count = at + 1
-        if self._payload_limit:
-            payload: Any = row.get("payload")
-            if payload is not None:
-                self._payload_bytes += len(payload)
-            if self._payload_bytes >= self._payload_limit:
-                return True
+        if self._byte_limit and self.held_bytes >= self._byte_limit:
+            return True
         return self.count >= self._limit
+
+    @cython.cfunc
+    def _add_text(self, index: cython.Py_ssize_t, at: cython.Py_ssize_t, key: str, value: object):
+        """Append one string or binary value; the rows since the column's last value are
+        null (their end offsets stay where it ended)."""
+        encoded: bytes
+        if value is self._last[index]:  # names and labels repeat row after row
+            encoded = self._last_encoded[index]
+        elif type(value) is str:
+            encoded = cython.cast(str, value).encode()
+            self._last[index] = value
+            self._last_encoded[index] = encoded
+        else:  # bytes-like: not kept, it may change after the row is added
+            encoded = _encoded(value, index < self._strings, key)
+        data: bytearray = self._text[index]
+        end: cython.Py_ssize_t = len(data)
+        recorded: cython.Py_ssize_t = self._recorded[index]
+        while recorded < at:
+            recorded += 1
+            self._ends[index, recorded] = end
+        end += len(encoded)
+        if end > MAX_OFFSET:
+            raise OverflowError(f"{key}: over 2 GiB of values in one batch")
+        data += encoded
+        self._ends[index, at + 1] = end
+        self._recorded[index] = at + 1
+        self._text_valid[index, at] = 1
+        self._text_set[index] += 1
+        self.held_bytes += len(encoded)
 
     def take_batch(self) -> pa.RecordBatch | None:
         """The held rows as one record batch (None when there are none), then empty."""
@@ -139,29 +202,29 @@ class ColumnBuffer:
         if not count:
             return None
         arrays: list[Any] = [None] * len(self.schema)
-        for slot, position in enumerate(self._slotted):
+        slots, texts, nested = self._positions
+        for slot, position in enumerate(slots):
             arrays[position] = self._slot_array(slot, self.schema.field(position).type)
-        for index, position in enumerate(self._objects):
-            arrays[position] = self._object_array(index, self.schema.field(position).type)
+        for index, position in enumerate(texts):
+            arrays[position] = self._text_array(index, self.schema.field(position).type)
+        for index, position in enumerate(nested):
+            arrays[position] = self._nested_array(index, self.schema.field(position).type)
         self._reset()
         return pa.RecordBatch.from_arrays(arrays, schema=self.schema)
 
-    def _slot_array(self, slot: int, kind: pa.DataType) -> pa.Array:
+    def _slot_array(self, slot: cython.Py_ssize_t, kind: pa.DataType) -> pa.Array:
         count = self.count
         filled = self._set[slot]
         if not filled:
             return pa.nulls(count, kind)
-        start = slot * self._capacity  # a slot's rows (values and flags) are contiguous
+        start = slot * self._limit  # a slot's rows (values and flags) are contiguous
         validity = None
         if filled < count:
-            validity = pa.py_buffer(_flag_bits(self._valid_bytes[start : start + count], count))
+            validity = _validity(self._valid_bytes, start, count)
         if pa.types.is_boolean(kind):
             return pa.Array.from_buffers(kind, count, [validity, pa.py_buffer(self._truths(slot))])
-        values = pa.py_buffer(bytes(self._data_bytes[8 * start : 8 * (start + count)]))
-        if pa.types.is_timestamp(kind):
-            return pa.Array.from_buffers(kind, count, [validity, values])
-        wide = pa.Array.from_buffers(pa.int64(), count, [validity, values])
-        return wide if kind == pa.int64() else wide.cast(kind)  # checked: no silent wrap
+        values = pa.py_buffer(memoryview(self._data_bytes)[8 * start : 8 * (start + count)])
+        return _integers(kind, count, validity, values)
 
     def _truths(self, slot: cython.Py_ssize_t) -> bytearray:
         """A boolean column's values as Arrow's bits (nonzero: true)."""
@@ -175,15 +238,36 @@ class ColumnBuffer:
                 bits[row >> 3] |= 1 << (row & 7)
         return out
 
-    def _object_array(self, index: int, kind: pa.DataType) -> pa.Array:
+    def _text_array(self, index: cython.Py_ssize_t, kind: pa.DataType) -> pa.Array:
+        count: cython.Py_ssize_t = self.count
+        filled: cython.Py_ssize_t = self._text_set[index]
+        if not filled:
+            return pa.nulls(count, kind)
+        data: bytearray = self._text[index]
+        end: cython.Py_ssize_t = len(data)
+        recorded: cython.Py_ssize_t = self._recorded[index]
+        while recorded < count:  # the rows after the column's last value
+            recorded += 1
+            self._ends[index, recorded] = end
+        width = 4 * (self._limit + 1)
+        offsets = memoryview(self._ends_bytes)[index * width : index * width + 4 * (count + 1)]
+        validity = None
+        if filled < count:
+            validity = _validity(self._text_valid_bytes, index * self._limit, count)
+        buffers = [validity, pa.py_buffer(offsets), pa.py_buffer(data)]
+        return pa.Array.from_buffers(kind, count, buffers)
+
+    def _nested_array(self, index: int, kind: pa.DataType) -> pa.Array:
         rows: list = self._rows[index]
         values: list = self._values[index]
         if not rows:
             return pa.nulls(self.count, kind)
-        if kind == pa.string():
-            strings = _string_array(rows, values, self.count)
-            if strings is not None:
-                return strings
+        if pa.types.is_map(kind) or (
+            pa.types.is_list(kind) and pa.types.is_struct(kind.value_type)
+        ):
+            built = _list_of_structs(rows, values, self.count, kind)
+            if built is not None:
+                return built
         if len(rows) == self.count:  # set on every row: the values are the column
             return pa.array(values, type=kind)
         full: list = [None] * self.count
@@ -195,52 +279,152 @@ class ColumnBuffer:
         return pa.array(full, type=kind)
 
 
-def _string_array(rows: list, values: list, count: cython.Py_ssize_t) -> pa.Array | None:
-    """A string column from Arrow's three buffers, built here: the text of all values
-    encoded at once, offsets from their lengths (a str's length is its UTF-8 size when
-    it is ASCII, as nearly every value of these tables is). None when a value is not a
-    str, or not encodable: Arrow's own conversion then decides."""
+def _list_of_structs(
+    rows: list, values: list, count: cython.Py_ssize_t, kind: pa.ListType
+) -> pa.Array | None:
+    """A list<struct> column (message ids: dicts) or a map (properties: (key, value)
+    pairs) built child by child: Arrow's conversion of nested values costs microseconds
+    per element. None for an element of another shape: Arrow's own conversion decides."""
+    pairs: cython.bint = pa.types.is_map(kind)
+    fields = [kind.key_field, kind.item_field] if pairs else list(kind.value_type)
+    names = [field.name for field in fields]
+    width: cython.Py_ssize_t = len(names)
+    children: list = [[] for _ in names]
+    item_flags = bytearray()  # 1 for each element that is a struct, 0 for a null one
+    offsets_bytes = bytearray(4 * (count + 1))
+    offsets: cython.int[::1] = memoryview(offsets_bytes).cast("i")
+    row_flags = bytearray(count)
+    row_valid: cython.uchar[::1] = row_flags
+    total: cython.Py_ssize_t = 0
+    filled: cython.Py_ssize_t = 0
+    i: cython.Py_ssize_t
+    j: cython.Py_ssize_t
+    row: cython.Py_ssize_t
+    for i in range(len(rows)):
+        row = rows[i]
+        while filled < row:  # rows in between are null: their offsets do not move
+            filled += 1
+            offsets[filled] = total
+        for item in values[i]:
+            if pairs:  # a map's entries are never null
+                if type(item) is not tuple or len(item) != 2 or item[0] is None:
+                    return None
+                item_flags.append(1)
+                cython.cast(list, children[0]).append(item[0])
+                cython.cast(list, children[1]).append(item[1])
+            elif item is None:
+                item_flags.append(0)
+                for j in range(width):
+                    cython.cast(list, children[j]).append(None)
+            elif type(item) is dict:
+                item_flags.append(1)
+                for j in range(width):
+                    cython.cast(list, children[j]).append(cython.cast(dict, item).get(names[j]))
+            else:
+                return None
+            total += 1
+        if total > MAX_OFFSET:
+            raise OverflowError(f"{kind}: over 2**31 elements in one batch")
+        row_valid[row] = 1
+        filled = row + 1
+        offsets[filled] = total
+    while filled < count:
+        filled += 1
+        offsets[filled] = total
+    arrays = [_child_array(child, field) for child, field in zip(children, fields, strict=True)]
+    items = pa.Array.from_buffers(
+        pa.struct(fields), total, [_validity(item_flags, 0, total)], children=arrays
+    )
+    buffers = [_validity(row_flags, 0, count), pa.py_buffer(offsets_bytes)]
+    return pa.Array.from_buffers(kind, count, buffers, children=[items])
+
+
+def _child_array(values: list, field: pa.Field) -> pa.Array:
+    """One child of a nested column. Integers and texts are laid out here as the columns
+    are: ``pa.array`` would cost more, and its first call in a process imports pandas."""
+    kind = field.type
+    if kind == pa.string() or kind == pa.binary():
+        return _text_child(values, field)
+    if not pa.types.is_integer(kind):
+        return pa.array(values, type=kind)
+    count: cython.Py_ssize_t = len(values)
+    data = bytearray(8 * count)
+    flags = bytearray(count)
+    slots: cython.longlong[::1] = memoryview(data).cast("q")
+    valid: cython.uchar[::1] = flags
+    i: cython.Py_ssize_t
+    for i in range(count):
+        value = values[i]
+        if value is not None:
+            slots[i] = value
+            valid[i] = 1
+    return _integers(kind, count, _validity(flags, 0, count), pa.py_buffer(data))
+
+
+def _text_child(values: list, field: pa.Field) -> pa.Array:
+    """A string or binary child from its values (None: null)."""
+    string: cython.bint = field.type == pa.string()
+    count: cython.Py_ssize_t = len(values)
     offsets_bytes = bytearray(4 * (count + 1))
     offsets: cython.int[::1] = memoryview(offsets_bytes).cast("i")
     flags = bytearray(count)
     valid: cython.uchar[::1] = flags
+    parts: list = []
+    end: cython.Py_ssize_t = 0
     i: cython.Py_ssize_t
-    row: cython.Py_ssize_t
-    filled: cython.Py_ssize_t = 0
-    end: cython.longlong = 0
-    value: object
-    for i in range(len(rows)):
+    for i in range(count):
         value = values[i]
-        if type(value) is not str:
-            return None
-        row = rows[i]
-        while filled < row:  # rows in between are null: their offsets do not move
-            filled += 1
-            offsets[filled] = end
-        end += len(value) if cython.cast(str, value).isascii() else len(value.encode())
-        if end > 0x7FFFFFFF:
-            return None
-        valid[row] = 1
-        filled = row + 1
-        offsets[filled] = end
-    while filled < count:
-        filled += 1
-        offsets[filled] = end
-    try:
-        data = "".join(values).encode()
-    except UnicodeEncodeError:
-        return None
-    validity = None if len(rows) == count else pa.py_buffer(_flag_bits(flags, count))
-    buffers = [validity, pa.py_buffer(offsets_bytes), pa.py_buffer(data)]
-    return pa.Array.from_buffers(pa.string(), count, buffers)
+        if value is not None:
+            if type(value) is str:
+                encoded = cython.cast(str, value).encode()
+            else:
+                encoded = _encoded(value, string, field.name)
+            parts.append(encoded)
+            end += len(encoded)
+            if end > MAX_OFFSET:
+                raise OverflowError(f"{field.name}: over 2 GiB of values in one batch")
+            valid[i] = 1
+        offsets[i + 1] = end
+    buffers = [
+        _validity(flags, 0, count),
+        pa.py_buffer(offsets_bytes),
+        pa.py_buffer(b"".join(parts)),
+    ]
+    return pa.Array.from_buffers(field.type, count, buffers)
 
 
-def _flag_bits(flags: cython.uchar[::1], count: cython.Py_ssize_t) -> bytearray:
-    """The first ``count`` flag bytes as Arrow's validity bits (nonzero: set)."""
+def _integers(kind: pa.DataType, count: int, validity: Any, values: pa.Buffer) -> pa.Array:
+    """An integer or timestamp column from 64-bit values; narrower integers are cast with
+    Arrow's checked cast, so a value out of range is an error, never wrapped."""
+    if pa.types.is_timestamp(kind):
+        return pa.Array.from_buffers(kind, count, [validity, values])
+    wide = pa.Array.from_buffers(pa.int64(), count, [validity, values])
+    return wide if kind == pa.int64() else wide.cast(kind)
+
+
+@cython.cfunc
+def _encoded(value: object, string: cython.bint, column: str) -> bytes:
+    """A string or binary column's value as the bytes Arrow keeps: UTF-8 for text (bytes
+    given for a string column must be UTF-8 already, as Arrow's own conversion demands)."""
+    if type(value) is str:
+        return cython.cast(str, value).encode()
+    if isinstance(value, _TEXT_TYPES):
+        encoded = bytes(value)
+        if string:
+            encoded.decode()  # raises UnicodeDecodeError on bytes that are not UTF-8
+        return encoded
+    if isinstance(value, str):
+        return str(value).encode()
+    raise TypeError(f"{column}: a {type(value).__name__} is not a string or bytes value")
+
+
+def _validity(flags: bytearray, start: cython.Py_ssize_t, count: cython.Py_ssize_t) -> Any:
+    """Flag bytes ``flags[start:start + count]`` as an Arrow validity buffer (nonzero: set)."""
     out = bytearray((count + 7) // 8)
     bits: cython.uchar[::1] = out
+    view: cython.uchar[::1] = flags
     row: cython.Py_ssize_t
     for row in range(count):
-        if flags[row]:
+        if view[start + row]:
             bits[row >> 3] |= 1 << (row & 7)
-    return out
+    return pa.py_buffer(out)

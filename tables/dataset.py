@@ -2,8 +2,8 @@
 
 Decoders hand over rows as dicts (:class:`pwcap.decode.api.RowSink`); the writer's
 ``frame`` / ``message`` / ``anomaly`` split them into the columns of a
-:class:`pwcap.tables.columns.ColumnBuffer`, and every ``batch_rows`` rows (or, with
-payloads, every :data:`BATCH_PAYLOAD_BYTES` of them) become one Arrow record batch
+:class:`pwcap.tables.columns.ColumnBuffer`, and every ``batch_rows`` rows (or fewer, once
+their string and binary values reach :data:`BATCH_BYTES`) become one Arrow record batch
 against the schema of :mod:`pwcap.tables.schema`, at the append that fills the buffer:
 one capture record may yield any number of rows. Batches are written as a row group once
 ``row_group_rows`` have gathered, so memory holds at most one row group per table in
@@ -34,7 +34,7 @@ from pwcap.tables.schema import TABLES, Row, arrow_schema
 BATCH_ROWS = 16_384  # rows held per table before conversion to Arrow
 ROW_GROUP_ROWS = 131_072  # rows per Parquet row group, at most
 ROW_GROUP_BYTES = 32 << 20  # Arrow bytes per row group, at most (payloads can be large)
-BATCH_PAYLOAD_BYTES = 32 << 20  # payload bytes held in dicts before a conversion
+BATCH_BYTES = 32 << 20  # string and binary bytes (payloads...) held before a conversion
 FILE_ROWS = 8 * ROW_GROUP_ROWS  # rows per part file before the next one is started
 COMPRESSION = "zstd"
 COUNTED = {"frames": "command", "anomalies": "kind"}  # tallied for the run's summary
@@ -61,11 +61,10 @@ class TableWriter:
         file_rows: int,
         background: ThreadPoolExecutor,
         batch_rows: int = BATCH_ROWS,
-        payload_limit: int = 0,
     ) -> None:
         self.directory = directory
         self.schema = arrow_schema(table)
-        self.buffer = ColumnBuffer(self.schema, batch_rows, payload_limit)
+        self.buffer = ColumnBuffer(self.schema, batch_rows, BATCH_BYTES)
         self._row_group_rows = row_group_rows
         self._file_rows = file_rows
         self._background = background
@@ -172,7 +171,6 @@ class DatasetWriter:
         batch_rows: int = BATCH_ROWS,
         row_group_rows: int = ROW_GROUP_ROWS,
         file_rows: int = FILE_ROWS,
-        payloads: bool = False,
     ) -> None:
         self.out = Path(out)
         self.overwrite = overwrite
@@ -186,8 +184,6 @@ class DatasetWriter:
             if received:
                 raise Interrupted(received[0])
             background = ThreadPoolExecutor(1, thread_name_prefix="pwcap-parquet")
-            # With payloads, messages also end a batch by the payload bytes they hold.
-            payload_limits = {"messages": BATCH_PAYLOAD_BYTES} if payloads else {}
             self.tables = {
                 name: TableWriter(
                     tmp / name,
@@ -196,7 +192,6 @@ class DatasetWriter:
                     file_rows,
                     background,
                     batch_rows,
-                    payload_limits.get(name, 0),
                 )
                 for name in TABLES
             }

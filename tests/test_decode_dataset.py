@@ -137,14 +137,14 @@ def test_a_failed_overwrite_keeps_the_earlier_dataset(tmp_path):
 
 
 def test_payload_bytes_held_in_memory_are_bounded(tmp_path, monkeypatch):
-    monkeypatch.setattr(dataset, "BATCH_PAYLOAD_BYTES", 1 << 20)
+    monkeypatch.setattr(dataset, "BATCH_BYTES", 1 << 20)
     monkeypatch.setattr(dataset, "ROW_GROUP_BYTES", 2 << 20)
     payload = b"p" * 300_000
     out = tmp_path / "ds"
-    with DatasetWriter(out, payloads=True) as writer:
+    with DatasetWriter(out) as writer:
         for i in range(20):
             writer.message({"ts": T0 + i, "conn_id": 1, "payload": payload})
-            held = writer.tables["messages"].buffer.payload_bytes
+            held = writer.tables["messages"].buffer.held_bytes
             assert held < (1 << 20) + len(payload)
     (part,) = (out / "messages").iterdir()
     groups = _row_groups(part)

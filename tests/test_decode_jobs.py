@@ -18,6 +18,7 @@ from pathlib import Path
 
 import pyarrow.parquet as pq
 import pytest
+from pwcap.capture import read_streams
 from pwcap.capture.shares import FlowShare, flow_hash
 from pwcap.decode import parallel
 from pwcap.decode.driver import Progress, decode_captures
@@ -36,10 +37,13 @@ from pwcap.tables.schema import TABLES
 from pwcap.cli import main
 from tests.bench_scripts import load_bench
 from tests.conftest import sample_captures
+from tests.pulsar_frames import command, frame
+from tests.stream_sink import RecordingSink
 from tests.test_decode_cli import pwcap
 from tests.test_hostile_captures import pcapng_with
 
 SAMPLES = Path(__file__).resolve().parent.parent / "sample_pcaps"
+PING = frame(command("PING"))
 
 
 def rows(out: Path, table: str) -> list[str]:
@@ -48,7 +52,10 @@ def rows(out: Path, table: str) -> list[str]:
 
 
 def assert_same_dataset(one: Path, other: Path) -> None:
+    """The same tables, with the same columns and types, holding the same rows."""
     for table in TABLES:
+        schemas = [pq.read_schema(next((out / table).glob("*.parquet"))) for out in (one, other)]
+        assert schemas[0].remove_metadata() == schemas[1].remove_metadata(), table
         assert rows(one, table) == rows(other, table), table
 
 
@@ -96,6 +103,22 @@ def test_every_connection_is_kept_by_exactly_one_share(count):
         assert keepers == [s.index for s in shares if s.keeps(dst, dport, src, sport)]
     kept = [sum(s.keeps(*t) for t in tuples) for s in shares]
     assert min(kept) > len(tuples) / count / 2  # no share left idle
+
+
+def test_a_worker_reassembles_only_the_connections_of_its_share(tmp_path, write_capture):
+    """What keeps a worker's memory to its share: the other shares' segments are dropped
+    before reassembly, so three workers hold the capture's connections between them,
+    each connection once."""
+    capture = write_capture(tmp_path / "many.pcap", [(6650, [(0, PING)])] * 30)
+    everyone = RecordingSink()
+    read_streams(capture, everyone)
+    held = []
+    for index in range(3):
+        sink = RecordingSink()
+        read_streams(capture, sink, share=FlowShare(index, 3))
+        held.append(list(sink.by_endpoints()))
+    assert all(0 < len(connections) < 30 for connections in held)
+    assert sorted(c for connections in held for c in connections) == sorted(everyone.by_endpoints())
 
 
 def test_by_default_every_core_with_enough_input_for_each(monkeypatch):

@@ -7,18 +7,25 @@ import os
 import shutil
 import subprocess
 import sys
+from dataclasses import asdict
 from pathlib import Path
 
+import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
+from pwcap.capture.records import CHUNK
 from pwcap.decode.api import DecodeOptions
 from pwcap.decode.driver import decode_captures
 from pwcap.decode.inputs import InputError
 from pwcap.jobs import decode as job
 from pwcap.jobs.common import write_tables
-from pwcap.jobs.decode import decoded_tables, list_captures, main
+from pwcap.jobs.decode import decode_tasks, decoded_tables, list_captures, main
+from pwcap.tables.schema import TABLES
 
-from tests.test_decode_jobs import assert_same_dataset
+from pwcap import cli
+from tests.bench_scripts import load_bench
+from tests.corpus.pcapfile import Capture, read_pcap, tcp_segment, write_pcap
+from tests.test_decode_jobs import assert_same_dataset, rows
 from tests.test_decode_series import ORIGINAL, split_pcap
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -50,6 +57,27 @@ def test_spark_tasks_write_the_dataset_pwcap_decode_writes(spark, sample_dataset
     written = write_tables(decoded_tables(spark, captures, DecodeOptions()), str(tmp_path / "out"))
     assert sorted(written) == ["anomalies", "connections", "frames", "messages"]
     assert_same_dataset(sample_dataset, tmp_path / "out")
+
+
+def test_a_task_reads_its_capture_a_chunk_at_a_time(tmp_path, monkeypatch):
+    """The function every task runs streams its capture from the filesystem: no read
+    asks for more than the reader's chunk, however large the capture."""
+    capture = tmp_path / "big.pcap"
+    load_bench("bench_decode").write_capture(capture, "small", 3 * CHUNK)
+    [listed], _ = list_captures([f"file://{capture}"])
+    asked: list[int] = []
+    read = job._Named.read
+
+    def recorded(self, size=-1):
+        asked.append(size)
+        return read(self, size)
+
+    monkeypatch.setattr(job._Named, "read", recorded)
+    batch = pa.RecordBatch.from_pylist([{**asdict(listed), "share": 0, "shares": 1}])
+    decoded = sum(out.num_rows for out in decode_tasks(DecodeOptions())(iter([batch])))
+    assert decoded > 0
+    assert listed.size > 2 * CHUNK  # a capture no single read could take
+    assert len(asked) > 2 and all(0 < size <= CHUNK for size in asked)
 
 
 @pytest.mark.slow
@@ -136,9 +164,61 @@ def test_connection_ids_are_unique_across_captures_decoded_by_tasks(spark, tmp_p
     listed, _ = list_captures([f"file://{tmp_path}/host1/", f"file://{tmp_path}/host2/"])
     write_tables(decoded_tables(spark, listed, DecodeOptions()), str(tmp_path / "out"))
     ids = pq.read_table(tmp_path / "out" / "connections", columns=["capture", "conn_id"])
-    rows = ids.to_pylist()
-    assert {row["capture"] for row in rows} == {"host1/trace.pcap", "host2/trace.pcap"}
-    assert len({row["conn_id"] for row in rows}) == len(rows) == 2
+    connections = ids.to_pylist()
+    names = {"host1/trace.pcap", "host2/trace.pcap"}
+    assert {row["capture"] for row in connections} == names
+    assert len({row["conn_id"] for row in connections}) == len(connections) == 2
+    for table in TABLES:  # every row says which capture it came from
+        captures = pq.read_table(tmp_path / "out" / table, columns=["capture"])[0].to_pylist()
+        assert set(captures) <= names, table
+
+
+# -- the options that change what is decoded --------------------------------------------------
+
+
+def without_handshakes(source: Path, path: Path) -> Path:
+    """``source`` as tcpdump started after its connections opened would have it: no SYN,
+    so only a known server port (or a guess) tells the client from the broker."""
+    capture = read_pcap(source)
+    kept = [r for r in capture.records if not ((segment := tcp_segment(r)) and segment.syn)]
+    write_pcap(path, Capture(capture.linktype, capture.snaplen, kept))
+    return path
+
+
+@pytest.mark.parametrize(
+    ("capture", "late", "options"),
+    [
+        ("pulsar_partitioned_port16650.pcap", True, ["--pulsar-port", "16650"]),
+        ("pulsar_chunked.pcap", False, ["--max-frame-size", "4K"]),
+        ("pulsar_plain.pcap", False, ["--payloads"]),
+    ],
+)
+def test_pwcap_decodes_options_decode_on_spark_as_pwcap_decode_does(
+    spark, tmp_path, capture, late, options
+):
+    """A capture on a port nobody registered, started after the handshakes, decodes by
+    the port hint; the frame limit and payloads likewise: the tasks get what ``pwcap
+    decode`` gets from the same flags, and the flags change the dataset (they reached
+    the tasks)."""
+    path = without_handshakes(SAMPLES / capture, tmp_path / capture) if late else SAMPLES / capture
+    assert cli.main(["decode", str(path), "-o", str(tmp_path / "expected"), "-q", *options]) == 0
+    assert cli.main(["decode", str(path), "-o", str(tmp_path / "without"), "-q"]) == 0
+    assert main([f"file://{path}", "-o", str(tmp_path / "out"), *options]) == 0
+    assert_same_dataset(tmp_path / "expected", tmp_path / "out")
+    assert any(rows(tmp_path / "without", t) != rows(tmp_path / "out", t) for t in TABLES)
+
+
+@pytest.mark.parametrize(
+    ("option", "says"),
+    [(["--pulsar-port", "70000"], "not a port"), (["--max-frame-size", "0"], "must be positive")],
+)
+def test_a_bad_decode_option_is_refused_as_pwcap_decode_refuses_it(tmp_path, capsys, option, says):
+    for run in (main, lambda argv: cli.main(["decode", *argv])):
+        with pytest.raises(SystemExit) as refused:
+            run([str(ORIGINAL), "-o", str(tmp_path / "out"), *option])
+        assert refused.value.code == 2
+        assert says in capsys.readouterr().err
+    assert list(tmp_path.iterdir()) == []
 
 
 # -- the dataset, written whole ------------------------------------------------------------------

@@ -64,8 +64,8 @@ def random_metadata(rng: random.Random) -> bytes:
         md.num_messages_in_batch = rng.choice(I32_EDGES)
     if rng.random() < 0.3:
         md.event_time = rng.choice(U64_EDGES)
-    if rng.random() < 0.05:
-        md.properties.add(key="k", value="v")
+    if rng.random() < 0.2:
+        _add_properties(rng, md.properties)
     if rng.random() < 0.05:
         md.uuid = "u-1"
         md.num_chunks_from_msg = 2
@@ -88,9 +88,14 @@ def random_single(rng: random.Random) -> bytes:
         single.sequence_id = rng.choice(U64_EDGES)
     if rng.random() < 0.05:
         single.null_value = True
-    if rng.random() < 0.05:
-        single.properties.add(key="k", value="v")
+    if rng.random() < 0.2:
+        _add_properties(rng, single.properties)
     return _tampered(rng, single.SerializePartialToString())
+
+
+def _add_properties(rng: random.Random, properties) -> None:
+    for _ in range(rng.choice([1, 2, 5])):
+        properties.add(key=rng.choice(TEXTS), value=rng.choice(TEXTS))
 
 
 def _tampered(rng: random.Random, data: bytes) -> bytes:
@@ -112,7 +117,7 @@ def _same(ours, theirs, reads: tuple[str, ...], presence: tuple[str, ...]) -> No
         assert type(getattr(ours, name)) is type(getattr(theirs, name)), name
     for name in presence:
         assert ours.HasField(name) == theirs.HasField(name), name
-    assert not ours.properties and not theirs.properties
+    assert list(ours.properties) == [(p.key, p.value) for p in theirs.properties]
 
 
 def check(data: bytes, reader, generated, reads, presence) -> bool:
@@ -181,3 +186,15 @@ def test_a_required_field_missing_is_left_to_the_generated_class():
     assert read_metadata(data, 0, len(data)) is None
     single = pb.SingleMessageMetadata(event_time=5).SerializePartialToString()  # no payload_size
     assert read_single(single, 0, len(single)) is None
+
+
+def test_properties_read_in_order_or_left_to_the_generated_class():
+    md = pb.MessageMetadata(producer_name="p", sequence_id=1, publish_time=2)
+    md.properties.add(key="b", value="2")
+    md.properties.add(key="a", value="")
+    data = md.SerializePartialToString()
+    assert read_metadata(data, 0, len(data)).properties == [("b", "2"), ("a", "")]
+    # A KeyValue without its value, or with a key that is not UTF-8: not the common shape.
+    for pair in (b"\x0a\x01k", b"\x0a\x01\xff\x12\x00", b"\x0a\x01k\x12\x00\x0a\x01j"):
+        bad = data + b"\x22" + bytes([len(pair)]) + pair
+        assert read_metadata(bad, 0, len(bad)) is None

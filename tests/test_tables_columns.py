@@ -33,7 +33,9 @@ def value_for(rng: random.Random, kind: pa.DataType):
     if pa.types.is_map(kind):
         return [("k", "v"), ("k2", "")]
     if pa.types.is_list(kind):
-        return [{"ledger_id": 1, "entry_id": 2, "partition": None, "batch_index": 3}]
+        first = {"ledger_id": 1, "entry_id": 2, "partition": None, "batch_index": 3}
+        second = {"ledger_id": -1, "entry_id": 0, "partition": 7}  # batch_index left out
+        return rng.choice([[], [first], [first, second]])
     raise AssertionError(f"no sample value for {kind}")
 
 
@@ -80,9 +82,41 @@ def test_a_full_buffer_takes_no_row_until_emptied():
         buffer.add({"n": 2})
 
 
-def test_payload_bytes_end_a_batch_early():
-    schema = pa.schema([("payload", pa.binary())])
-    buffer = ColumnBuffer(schema, limit=100, payload_limit=10)
+def test_string_and_binary_bytes_end_a_batch_early():
+    schema = pa.schema([("payload", pa.binary()), ("topic", pa.string())])
+    buffer = ColumnBuffer(schema, limit=100, byte_limit=10)
     assert not buffer.add({"payload": b"12345"})
-    assert buffer.add({"payload": b"67890"})
-    assert buffer.payload_bytes == 10
+    assert buffer.add({"topic": "67890"})
+    assert buffer.held_bytes == 10
+
+
+def test_text_columns_take_utf8_bytes_and_refuse_what_arrow_would():
+    schema = pa.schema([("topic", pa.string()), ("payload", pa.binary())])
+    buffer = ColumnBuffer(schema, limit=8)
+    buffer.add({"topic": "ünï".encode(), "payload": bytearray(b"\x00")})
+    buffer.add({"topic": "t", "payload": memoryview(b"\xff")})
+    buffer.add({"payload": "text"})
+    batch = buffer.take_batch()
+    assert batch.column("topic").to_pylist() == ["ünï", "t", None]
+    assert batch.column("payload").to_pylist() == [b"\x00", b"\xff", b"text"]
+    with pytest.raises(UnicodeDecodeError):
+        buffer.add({"topic": b"\xff"})
+    with pytest.raises(TypeError, match="topic"):
+        ColumnBuffer(schema, limit=8).add({"topic": 5})
+
+
+def test_a_bytearray_changed_after_its_row_was_added_keeps_the_value_it_had():
+    buffer = ColumnBuffer(pa.schema([("payload", pa.binary())]), limit=8)
+    value = bytearray(b"abc")
+    buffer.add({"payload": value})
+    value[0:1] = b"X"
+    buffer.add({"payload": value})
+    assert buffer.take_batch().column("payload").to_pylist() == [b"abc", b"Xbc"]
+
+
+def test_nested_values_of_another_shape_are_left_to_arrows_conversion():
+    schema = pa.schema([("properties", pa.map_(pa.string(), pa.string()))])
+    buffer = ColumnBuffer(schema, limit=8)
+    buffer.add({"properties": {"k": "v"}})  # a dict, not (key, value) pairs
+    buffer.add({"properties": [("k2", None)]})
+    assert buffer.take_batch().column("properties").to_pylist() == [[("k", "v")], [("k2", None)]]

@@ -208,7 +208,9 @@ def _rare_metadata(md: MessageMetadata, row: Row) -> None:
 
 
 def _properties(pairs: Any) -> list[tuple[str, str]]:
-    return [(text(p.key), text(p.value)) for p in pairs]
+    """(key, value) texts of the generated classes' KeyValues; the wire reader's come
+    as such pairs already."""
+    return [p if type(p) is tuple else (text(p.key), text(p.value)) for p in pairs]
 
 
 def micros(millis: int) -> int | None:

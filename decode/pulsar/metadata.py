@@ -2,8 +2,9 @@
 """Message metadata of the common shape, read straight from its wire bytes.
 
 Every payload frame carries a ``MessageMetadata`` and every batched message a
-``SingleMessageMetadata``; most carry a handful of scalar fields. :func:`read_metadata`
-and :func:`read_single` read those with the :class:`pwcap.decode.wire.Fields` cursor into
+``SingleMessageMetadata``; most carry a handful of scalar fields and a few properties.
+:func:`read_metadata` and :func:`read_single` read those with the
+:class:`pwcap.decode.wire.Fields` cursor into
 objects that answer the attribute reads :mod:`pwcap.decode.pulsar.messages` makes, as the
 generated classes would. Anything else (another field, a field twice, a wire type out
 of place, an enum value the schema lacks, text that is not UTF-8, a required field
@@ -28,14 +29,19 @@ _PAYLOAD_SIZE = 1 << 3  # SingleMessageMetadata's one required field
 @cython.cclass
 class _Plain:
     """One reading: the field walk both messages share, each field handed to
-    :meth:`put`; ``seen`` has bit n set where field n was present."""
+    :meth:`put`; ``seen`` has bit n set where field n was present. ``properties`` (the
+    repeated field of both messages) are (key, value) pairs, in wire order."""
 
     seen = cython.declare(cython.ulonglong, visibility="readonly")
+    properties = cython.declare(object, visibility="readonly")
     _required = cython.declare(cython.ulonglong)
+    _repeated = cython.declare(cython.ulonglong)
 
-    def __init__(self, required: int) -> None:
+    def __init__(self, required: int, properties_field: int) -> None:
         self.seen = 0
+        self.properties = ()
         self._required = required
+        self._repeated = 1 << properties_field
 
     @cython.ccall
     def read(self, data: bytes, start: cython.Py_ssize_t, end: cython.Py_ssize_t) -> cython.bint:
@@ -51,7 +57,7 @@ class _Plain:
             if number > 63:
                 return False
             bit = cython.cast(cython.ulonglong, 1) << number
-            if self.seen & bit:  # the generated classes merge or append a repeated field
+            if self.seen & bit & ~self._repeated:  # the generated classes merge a field twice
                 return False
             self.seen |= bit
             if not self.put(number, fields, data):
@@ -63,11 +69,24 @@ class _Plain:
         """Keep field ``number`` (the cursor is on it); False when it is not this shape."""
         raise NotImplementedError
 
+    @cython.cfunc
+    def _property(self, fields: Fields, data: bytes) -> cython.bint:
+        """One KeyValue of ``properties``; False unless exactly its key and value, as text."""
+        pair = _key_value(data, fields.start, fields.stop)
+        if pair is None:
+            return False
+        if self.properties:
+            cython.cast(list, self.properties).append(pair)
+        else:
+            self.properties = [pair]
+        return True
+
 
 @cython.cclass
 class PlainMetadata(_Plain):
     """A MessageMetadata holding only producer_name, sequence_id, publish_time,
-    partition_key, compression, uncompressed_size, num_messages_in_batch, event_time."""
+    properties, partition_key, compression, uncompressed_size, num_messages_in_batch,
+    event_time."""
 
     producer_name = cython.declare(str, visibility="readonly")
     sequence_id = cython.declare(object, visibility="readonly")
@@ -78,7 +97,6 @@ class PlainMetadata(_Plain):
     num_messages_in_batch = cython.declare(object, visibility="readonly")
     event_time = cython.declare(object, visibility="readonly")
     # Fields this shape never holds, at their defaults.
-    properties = ()
     encryption_keys = ()
     ordering_key = b""
     replicated_from = ""
@@ -93,7 +111,7 @@ class PlainMetadata(_Plain):
         self.sequence_id = self.publish_time = self.uncompressed_size = self.event_time = 0
         self.num_messages_in_batch = 1  # the schema's default
         self.compression = 0
-        super().__init__(_REQUIRED)
+        super().__init__(_REQUIRED, 4)
 
     def HasField(self, name: str) -> bool:
         return bool(self.seen & (1 << _METADATA_NUMBERS[name]))
@@ -101,6 +119,8 @@ class PlainMetadata(_Plain):
     @cython.ccall
     def put(self, number: cython.int, fields: object, data: bytes) -> cython.bint:
         wire_type = fields.wire_type
+        if wire_type == LENGTH_DELIMITED and number == 4:
+            return self._property(fields, data)
         if wire_type == LENGTH_DELIMITED and (number == 1 or number == 6):
             text = _utf8(data, fields.start, fields.stop)
             if text is None:
@@ -132,22 +152,21 @@ class PlainMetadata(_Plain):
 
 @cython.cclass
 class PlainSingle(_Plain):
-    """A SingleMessageMetadata holding only payload_size, partition_key, event_time,
-    ordering_key and sequence_id."""
+    """A SingleMessageMetadata holding only properties, payload_size, partition_key,
+    event_time, ordering_key and sequence_id."""
 
     payload_size = cython.declare(object, visibility="readonly")
     partition_key = cython.declare(str, visibility="readonly")
     event_time = cython.declare(object, visibility="readonly")
     ordering_key = cython.declare(bytes, visibility="readonly")
     sequence_id = cython.declare(object, visibility="readonly")
-    properties = ()
     null_value = False
 
     def __init__(self) -> None:
         self.payload_size = self.event_time = self.sequence_id = 0
         self.partition_key = ""
         self.ordering_key = b""
-        super().__init__(_PAYLOAD_SIZE)
+        super().__init__(_PAYLOAD_SIZE, 1)
 
     def HasField(self, name: str) -> bool:
         return bool(self.seen & (1 << _SINGLE_NUMBERS[name]))
@@ -155,6 +174,8 @@ class PlainSingle(_Plain):
     @cython.ccall
     def put(self, number: cython.int, fields: object, data: bytes) -> cython.bint:
         wire_type = fields.wire_type
+        if wire_type == LENGTH_DELIMITED and number == 1:
+            return self._property(fields, data)
         if wire_type == LENGTH_DELIMITED and number == 2:
             text = _utf8(data, fields.start, fields.stop)
             if text is None:
@@ -205,6 +226,32 @@ def read_single(data: bytes, start: int, end: int) -> PlainSingle | None:
     """The SingleMessageMetadata in ``data[start:end]`` as a :class:`PlainSingle`, or None."""
     single = PlainSingle()
     return single if single.read(data, start, end) else None
+
+
+def _key_value(data: bytes, start: cython.Py_ssize_t, end: cython.Py_ssize_t) -> tuple | None:
+    """A KeyValue's (key, value): both required, each once, both UTF-8; else None."""
+    fields = Fields(data, start, end)
+    key = value = None
+    number: cython.int
+    while True:
+        number = fields.next()
+        if number == 0:
+            break
+        if fields.wire_type != LENGTH_DELIMITED:
+            return None
+        if number == 1 and key is None:
+            key = _utf8(data, fields.start, fields.stop)
+            if key is None:
+                return None
+        elif number == 2 and value is None:
+            value = _utf8(data, fields.start, fields.stop)
+            if value is None:
+                return None
+        else:
+            return None
+    if fields.broken or key is None or value is None:
+        return None
+    return (key, value)
 
 
 def _utf8(data: bytes, start: cython.Py_ssize_t, stop: cython.Py_ssize_t) -> str | None:
