@@ -182,10 +182,7 @@ class ColumnBuffer:
             encoded = _encoded(value, index < self._strings, key)
         data: bytearray = self._text[index]
         end: cython.Py_ssize_t = len(data)
-        recorded: cython.Py_ssize_t = self._recorded[index]
-        while recorded < at:
-            recorded += 1
-            self._ends[index, recorded] = end
+        self._end_nulls(index, at, end)
         end += len(encoded)
         if end > MAX_OFFSET:
             raise OverflowError(f"{key}: over 2 GiB of values in one batch")
@@ -195,6 +192,18 @@ class ColumnBuffer:
         self._text_valid[index, at] = 1
         self._text_set[index] += 1
         self.held_bytes += len(encoded)
+
+    @cython.cfunc
+    def _end_nulls(
+        self, index: cython.Py_ssize_t, upto: cython.Py_ssize_t, end: cython.Py_ssize_t
+    ) -> cython.void:
+        """Record the end offset of text column ``index``'s rows before row ``upto`` that
+        set no value: where its data ends now (a null takes no bytes)."""
+        recorded: cython.Py_ssize_t = self._recorded[index]
+        while recorded < upto:
+            recorded += 1
+            self._ends[index, recorded] = end
+        self._recorded[index] = recorded
 
     def take_batch(self) -> pa.RecordBatch | None:
         """The held rows as one record batch (None when there are none), then empty."""
@@ -244,11 +253,7 @@ class ColumnBuffer:
         if not filled:
             return pa.nulls(count, kind)
         data: bytearray = self._text[index]
-        end: cython.Py_ssize_t = len(data)
-        recorded: cython.Py_ssize_t = self._recorded[index]
-        while recorded < count:  # the rows after the column's last value
-            recorded += 1
-            self._ends[index, recorded] = end
+        self._end_nulls(index, count, len(data))  # the rows after the column's last value
         width = 4 * (self._limit + 1)
         offsets = memoryview(self._ends_bytes)[index * width : index * width + 4 * (count + 1)]
         validity = None
