@@ -30,6 +30,7 @@ from fuzz.layout import EPB, EPB_DATA, IDB, Layout, Part, Tcp, parse, tcp
 
 SAMPLES = Path(__file__).resolve().parent.parent / "sample_pcaps"
 MAX_FRAME = 5 * 1024 * 1024  # pwcap's default --max-frame-size: both sides of it matter
+TCP_MIN_HEADER = 20  # bytes: a TCP header without options
 
 
 @dataclass(frozen=True)
@@ -323,6 +324,8 @@ def resegment(rng: random.Random, layout: Layout) -> str:
     if found is None:
         return "none"
     index, part, where = found
+    if where.payload - where.header < TCP_MIN_HEADER:  # an earlier mutation shrank it:
+        return "none"  # its pieces would have no room for their sequence numbers
     base = part.packet_at or 0
     packet = bytes(part.raw[base:])
     payload = packet[where.payload : where.end]
