@@ -11,6 +11,7 @@ from dataclasses import asdict
 from pathlib import Path
 
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.parquet as pq
 import pytest
 from pwcap.capture.records import CHUNK
@@ -20,7 +21,7 @@ from pwcap.decode.inputs import InputError
 from pwcap.jobs import decode as job
 from pwcap.jobs.common import write_tables
 from pwcap.jobs.decode import decode_tasks, decoded_tables, list_captures, main
-from pwcap.tables.schema import TABLES
+from pwcap.tables.schema import TABLES, arrow_schema
 
 from pwcap import cli
 from tests.bench_scripts import load_bench
@@ -78,6 +79,23 @@ def test_a_task_reads_its_capture_a_chunk_at_a_time(tmp_path, monkeypatch):
     assert decoded > 0
     assert listed.size > 2 * CHUNK  # a capture no single read could take
     assert len(asked) > 2 and all(0 < size <= CHUNK for size in asked)
+
+
+def test_what_a_task_packs_unpacks_to_the_tables_pwcap_decode_writes(tmp_path):
+    """A task hands Spark each batch of rows packed as one row; unpacked table by table,
+    they are the rows, columns and types ``pwcap decode`` writes."""
+    capture = SAMPLES / "pulsar_shared_two_consumers.pcap"
+    decode_captures([capture], tmp_path / "expected")
+    [listed], _ = list_captures([str(capture)])
+    batch = pa.RecordBatch.from_pylist([{**asdict(listed), "share": 0, "shares": 1}])
+    packed = pa.Table.from_batches(list(decode_tasks(DecodeOptions())(iter([batch]))))
+    assert packed.schema == job.PACKED
+    for table in TABLES:
+        own = packed.filter(pc.equal(packed["table"], table)).to_batches()
+        unpacked = pa.Table.from_batches(list(job.unpacked(iter(own))), arrow_schema(table))
+        expected = pq.read_table(tmp_path / "expected" / table)
+        assert unpacked.schema == expected.schema.remove_metadata(), table
+        assert unpacked.to_pylist() == expected.to_pylist(), table
 
 
 @pytest.mark.slow
