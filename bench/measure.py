@@ -1,7 +1,10 @@
 """Run one command as a child process and measure it from outside, as the OS accounts it.
 
 CPU time is the child's user and system time from ``wait4`` (its own and that of every
-descendant it waited for, so worker processes count). Peak memory is read from ``/proc``
+descendant it waited for, so worker processes count). A descendant nobody waits for is
+missing from that figure (Spark's Python workers: their daemon is killed, not waited for),
+so each process's own CPU time is also read from ``/proc`` while it runs, and the larger
+of the two totals is reported. Peak memory is read from ``/proc``
 while the command runs: each process's ``VmHWM`` (its own high-water mark, which the
 ``ru_maxrss`` of a spawned child is not: Linux carries the parent's peak over ``exec``) and
 the sum of ``VmRSS`` over the whole process tree at each sample (what a run with workers
@@ -20,6 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 SAMPLE_SECONDS = 0.01
+CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
 
 
 @dataclass(frozen=True)
@@ -52,6 +56,16 @@ def _status_kb(pid: int, keys: tuple[str, ...]) -> dict[str, int]:
     return values
 
 
+def _own_cpu(pid: int) -> tuple[float, float]:
+    """The user and system seconds ``pid`` itself has used so far (not its children's)."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return 0.0, 0.0
+    fields = stat[stat.rindex(")") + 2 :].split()  # after the name, which may hold spaces
+    return int(fields[11]) / CLOCK_TICKS, int(fields[12]) / CLOCK_TICKS
+
+
 def _tree(pid: int) -> list[int]:
     """``pid`` and its live descendants, through each thread's ``children`` list."""
     found, todo = [], [pid]
@@ -79,6 +93,7 @@ class _MemorySampler(threading.Thread):
         self.pid = pid
         self.hwm_kb: dict[int, int] = {}
         self.tree_kb = 0
+        self.cpu: dict[int, tuple[float, float]] = {}  # each process's own, last seen
         self.done = threading.Event()
 
     def run(self) -> None:
@@ -88,8 +103,15 @@ class _MemorySampler(threading.Thread):
                 status = _status_kb(pid, ("VmHWM", "VmRSS"))
                 total += status.get("VmRSS", 0)
                 self.hwm_kb[pid] = max(self.hwm_kb.get(pid, 0), status.get("VmHWM", 0))
+                user, system = _own_cpu(pid)
+                if user + system > sum(self.cpu.get(pid, (0.0, 0.0))):
+                    self.cpu[pid] = (user, system)
             self.tree_kb = max(self.tree_kb, total)
             self.done.wait(SAMPLE_SECONDS)
+
+    def seen_cpu(self) -> tuple[float, float]:
+        """User and system seconds of every process seen, each counted once."""
+        return sum(u for u, _ in self.cpu.values()), sum(s for _, s in self.cpu.values())
 
 
 def measure(argv: list[str]) -> Measurement:
@@ -106,9 +128,10 @@ def measure(argv: list[str]) -> Measurement:
         child.returncode = os.waitstatus_to_exitcode(status)  # reaped here, not by Popen
         stderr.seek(0)
         said = stderr.read().decode(errors="replace").strip()
+    user, system = max((usage.ru_utime, usage.ru_stime), sampler.seen_cpu(), key=sum)
     return Measurement(
-        user=usage.ru_utime,
-        sys=usage.ru_stime,
+        user=user,
+        sys=system,
         wall=wall,
         peak_mb=max(sampler.hwm_kb.values(), default=0) / 1024,
         tree_peak_mb=sampler.tree_kb / 1024,

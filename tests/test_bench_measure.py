@@ -1,0 +1,32 @@
+"""``bench/measure.py``: what a benchmarked command cost, its whole process tree included."""
+
+from __future__ import annotations
+
+import sys
+
+from tests.bench_scripts import load_bench
+
+measure = load_bench("measure")
+
+BUSY = "import time\nstart = time.process_time()\nwhile time.process_time() - start < 0.5: pass"
+
+# Starts a busy process and exits once it has ended, without reaping it: its CPU time
+# reaches no one's wait4, as with Spark's Python workers, whose daemon is killed.
+UNREAPED = f"""
+import os, sys, time
+pid = os.posix_spawn(sys.executable, [sys.executable, "-c", {BUSY!r}], os.environ)
+while open(f"/proc/{{pid}}/stat").read().rpartition(") ")[2][0] != "Z":
+    time.sleep(0.01)
+"""
+
+
+def test_the_cpu_time_of_a_process_nobody_waits_for_is_counted():
+    run = measure.measure([sys.executable, "-c", UNREAPED])
+    assert run.returncode == 0
+    assert run.cpu >= 0.45  # the busy half second, less at most one sampling interval
+
+
+def test_the_cpu_time_of_waited_for_children_is_counted_once():
+    waited = f"import subprocess, sys\nsubprocess.run([sys.executable, '-c', {BUSY!r}])"
+    run = measure.measure([sys.executable, "-c", waited])
+    assert 0.45 <= run.cpu < 0.9  # the child's half second and two interpreters' start
