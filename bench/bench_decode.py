@@ -30,11 +30,10 @@ from pathlib import Path
 
 import crc32c
 from contenders import (
+    ONE_PROCESS,
     decoded_frames,
-    one_process,
     peers,
     pwcap_decode,
-    pwcap_has_jobs,
     pwcap_version,
 )
 from options import add_options, parse_size
@@ -289,7 +288,7 @@ def decode_against_peers(capture: Path, shape: str, frames: int, args: argparse.
     print(f"\n{shape} frames: {capture} ({megabytes:,.0f} MB, {frames:,} frames)")
     for note in notes:
         print(f"  {note}")
-    results = contest([pwcap_decode(capture, out, *one_process()), *others], args.runs)
+    results = contest([pwcap_decode(capture, out, *ONE_PROCESS), *others], args.runs)
     check_frames(out, frames)
     print_table(results, frames, megabytes)
     pwcap = results[0]
@@ -305,9 +304,6 @@ def decode_against_peers(capture: Path, shape: str, frames: int, args: argparse.
 def compare_jobs(capture: Path, shape: str, frames: int, args: argparse.Namespace) -> None:
     """Issue 11: ``--jobs 2`` against ``--jobs 1`` on the same capture, wall time (the
     point of workers) and the peak of the whole process tree."""
-    if not pwcap_has_jobs():
-        print("  --jobs comparison skipped: pwcap decode has no --jobs option yet")
-        return
     outs = {jobs: args.data / f"out_{shape}_jobs{jobs}" for jobs in ("2", "1")}
     runs = [pwcap_decode(capture, out, "--jobs", jobs) for jobs, out in outs.items()]
     results = contest(runs, args.runs)

@@ -26,10 +26,10 @@ from pathlib import Path
 
 import dpkt
 from contenders import (
+    ONE_PROCESS,
     PLUGIN,
     TSHARK_DATA,
     decoded_frames,
-    one_process,
     peers,
     pwcap_decode,
     pwcap_version,
@@ -162,7 +162,7 @@ def main() -> None:
     )
     for note in notes:
         print(f"  {note}")
-    results = contest([pwcap_decode(capture, out, *one_process()), *others], args.runs)
+    results = contest([pwcap_decode(capture, out, *ONE_PROCESS), *others], args.runs)
     decoded = decoded_frames(out)
     if decoded != replica.frames:
         sys.exit(f"pwcap decoded {decoded:,} frames of {replica.frames:,}: figures not comparable")

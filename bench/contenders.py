@@ -35,6 +35,10 @@ class Contender:
     argv: list[str]
 
 
+# ``pwcap decode``'s options for one process (the per-core figures): its default is every core.
+ONE_PROCESS = ("--jobs", "1")
+
+
 def _pwcap(*args: str) -> list[str]:
     return [sys.executable, "-m", "pwcap.cli", *args]
 
@@ -47,16 +51,6 @@ def _said(argv: list[str]) -> str:
 def pwcap_version() -> str:
     """What ``pwcap --version`` says (which decode path is built), if it says anything."""
     return _said(_pwcap("--version")).strip() or "pwcap (no --version)"
-
-
-def pwcap_has_jobs() -> bool:
-    return "--jobs" in _said(_pwcap("decode", "--help"))
-
-
-def one_process() -> list[str]:
-    """``pwcap decode``'s options for one process (the per-core figures), once it has
-    ``--jobs``: its default then is every core."""
-    return ["--jobs", "1"] if pwcap_has_jobs() else []
 
 
 def pwcap_decode(capture: Path, out: Path, *extra: str) -> Contender:

@@ -14,7 +14,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from contenders import one_process
+from contenders import ONE_PROCESS
 
 _CHILD = """
 import cProfile, pstats, sys
@@ -40,4 +40,4 @@ for (path, line, name), (_, calls, own, _, _) in rows:
 def profile_decode(capture: Path, out: Path, frames: int, top: int = 25) -> None:
     """Print the profile of decoding ``capture`` (``frames`` frames) into ``out``."""
     argv = [sys.executable, "-c", _CHILD, str(capture), str(out), str(frames), str(top)]
-    subprocess.run([*argv, *one_process()], check=True)
+    subprocess.run([*argv, *ONE_PROCESS], check=True)
