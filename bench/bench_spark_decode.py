@@ -41,9 +41,11 @@ def captures(data: Path, size: int, count: int) -> tuple[Path, int]:
 
 
 def spark_decode(folder: Path, out: Path, master: str) -> Contender:
-    spark_submit = str(Path(sys.executable).parent / "spark-submit")
+    """The job as ``python jobs/decode.py`` runs it: the local Spark it starts itself
+    (driver memory sized to the machine, pwcap's JVM options), on ``master``."""
     job = [str(ROOT / "jobs" / "decode.py"), str(folder), "-o", str(out), "--overwrite"]
-    return Contender(f"jobs/decode.py {master}", [spark_submit, "--master", master, *job])
+    submit = f"PYSPARK_SUBMIT_ARGS=--master {master} pyspark-shell"
+    return Contender(f"jobs/decode.py {master}", ["env", submit, sys.executable, *job])
 
 
 def contents(dataset: Path) -> dict[str, object]:
