@@ -21,7 +21,7 @@ from fuzz.known import OPEN, known
 from fuzz.mutate import Mutant, mutant
 
 SEED = 1
-SHORT_RUN = 3000
+SHORT_RUN = 1000  # in every test run; `python -m fuzz.campaign` runs the long campaigns
 BATCH = 100
 CORPUS = Path(__file__).resolve().parent.parent / "fuzz" / "corpus" / "captures"
 
