@@ -172,9 +172,10 @@ def _tree(pid: int) -> list[int]:
     while todo:
         current = todo.pop()
         found.append(current)
-        for children in Path(f"/proc/{current}/task").glob("*/children"):
-            with contextlib.suppress(OSError):  # the thread or process ended meanwhile
-                todo.extend(int(child) for child in children.read_text().split())
+        with contextlib.suppress(OSError):  # the thread or process ended meanwhile
+            for children in Path(f"/proc/{current}/task").glob("*/children"):
+                with contextlib.suppress(OSError):
+                    todo.extend(int(child) for child in children.read_text().split())
     return found
 
 

@@ -34,6 +34,7 @@ DELIVERY = (
     "stream_offset",
     "ts",
 )
+DELIVERY_ONLY = tuple(c for c in DELIVERY if c not in (*ENTRY, "num_messages", "ts"))  # not acks
 
 
 def acks(frames: DataFrame) -> DataFrame:
@@ -63,9 +64,7 @@ def answered_deliveries(frames: DataFrame) -> DataFrame:
     # An ack whose topic or subscription is unknown (capture started mid-connection)
     # answers nothing: it cannot be told which subscription it is for.
     rows = _deliveries_and_acks(frames).where((F.col("row") == DELIVERED) | _known(ENTRY))
-    cumulative = (F.col("command") == "ACK") & (F.col("ack_type") == "Cumulative")
-    acking = message_ids(frames.where(cumulative)).where(_known(ENTRY))
-    acking = F.broadcast(acking.select(*SUBSCRIPTION).distinct())
+    acking = F.broadcast(_cumulative_acks(frames).select(*SUBSCRIPTION).distinct())
     per_entry = rows.join(acking, list(SUBSCRIPTION), "left_anti")
     per_subscription = rows.join(acking, list(SUBSCRIPTION), "left_semi").repartition(
         *SUBSCRIPTION  # one shuffle for both passes
@@ -94,38 +93,111 @@ def answered_deliveries(frames: DataFrame) -> DataFrame:
 DELIVERED, INDIVIDUAL, CUMULATIVE = 0, 1, 2  # kinds of row, in the order acks sort first
 
 
+def unanswered_last_deliveries(frames: DataFrame) -> DataFrame:
+    """Each entry's last delivery when no ack answered it, with ``deliveries`` (the entry's
+    count): the rows of :func:`answered_deliveries` with neither ``next_delivery_ts`` nor
+    ``ack_ts``, without its sorted passes over every delivery and ack.
+
+    Only the last delivery and the latest acks decide: an individual ack of the entry at
+    or after it answers it, and so does a cumulative ack of its subscription at or after
+    it once some cumulative ack reaches the entry's position (they move forward: the later
+    of the two reaches it). Hash aggregates of times find the unanswered entries; the last
+    delivery's columns come from joining those back to their deliveries.
+    """
+    rows = _deliveries_and_acks(frames).where((F.col("row") == DELIVERED) | _known(ENTRY))
+    delivered = F.col("row") == DELIVERED
+    per_entry = (
+        rows.where(F.col("row") != CUMULATIVE)
+        .groupBy(*ENTRY)
+        .agg(
+            F.count(F.when(delivered, 1)).cast("int").alias("deliveries"),
+            F.max(F.when(delivered, F.col("ts"))).alias("last_ts"),
+            F.max(F.when(~delivered, F.col("ts"))).alias("individual_ts"),
+        )
+    )
+    position = F.struct("ledger_id", "entry_id")  # nulls first, as the position pass sorts
+    reach = (
+        _cumulative_acks(frames)
+        .groupBy(*SUBSCRIPTION)
+        .agg(F.max(position).alias("reach"), F.max("ts").alias("reach_ts"))
+    )
+    answered = (F.col("individual_ts") >= F.col("last_ts")) | (
+        (F.col("reach") >= position) & (F.col("reach_ts") >= F.col("last_ts"))
+    )
+    holes = (
+        per_entry.where(F.col("deliveries") > 0)
+        .join(F.broadcast(reach), list(SUBSCRIPTION), "left")
+        .where(~F.coalesce(answered, F.lit(False)))
+        .select(*ENTRY, "deliveries", "last_ts")
+        .alias("hole")
+    )
+    last = _deliveries(frames).alias("delivery")
+    same = [F.col(f"delivery.{c}").eqNullSafe(F.col(f"hole.{c}")) for c in ENTRY]
+    found = last.join(holes, [*same, F.col("delivery.ts") == F.col("hole.last_ts")])
+    # Deliveries at the same time: the last in the stream is the last one.
+    others = [c for c in DELIVERY if c not in (*ENTRY, "stream_offset")]
+    chosen = F.max(F.struct("delivery.stream_offset", *(f"delivery.{c}" for c in others)))
+    return (
+        found.groupBy(*(F.col(f"delivery.{c}") for c in ENTRY), "hole.deliveries")
+        .agg(chosen.alias("last"))
+        .select(*ENTRY, "deliveries", "last.*")
+    )
+
+
 def _deliveries_and_acks(frames: DataFrame) -> DataFrame:
     """MESSAGE frames (a row each) and the message ids ACKs name (a row each) from one
-    scan: ``row`` says which; the delivery columns are a delivery's, ``error`` an ack's."""
+    scan: ``row`` says which; the delivery columns are a delivery's, ``error`` an ack's.
+
+    Only an ACK's list is exploded: every other frame keeps its scalar ids as they are
+    (an array built for each of them to explode cost two fifths of the scan)."""
     is_ack = F.col("command") == "ACK"
-    named = F.transform(
-        "message_ids",
-        lambda i: F.struct(i.ledger_id.alias("ledger_id"), i.entry_id.alias("entry_id")),
-    )
-    ids = F.when(is_ack & (F.size("message_ids") > 0), named).otherwise(
-        F.array(F.struct("ledger_id", "entry_id"))
-    )
+    listed = is_ack & (F.size("message_ids") > 0)
     kind = (
         F.when(~is_ack, DELIVERED)
         .when(F.col("ack_type") == "Cumulative", CUMULATIVE)
         .otherwise(INDIVIDUAL)
     )
-    delivery_only = [c for c in DELIVERY if c not in (*ENTRY, "num_messages", "ts")]
+    kept = [*DELIVERY_ONLY, *SUBSCRIPTION, "num_messages", "ts", "error", "row"]
     return (
         frames.where(F.col("command").isin("MESSAGE", "ACK"))
         .select(
-            *(F.when(~is_ack, F.col(c)).alias(c) for c in delivery_only),
+            *(F.when(~is_ack, F.col(c)).alias(c) for c in DELIVERY_ONLY),
             *SUBSCRIPTION,
             F.when(~is_ack, F.coalesce("num_messages", F.lit(1))).alias("num_messages"),
             "ts",
             F.when(is_ack, F.col("validation_error")).alias("error"),
             kind.alias("row"),
-            F.explode(ids).alias("_id"),
+            listed.alias("listed"),
+            "ledger_id",
+            "entry_id",
+            F.explode_outer(F.when(listed, F.col("message_ids"))).alias("_id"),
         )
-        .select("*", "_id.ledger_id", "_id.entry_id")
-        .drop("_id")
+        .select(
+            *kept,
+            *(
+                F.when(F.col("listed"), F.col(f"_id.{c}")).otherwise(F.col(c)).alias(c)
+                for c in ("ledger_id", "entry_id")
+            ),
+        )
         .where(F.col("ledger_id").isNotNull())
     )
+
+
+def _deliveries(frames: DataFrame) -> DataFrame:
+    """The delivery rows of :func:`_deliveries_and_acks` alone, from a scan of the few
+    columns MESSAGE frames need."""
+    return frames.where((F.col("command") == "MESSAGE") & F.col("ledger_id").isNotNull()).select(
+        *DELIVERY_ONLY,
+        *ENTRY,
+        F.coalesce("num_messages", F.lit(1)).alias("num_messages"),
+        "ts",
+    )
+
+
+def _cumulative_acks(frames: DataFrame) -> DataFrame:
+    """One row per message id a cumulative ACK of a known subscription names."""
+    cumulative = (F.col("command") == "ACK") & (F.col("ack_type") == "Cumulative")
+    return message_ids(frames.where(cumulative)).where(_known(ENTRY))
 
 
 def _known(columns: tuple[str, ...]) -> Column:

@@ -250,16 +250,8 @@ def latency_summary(pairs: DataFrame, window: str) -> DataFrame:
     return conform(summary.select("*", *percentiles), "latency_summary")
 
 
-def tables(
-    frames: DataFrame,
-    messages: DataFrame,
-    connections: DataFrame,
-    window: str,
-    answered: DataFrame | None = None,
-) -> Tables:
-    """``answered``: :func:`acks.answered_deliveries` of ``frames``, when the caller has it."""
-    if answered is None:
-        answered = acks.answered_deliveries(frames)
+def tables(frames: DataFrame, messages: DataFrame, connections: DataFrame, window: str) -> Tables:
+    answered = acks.answered_deliveries(frames)
     return {
         "latency_pairs": latency_pairs(frames, messages, connections, answered),
         "latency_summary": lambda written: latency_summary(written["latency_pairs"], window),

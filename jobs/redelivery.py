@@ -197,34 +197,28 @@ def redelivery_summary(
     )
 
 
-def unacked(answered: DataFrame) -> DataFrame:
-    """Entries (:func:`acks.answered_deliveries`) whose last delivery no ack answered
-    within the capture: ack holes."""
-    holes = answered.where(F.col("next_delivery_ts").isNull() & F.col("ack_ts").isNull())
-    return holes.select(
+def unacked(frames: DataFrame) -> DataFrame:
+    """Entries whose last delivery no ack answered within the capture: ack holes
+    (:func:`acks.unanswered_last_deliveries`)."""
+    return acks.unanswered_last_deliveries(frames).select(
         *acks.ENTRY,
         "partition",
         "num_messages",
         *acks.RECEIVER,
         F.col("ts").alias("last_delivery_ts"),
-        F.col("delivery_number").alias("deliveries"),
+        "deliveries",
         "redelivery_count",
     )
 
 
-def tables(
-    frames: DataFrame, messages: DataFrame, window: str, answered: DataFrame | None = None
-) -> Tables:
-    """``answered``: :func:`acks.answered_deliveries` of ``frames``, when the caller has it."""
-    if answered is None:
-        answered = acks.answered_deliveries(frames)
+def tables(frames: DataFrame, messages: DataFrame, window: str) -> Tables:
     repeated = message_deliveries(messages).cache()  # a pass the triggers' joins share
     return {
         "redeliveries": redeliveries(repeated, frames),
         "redelivery_summary": lambda written: redelivery_summary(
             messages, written["redeliveries"], frames, window
         ),
-        "unacked": unacked(answered),
+        "unacked": unacked(frames),
     }
 
 

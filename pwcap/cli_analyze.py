@@ -43,7 +43,7 @@ def _spark_setting(text: str) -> tuple[str, str]:
 def run(args: argparse.Namespace) -> int:
     # Imported here: pyspark is only needed by this sub-command, and slow to import.
     from pwcap.analyze_progress import AnalyzeProgress
-    from pwcap.jobs import acks, latency, permits, redelivery
+    from pwcap.jobs import latency, permits, redelivery
     from pwcap.jobs.common import (
         missing_datasets,
         output_refusal,
@@ -80,11 +80,10 @@ def run(args: argparse.Namespace) -> int:
     frames, messages, connections = (
         read_table(spark, args.datasets, name) for name in ("frames", "messages", "connections")
     )
-    answered = acks.answered_deliveries(frames).cache()  # both latency and redelivery use it
     tables = {
-        **latency.tables(frames, messages, connections, args.window, answered),
+        **latency.tables(frames, messages, connections, args.window),
         **permits.tables(frames),
-        **redelivery.tables(frames, messages, args.window, answered),
+        **redelivery.tables(frames, messages, args.window),
     }
     if sys.stderr.isatty():
         with AnalyzeProgress(spark.sparkContext, len(tables), sys.stderr) as progress:

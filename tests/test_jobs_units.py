@@ -147,8 +147,52 @@ def test_an_ack_after_a_redelivery_answers_the_redelivery_not_the_first_delivery
         (5_000, "success", 400),
         (6_000, "unanswered", None),
     ]
-    holes = redelivery.unacked(acks.answered_deliveries(frames)).collect()
+    holes = redelivery.unacked(frames).collect()
     assert [(h.entry_id, h.deliveries) for h in holes] == [(1, 1)]
+
+
+def test_ack_holes_by_aggregates_are_the_unanswered_last_deliveries_of_the_sorted_passes(spark):
+    """The unacked table counts and compares times instead of answering every delivery:
+    on redeliveries, same-time deliveries and acks, acks of entries never delivered or of
+    an unknown subscription, and cumulative acks ahead of or behind a delivery, its holes
+    are exactly the deliveries :func:`acks.answered_deliveries` leaves unanswered last."""
+    other = {**SUB, "subscription": "cumulative-sub"}
+    unknown = {**SUB, "subscription": None}
+    frames = table(
+        spark,
+        "frames",
+        [
+            delivery(1_000, 0),
+            delivery(2_000, 0, redelivery_count=1),
+            ack(1_500, [0]),  # answers the first delivery, not the redelivery: a hole
+            delivery(3_000, 1),
+            delivery(3_000, 1, conn_id=2),  # the same time: the later in the stream is last
+            ack(3_000, [1]),  # in the same packet: answers it
+            delivery(4_000, 2),
+            delivery(4_000, 3),  # never acked
+            ack(3_500, [2]),  # before the delivery: a hole
+            ack(5_000, [9]),  # an entry never delivered
+            {**ack(5_000, [3]), **unknown},  # whose subscription nobody knows: answers nothing
+            delivery(1_000, 0, **other),
+            delivery(1_100, 5, **other),
+            delivery(6_000, 6, **other),
+            {**ack(2_000, [4], "Cumulative"), **other},  # reaches entry 0, not 5
+            {**ack(7_000, [6], "Cumulative"), **other},  # reaches 5 and 6, after both
+            delivery(8_000, 7, **other),  # after the last cumulative ack: a hole
+        ],
+    )
+    general = acks.answered_deliveries(frames).where("next_delivery_ts is null and ack_ts is null")
+    columns = [*acks.DELIVERY, "deliveries"]
+    expected = general.withColumnRenamed("delivery_number", "deliveries").select(*columns)
+    got = acks.unanswered_last_deliveries(frames).select(*columns)
+    assert sorted(got.collect()) == sorted(expected.collect())
+    holes = sorted((r.subscription, r.entry_id, r.conn_id, r.deliveries) for r in got.collect())
+    assert holes == [
+        ("cumulative-sub", 7, 1, 1),
+        ("sub", 0, 1, 2),
+        ("sub", 2, 1, 1),
+        ("sub", 3, 1, 1),
+    ]
 
 
 def consumer_frames(spark, late_refill: bool):
