@@ -64,6 +64,10 @@ def session(
         if not launching:  # spark-submit's logging: WARN from the context's start-up on
             conf.set("spark.log.level", "WARN")
     conf.setIfMissing("spark.sql.adaptive.enabled", "true")  # a cluster's may have it off
+    if launching:  # a JVM of our own, for one run in a terminal that shows its progress
+        # Spark's web UI costs about a second of every start; --conf spark.ui.enabled=true
+        # in PYSPARK_SUBMIT_ARGS brings it back.
+        conf.setIfMissing("spark.ui.enabled", "false")
     if conf.get("spark.master").startswith("local"):
         # Spark's 200 shuffle partitions are made for clusters: on a laptop, per-task
         # overhead would dominate a capture-sized dataset.

@@ -10,9 +10,9 @@ decode driver and hands its rows back as Arrow batches (``mapInArrow``); nothing
 capture reaches the driver. A capture above ``SPLIT_ABOVE`` is decoded by several tasks,
 each keeping a flow-hash share of its connections, as ``pwcap decode --jobs`` does; the
 shares' small results come back to the driver for the rows about the whole capture.
-Decoding and writing are two stages: the tasks pack each batch of rows as one row
-(Arrow's IPC format), which Spark keeps on the executors' disks; each table is then
-unpacked from them while Spark writes it.
+A task packs each batch of rows as one row (Arrow's IPC format), and Spark writes these
+through a data source of pwcap's (:class:`PackedDataset`), whose writers unpack them
+into the Parquet files ``pwcap decode`` writes.
 """
 
 from __future__ import annotations
@@ -29,7 +29,9 @@ import threading
 import uuid
 from collections import Counter
 from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, replace
+from functools import partial
 from pathlib import Path, PurePosixPath
 from urllib.parse import urlsplit
 
@@ -40,15 +42,24 @@ from pwcap.decode.api import DecodeOptions
 from pwcap.decode.driver import CaptureResult, capture_rows, decode_capture, merge_shares
 from pwcap.decode.inputs import InputError, distinct_names, expand_inputs, head_not_a_capture
 from pwcap.decode.series import head_timestamp, in_time_order, rotated_groups, series_name
-from pwcap.jobs.common import no_java, session, spark_schema, write_tables
+from pwcap.jobs.common import no_java, session
 from pwcap.tables.columns import ColumnBuffer
-from pwcap.tables.dataset import BATCH_BYTES, BATCH_ROWS, DatasetError, check_output
+from pwcap.tables.dataset import (
+    BATCH_BYTES,
+    BATCH_ROWS,
+    FILE_ROWS,
+    ROW_GROUP_ROWS,
+    DatasetError,
+    TableWriter,
+    check_output,
+)
 from pwcap.tables.schema import TABLES, Row, arrow_schema
 from py4j.java_gateway import JavaObject
 from pyarrow import fs as pafs
-from pyspark import StorageLevel
+from pyspark import TaskContext
 from pyspark.sql import DataFrame, SparkSession
-from pyspark.sql import functions as F
+from pyspark.sql.datasource import DataSource, DataSourceArrowWriter, WriterCommitMessage
+from pyspark.sql.types import StructType
 
 from pwcap.cli_decode import add_decode_options, decode_options
 
@@ -251,8 +262,8 @@ class _Named:
 
 
 # What the decoding tasks hand Spark: one row per batch of a table, the batch in Arrow's
-# IPC format. Spark holds these few large rows (not one row per frame) while it writes
-# each table from them; a share's capture result travels the same way, as JSON.
+# IPC format. Spark moves these few large rows (not one row per frame) to the tasks that
+# write the tables; a share's capture result travels the same way, as JSON.
 PACKED = pa.schema([("table", pa.string()), ("data", pa.binary())])
 PACKED_DDL = "table string, data binary"
 SHARE = "_share"  # the table name of a share's capture result
@@ -305,11 +316,9 @@ def packed_batch(table: str, data: pa.Buffer) -> pa.RecordBatch:
     return pa.RecordBatch.from_arrays([pa.array([table]), column], schema=PACKED)
 
 
-def unpacked(packed: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-    """The table batches of packed rows (one table's: Spark has filtered them)."""
-    for batch in packed:
-        for data in batch.column("data"):
-            yield from pa.ipc.open_stream(data.as_buffer())
+def unpacked(data: pa.Buffer) -> Iterator[pa.RecordBatch]:
+    """The table batches one packed row holds."""
+    yield from pa.ipc.open_stream(data)
 
 
 def _share_batch(capture: str, result: CaptureResult) -> pa.RecordBatch:
@@ -387,19 +396,15 @@ def _decode_one(
 # -- the job -------------------------------------------------------------------------------------
 
 
-def decoded_tables(
+def decoded(
     spark: SparkSession,
     captures: list[Listed],
     options: DecodeOptions,
     split_above: int = SPLIT_ABOVE,
-) -> dict[str, DataFrame]:
-    """The four dataset tables of ``captures``: one Spark task per capture, or per
-    flow-hash share of a capture larger than ``split_above`` bytes (each share task reads
-    the whole capture and keeps its connections).
-
-    The decoding tasks' packed batches are kept on the executors' disks; each table is
-    then unpacked from them as Spark writes it. Decoding (Python) and writing (the JVM)
-    are separate stages, so each has every core to itself."""
+) -> DataFrame:
+    """The packed rows of ``captures`` (:data:`PACKED`): one Spark task per capture, or
+    per flow-hash share of a capture larger than ``split_above`` bytes (each share task
+    reads the whole capture and keeps its connections)."""
     rows = []
     for c in captures:
         shares = max(1, -(-c.size // split_above))
@@ -407,31 +412,165 @@ def decoded_tables(
     listed = spark.sparkContext.parallelize(rows, max(1, len(rows))).toDF(
         "name string, filesystem string, paths array<string>, size long, share int, shares int"
     )
-    packed = listed.mapInArrow(decode_tasks(options), PACKED_DDL)
-    packed = packed.persist(StorageLevel.DISK_ONLY)
-    packed.count()  # decoded now, in a stage of its own: its Python has the cores to itself
-    tables = {
-        t: packed.where(F.col("table") == t).mapInArrow(unpacked, spark_schema(t)) for t in TABLES
-    }
-    if any(row[5] > 1 for row in rows):
-        extra = shared_capture_rows(packed.where(F.col("table") == SHARE))
-        if extra:
-            found = pa.Table.from_pylist(extra, schema=arrow_schema("anomalies")).to_pandas()
-            rows_df = spark.createDataFrame(found, spark_schema("anomalies"))
-            tables["anomalies"] = tables["anomalies"].unionByName(rows_df)
-    return tables
+    return listed.mapInArrow(decode_tasks(options), PACKED_DDL)
 
 
-def shared_capture_rows(shares: DataFrame) -> list[Row]:
+def write_dataset(
+    spark: SparkSession,
+    captures: list[Listed],
+    options: DecodeOptions,
+    folder: str,
+    split_above: int = SPLIT_ABOVE,
+) -> None:
+    """Decode ``captures`` into the dataset folder ``folder`` (a Hadoop path or URI).
+
+    Spark writes the packed rows through :class:`PackedDataset`: the task that decoded
+    them unpacks them into Parquet part files, written by the same writer as ``pwcap
+    decode``'s, so the files have its schema, row groups and compression. The rows go
+    from the decoding Python to the writing Python as a few large binary values: the JVM
+    never handles a frame row. (When Spark's own Parquet writer wrote them, turning them
+    into JVM rows and encoding those took a third of the job's CPU.)"""
+    spark.dataSource.register(PackedDataset)
+    frame = decoded(spark, captures, options, split_above)
+    frame.write.format(PackedDataset.name()).mode("append").save(folder)
+
+
+class PackedDataset(DataSource):
+    """A Spark data source that writes packed rows as the dataset's tables (write only)."""
+
+    @classmethod
+    def name(cls) -> str:
+        return "pwcap_dataset"
+
+    def schema(self) -> str:
+        return PACKED_DDL
+
+    def writer(self, schema: StructType, overwrite: bool) -> DataSourceArrowWriter:
+        return PackedWriter(self.options["path"])
+
+
+@dataclass(frozen=True, slots=True)
+class Written(WriterCommitMessage):
+    """What one task wrote: its part files, and its shares' capture results (JSON)."""
+
+    files: list[str]
+    shares: list[str]
+
+
+class PackedWriter(DataSourceArrowWriter):
+    """Each task writes the packed rows it gets into part files of its own; the driver
+    keeps the files of the attempts that succeeded and adds the rows no task could write
+    (those about a whole capture decoded in shares, an empty table's schema-only file)."""
+
+    def __init__(self, folder: str) -> None:
+        self.folder = folder
+
+    def write(self, iterator: Iterator[pa.RecordBatch]) -> Written:
+        task = TaskContext.get()  # attempts of one task write apart: only one is kept
+        tag = (
+            uuid.uuid4().hex[:8]
+            if task is None
+            else f"{task.partitionId():05d}-{task.attemptNumber()}"
+        )
+        tables = _DatasetFolder(self.folder, f"part-{tag}")
+        shares: list[str] = []
+        try:
+            for batch in iterator:
+                names = batch.column("table").to_pylist()
+                for table, data in zip(names, batch.column("data"), strict=True):
+                    if table == SHARE:
+                        shares.append(data.as_py().decode())
+                        continue
+                    for rows in unpacked(data.as_buffer()):
+                        tables.writer(table).add_batch(rows)
+            return Written(tables.close(), shares)
+        except BaseException:
+            tables.abort()
+            raise
+
+    def commit(self, messages: list[WriterCommitMessage | None]) -> None:
+        """On the driver, once every task succeeded: drop what failed attempts left, then
+        write the rows about whole captures and a file for each table still without one."""
+        written = [m for m in messages if isinstance(m, Written)]
+        kept = {file for m in written for file in m.files}
+        filesystem, base = pafs.FileSystem.from_uri(_pyarrow_uri(self.folder))
+        present: dict[str, bool] = {}
+        for table in TABLES:
+            selector = pafs.FileSelector(f"{base}/{table}", allow_not_found=True)
+            files = [f.path for f in filesystem.get_file_info(selector) if f.is_file]
+            for stray in set(files) - kept:
+                filesystem.delete_file(stray)
+            present[table] = bool(set(files) & kept)
+        tables = _DatasetFolder(self.folder, "part-driver")
+        try:
+            for row in shared_capture_rows([text for m in written for text in m.shares]):
+                tables.writer("anomalies").append(row)
+            for table in TABLES:
+                if not present[table]:
+                    tables.writer(table)  # closed without rows: a file with the schema
+            tables.close()
+        except BaseException:
+            tables.abort()
+            raise
+
+    def abort(self, messages: list[WriterCommitMessage | None]) -> None:
+        """Nothing to undo here: the job deletes its whole temporary folder (:class:`Output`)."""
+
+
+class _DatasetFolder:
+    """The table writers of one task (or of the driver's commit) in a dataset folder,
+    each opened at its table's first rows."""
+
+    def __init__(self, folder: str, part_name: str) -> None:
+        self._filesystem, self._base = pafs.FileSystem.from_uri(_pyarrow_uri(folder))
+        self._part_name = part_name
+        self._background = ThreadPoolExecutor(1, thread_name_prefix="pwcap-parquet")
+        self._writers: dict[str, TableWriter] = {}
+
+    def writer(self, table: str) -> TableWriter:
+        if table not in self._writers:
+            self._writers[table] = TableWriter(
+                f"{self._base}/{table}",
+                table,
+                ROW_GROUP_ROWS,
+                FILE_ROWS,
+                self._background,
+                filesystem=self._filesystem,
+                part_name=self._part_name,
+            )
+        return self._writers[table]
+
+    def close(self) -> list[str]:
+        """Finish every file; the paths written."""
+        for writer in self._writers.values():
+            writer.close()
+        self._background.shutdown()
+        return [file for writer in self._writers.values() for file in writer.files]
+
+    def abort(self) -> None:
+        for writer in self._writers.values():
+            writer.abort()
+        self._background.shutdown()
+
+
+def _pyarrow_uri(folder: str) -> str:
+    """A Hadoop path or URI (``file:/x``, ``s3a://b/x``, ``hdfs://nn/x``) as pyarrow names it."""
+    scheme, found, rest = folder.partition("://")
+    if found and scheme in _SCHEMES:
+        return f"{_SCHEMES[scheme]}://{rest}"
+    return folder if "://" in folder or folder.startswith("file:") else f"file://{folder}"
+
+
+def shared_capture_rows(results: list[str]) -> list[Row]:
     """The capture-wide ``anomalies`` rows of the captures decoded in shares, from the
-    shares' results (a few small rows, collected): written once, with the capture's end."""
+    shares' results: written once, with the capture's end."""
     by_capture: dict[str, list[CaptureResult]] = {}
-    for row in shares.collect():
-        capture, result = _share_result(bytes(row["data"]).decode())
+    for text in results:
+        capture, result = _share_result(text)
         by_capture.setdefault(capture, []).append(result)
     rows: list[Row] = []
-    for capture, results in sorted(by_capture.items()):
-        rows += capture_rows(capture, merge_shares(results))
+    for capture, found in sorted(by_capture.items()):
+        rows += capture_rows(capture, merge_shares(found))
     return rows
 
 
@@ -468,13 +607,14 @@ class Output:
                 f" {sorted(held - set(TABLES))[0]!r}); not replacing it"
             )
 
-    def write(self, tables: dict[str, DataFrame]) -> dict[str, str]:
-        """Write the tables; return where each is."""
+    def write(self, write: Callable[[str], None]) -> dict[str, str]:
+        """Have ``write`` write the dataset into a temporary folder (named by the string it
+        is given), then put it in place; return where each table is."""
         self.check()  # first: decoding starts with the writing
         temporary = self._beside("tmp")
         old = None
         try:
-            write_tables(tables, temporary.toString())
+            write(temporary.toString())
             self.check()  # again: another run may have written it meanwhile
             if self._fs.exists(self.path):
                 old = self._beside("old")
@@ -487,7 +627,7 @@ class Output:
             raise
         if old is not None:
             self._fs.delete(old, True)
-        return {table: self._hadoop.Path(self.path, table).toString() for table in tables}
+        return {table: self._hadoop.Path(self.path, table).toString() for table in TABLES}
 
     def _beside(self, kind: str) -> JavaObject:
         name = f".{self.path.getName()}.{kind}-{uuid.uuid4().hex}"
@@ -531,8 +671,7 @@ def main(argv: list[str] | None = None) -> int:
     spark = session("pwcap-decode", args.verbose)
     output = Output(spark, args.output, args.overwrite)
     try:
-        output.check()  # before the shares of a large capture decode (their rows are collected)
-        written = output.write(decoded_tables(spark, captures, options))
+        written = output.write(partial(write_dataset, spark, captures, options))
     except DatasetError as error:
         parser.exit(1, f"decode: error: {error}\n")
     for table, path in written.items():

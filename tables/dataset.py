@@ -30,6 +30,7 @@ import pyarrow.parquet as pq
 from pwcap.tables.columns import ColumnBuffer
 from pwcap.tables.interrupts import Interrupted, interrupts_deferred
 from pwcap.tables.schema import TABLES, Row, arrow_schema
+from pyarrow import fs as pafs
 
 BATCH_ROWS = 16_384  # rows held per table before conversion to Arrow
 ROW_GROUP_ROWS = 131_072  # rows per Parquet row group, at most
@@ -45,8 +46,10 @@ class DatasetError(Exception):
 
 
 class TableWriter:
-    """One table: dict rows in (:meth:`append`), ``part-NNNNN.parquet`` files of whole row
-    groups out.
+    """One table: dict rows (:meth:`append`) or Arrow batches (:meth:`add_batch`) in,
+    ``part-NNNNN.parquet`` files of whole row groups out, on the local filesystem or
+    another of pyarrow's (a Spark task writes to the cluster's; ``part_name`` keeps the
+    tasks' files apart).
 
     Parquet encoding and compression release the GIL, so row groups are written by one
     background thread (shared by the tables, in order) while decoding goes on; at most
@@ -55,14 +58,19 @@ class TableWriter:
 
     def __init__(
         self,
-        directory: Path,
+        directory: Path | str,
         table: str,
         row_group_rows: int,
         file_rows: int,
         background: ThreadPoolExecutor,
         batch_rows: int = BATCH_ROWS,
+        filesystem: pafs.FileSystem | None = None,
+        part_name: str = "part",
     ) -> None:
-        self.directory = directory
+        self.directory = str(directory)
+        self._filesystem = filesystem or pafs.LocalFileSystem()
+        self._part_name = part_name
+        self.files: list[str] = []  # paths of the part files written, in that filesystem
         self.schema = arrow_schema(table)
         self.buffer = ColumnBuffer(self.schema, batch_rows, BATCH_BYTES)
         self._row_group_rows = row_group_rows
@@ -78,7 +86,7 @@ class TableWriter:
         self.written = 0  # rows handed to Parquet so far
         self._counted_column = COUNTED.get(table)
         self.counted: Counter[str | None] = Counter()  # rows per value of that column
-        directory.mkdir(parents=True)
+        self._filesystem.create_dir(self.directory)  # another writer's parts may be there
 
     @property
     def count(self) -> int:
@@ -93,8 +101,11 @@ class TableWriter:
     def convert(self) -> None:
         """Turn the buffered rows into one Arrow batch (a row's missing column is null)."""
         batch = self.buffer.take_batch()
-        if batch is None:
-            return
+        if batch is not None:
+            self.add_batch(batch)
+
+    def add_batch(self, batch: pa.RecordBatch) -> None:
+        """A batch of rows already in Arrow form (this table's schema)."""
         if self._counted_column is not None:
             tally = pc.value_counts(batch.column(self._counted_column))
             self.counted.update({item["values"]: item["counts"] for item in tally.to_pylist()})
@@ -129,8 +140,11 @@ class TableWriter:
     def _open_part(self) -> None:
         if self._writer is not None:
             self._writer.close()
-        path = self.directory / f"part-{self._parts:05d}.parquet"
-        self._writer = pq.ParquetWriter(path, self.schema, compression=COMPRESSION)
+        path = f"{self.directory}/{self._part_name}-{self._parts:05d}.parquet"
+        self._writer = pq.ParquetWriter(
+            path, self.schema, compression=COMPRESSION, filesystem=self._filesystem
+        )
+        self.files.append(path)
         self._parts += 1
         self._file_count = 0
 

@@ -93,12 +93,11 @@ def test_a_connection_split_across_files_is_half_connections_without_the_series(
 def test_spark_tasks_read_a_series_as_one_capture(spark, tmp_path, unsplit, by):
     """Listed locally or through a filesystem URI, the files are one capture to a task."""
     pytest.importorskip("pyspark")
-    from pwcap.jobs.common import write_tables
-    from pwcap.jobs.decode import decoded_tables, list_captures
+    from pwcap.jobs.decode import list_captures, write_dataset
 
     folder = tmp_path / "rotated"
     folder.mkdir()
     split_pcap(ORIGINAL, [folder / name for name in ("trace.pcap", "trace.pcap1")])
     captures, _ = list_captures([str(folder) if by == "path" else f"file://{folder}"])
-    write_tables(decoded_tables(spark, captures, DecodeOptions()), str(tmp_path / "out"))
+    write_dataset(spark, captures, DecodeOptions(), str(tmp_path / "out"))
     assert_same_dataset(unsplit, tmp_path / "out")

@@ -19,8 +19,7 @@ from pwcap.decode.api import DecodeOptions
 from pwcap.decode.driver import decode_captures
 from pwcap.decode.inputs import InputError
 from pwcap.jobs import decode as job
-from pwcap.jobs.common import write_tables
-from pwcap.jobs.decode import decode_tasks, decoded_tables, list_captures, main
+from pwcap.jobs.decode import decode_tasks, list_captures, main, write_dataset
 from pwcap.tables.schema import TABLES, arrow_schema
 
 from pwcap import cli
@@ -55,8 +54,8 @@ def test_a_missing_input_is_an_input_error(missing):
 
 def test_spark_tasks_write_the_dataset_pwcap_decode_writes(spark, sample_dataset, tmp_path):
     captures, _ = list_captures([str(SAMPLES)])
-    written = write_tables(decoded_tables(spark, captures, DecodeOptions()), str(tmp_path / "out"))
-    assert sorted(written) == ["anomalies", "connections", "frames", "messages"]
+    write_dataset(spark, captures, DecodeOptions(), str(tmp_path / "out"))
+    assert sorted(p.name for p in (tmp_path / "out").iterdir()) == sorted(TABLES)
     assert_same_dataset(sample_dataset, tmp_path / "out")
 
 
@@ -91,11 +90,40 @@ def test_what_a_task_packs_unpacks_to_the_tables_pwcap_decode_writes(tmp_path):
     packed = pa.Table.from_batches(list(decode_tasks(DecodeOptions())(iter([batch]))))
     assert packed.schema == job.PACKED
     for table in TABLES:
-        own = packed.filter(pc.equal(packed["table"], table)).to_batches()
-        unpacked = pa.Table.from_batches(list(job.unpacked(iter(own))), arrow_schema(table))
+        own = packed.filter(pc.equal(packed["table"], table))["data"]
+        batches = [batch for data in own for batch in job.unpacked(data.as_buffer())]
+        unpacked = pa.Table.from_batches(batches, arrow_schema(table))
         expected = pq.read_table(tmp_path / "expected" / table)
         assert unpacked.schema == expected.schema.remove_metadata(), table
         assert unpacked.to_pylist() == expected.to_pylist(), table
+
+
+def test_the_commit_keeps_the_files_of_the_attempt_that_succeeded(tmp_path):
+    """A task attempt that failed after writing (its files there, its message never sent)
+    and a retry that succeeded: the committed folder holds the retry's rows, once, and a
+    file for each table no task wrote a row of."""
+    capture = SAMPLES / "pulsar_shared_two_consumers.pcap"
+    decode_captures([capture], tmp_path / "expected")
+    [listed], _ = list_captures([str(capture)])
+    task = pa.RecordBatch.from_pylist([{**asdict(listed), "share": 0, "shares": 1}])
+    writer = job.PackedWriter(str(tmp_path / "out"))
+    failed, retried = (writer.write(decode_tasks(DecodeOptions())(iter([task]))) for _ in "ab")
+    assert set(failed.files).isdisjoint(retried.files)
+    writer.commit([retried])
+    assert_same_dataset(tmp_path / "expected", tmp_path / "out")
+
+
+@pytest.mark.parametrize(
+    ("hadoop", "pyarrow"),
+    [
+        ("file:/data/out", "file:/data/out"),
+        ("/data/out", "file:///data/out"),
+        ("s3a://bucket/out", "s3://bucket/out"),
+        ("hdfs://namenode:8020/out", "hdfs://namenode:8020/out"),
+    ],
+)
+def test_the_output_folder_is_named_to_pyarrow_as_hadoop_names_it(hadoop, pyarrow):
+    assert job._pyarrow_uri(hadoop) == pyarrow
 
 
 @pytest.mark.slow
@@ -129,8 +157,7 @@ def test_a_capture_split_in_shares_over_tasks_gives_the_rows_of_one_task(spark, 
     decode_captures([path], tmp_path / "expected")
     listed, _ = list_captures([str(path)])
     split_above = -(-listed[0].size // 3)
-    tables = decoded_tables(spark, listed, DecodeOptions(), split_above=split_above)
-    write_tables(tables, str(tmp_path / "out"))
+    write_dataset(spark, listed, DecodeOptions(), str(tmp_path / "out"), split_above=split_above)
     assert_same_dataset(tmp_path / "expected", tmp_path / "out")
 
 
@@ -180,7 +207,7 @@ def test_connection_ids_are_unique_across_captures_decoded_by_tasks(spark, tmp_p
         (tmp_path / host).mkdir()
         shutil.copy(ORIGINAL, tmp_path / host / "trace.pcap")
     listed, _ = list_captures([f"file://{tmp_path}/host1/", f"file://{tmp_path}/host2/"])
-    write_tables(decoded_tables(spark, listed, DecodeOptions()), str(tmp_path / "out"))
+    write_dataset(spark, listed, DecodeOptions(), str(tmp_path / "out"))
     ids = pq.read_table(tmp_path / "out" / "connections", columns=["capture", "conn_id"])
     connections = ids.to_pylist()
     names = {"host1/trace.pcap", "host2/trace.pcap"}
@@ -274,11 +301,11 @@ def test_a_failed_write_leaves_no_dataset_and_keeps_the_earlier_one(spark, tmp_p
     assert main([str(ORIGINAL), "-o", str(out)]) == 0
     earlier = {t: sorted(p.name for p in (out / t).iterdir()) for t in ("frames", "anomalies")}
 
-    def write_one_then_fail(tables, output):
-        write_tables({"frames": tables["frames"]}, output)
+    def write_then_fail(spark, captures, options, folder):
+        write_dataset(spark, captures, options, folder)
         raise OSError("disk full")
 
-    monkeypatch.setattr(job, "write_tables", write_one_then_fail)
+    monkeypatch.setattr(job, "write_dataset", write_then_fail)
     with pytest.raises(OSError, match="disk full"):
         main([str(ORIGINAL), "-o", str(tmp_path / "new")])
     with pytest.raises(OSError, match="disk full"):
