@@ -30,3 +30,12 @@ def test_the_cpu_time_of_waited_for_children_is_counted_once():
     waited = f"import subprocess, sys\nsubprocess.run([sys.executable, '-c', {BUSY!r}])"
     run = measure.measure([sys.executable, "-c", waited])
     assert 0.45 <= run.cpu < 0.9  # the child's half second and two interpreters' start
+
+
+def test_samples_space_out_as_a_run_goes_on():
+    """10 ms apart at first (a short run is sampled finely), then further apart, so
+    sampling never takes a sizeable share of a core from a long run."""
+    intervals = [measure.sample_interval(second) for second in (0, 0.1, 5, 30, 600)]
+    assert intervals[0] == intervals[1] == measure.SAMPLE_SECONDS
+    assert intervals == sorted(intervals)
+    assert intervals[-1] == measure.MAX_SAMPLE_SECONDS
