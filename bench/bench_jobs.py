@@ -25,20 +25,19 @@ the load average is printed before and after.
 from __future__ import annotations
 
 import argparse
-import contextlib
 import math
 import os
 import shutil
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
 from statistics import median
 
 import pyarrow.dataset as ds
+from measure import measure
 from options import DATA, parse_size
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -46,8 +45,6 @@ SAMPLES = ROOT / "sample_pcaps"
 JOB_SCRIPTS = ROOT / "jobs"
 DATASET_TABLES = ("frames", "messages", "connections", "anomalies")
 JOBS = ("latency", "permits", "redelivery")
-SAMPLE_SECONDS = 0.05
-TICKS = os.sysconf("SC_CLK_TCK")
 
 # Each question's core query in DuckDB, over the same Parquet: what one machine allows.
 DUCKDB_CORE = {
@@ -166,52 +163,13 @@ def synthesized_dataset(args: argparse.Namespace, work: Path) -> Path:
 # -- measuring -----------------------------------------------------------------------------
 
 
-def _tree(pid: int) -> list[int]:
-    """``pid`` and its live descendants."""
-    found, todo = [], [pid]
-    while todo:
-        current = todo.pop()
-        found.append(current)
-        with contextlib.suppress(OSError):  # the thread or process ended meanwhile
-            for children in Path(f"/proc/{current}/task").glob("*/children"):
-                with contextlib.suppress(OSError):
-                    todo.extend(int(child) for child in children.read_text().split())
-    return found
-
-
-def _cpu_seconds(pid: int) -> float | None:
-    try:
-        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    except OSError:
-        return None
-    return (int(fields[11]) + int(fields[12])) / TICKS  # utime + stime
-
-
 def run_process(argv: list[str]) -> tuple[float, float]:
     """Wall seconds of a whole process, Spark's start included, as a user waits for it,
-    and the CPU seconds of its process tree (each process's last sample)."""
-    cpu: dict[int, float] = {}
-    done = threading.Event()
-
-    def sample() -> None:
-        while not done.is_set():
-            for pid in _tree(child.pid):
-                seconds = _cpu_seconds(pid)
-                if seconds is not None:
-                    cpu[pid] = seconds
-            done.wait(SAMPLE_SECONDS)
-
-    started = time.perf_counter()
-    child = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-    sampler = threading.Thread(target=sample, daemon=True)
-    sampler.start()
-    _, stderr = child.communicate()
-    wall = time.perf_counter() - started
-    done.set()
-    sampler.join()
-    if child.returncode:
-        sys.exit(f"{' '.join(argv)} failed:\n{stderr.decode(errors='replace')[-3000:]}")
-    return wall, sum(cpu.values())
+    and the CPU seconds of its process tree (:func:`measure.measure`)."""
+    run = measure(argv)
+    if run.returncode:
+        sys.exit(f"{' '.join(argv)} failed:\n{run.error}")
+    return run.wall, run.cpu
 
 
 def time_duckdb(dataset: Path, queries: str) -> float:

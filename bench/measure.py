@@ -149,5 +149,5 @@ def measure(argv: list[str]) -> Measurement:
         peak_mb=max(sampler.hwm_kb.values(), default=0) / 1024,
         tree_peak_mb=sampler.tree_kb / 1024,
         returncode=child.returncode,
-        error=said[-300:] if child.returncode else "",
+        error=said[-3000:] if child.returncode else "",
     )
