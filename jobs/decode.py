@@ -10,9 +10,9 @@ decode driver and hands its rows back as Arrow batches (``mapInArrow``); nothing
 capture reaches the driver. A capture above ``SPLIT_ABOVE`` is decoded by several tasks,
 each keeping a flow-hash share of its connections, as ``pwcap decode --jobs`` does; the
 shares' small results come back to the driver for the rows about the whole capture.
-A task packs each batch of rows as one row (Arrow's IPC format), and Spark writes these
-through a data source of pwcap's (:class:`PackedDataset`), whose writers unpack them
-into the Parquet files ``pwcap decode`` writes.
+A task packs each batch of rows as one row (Arrow's IPC format); the writing tasks
+unpack them into the Parquet files ``pwcap decode`` writes, and the driver keeps the files
+of the task attempts that succeeded.
 """
 
 from __future__ import annotations
@@ -58,8 +58,6 @@ from py4j.java_gateway import JavaObject
 from pyarrow import fs as pafs
 from pyspark import TaskContext
 from pyspark.sql import DataFrame, SparkSession
-from pyspark.sql.datasource import DataSource, DataSourceArrowWriter, WriterCommitMessage
-from pyspark.sql.types import StructType
 
 from pwcap.cli_decode import add_decode_options, decode_options
 
@@ -415,6 +413,9 @@ def decoded(
     return listed.mapInArrow(decode_tasks(options), PACKED_DDL)
 
 
+WRITTEN_DDL = "files array<string>, shares array<string>"
+
+
 def write_dataset(
     spark: SparkSession,
     captures: list[Listed],
@@ -424,58 +425,34 @@ def write_dataset(
 ) -> None:
     """Decode ``captures`` into the dataset folder ``folder`` (a Hadoop path or URI).
 
-    Spark writes the packed rows through :class:`PackedDataset`: the task that decoded
-    them unpacks them into Parquet part files, written by the same writer as ``pwcap
-    decode``'s, so the files have its schema, row groups and compression. The rows go
-    from the decoding Python to the writing Python as a few large binary values: the JVM
-    never handles a frame row. (When Spark's own Parquet writer wrote them, turning them
-    into JVM rows and encoding those took a third of the job's CPU.)"""
-    spark.dataSource.register(PackedDataset)
-    frame = decoded(spark, captures, options, split_above)
-    frame.write.format(PackedDataset.name()).mode("append").save(folder)
+    The task that decoded the packed rows also writes them (:func:`write_parts`): it
+    unpacks them into Parquet part files with ``pwcap decode``'s own writer, so the files
+    have its schema, row groups and compression, and tells the driver which files it
+    wrote; the driver then commits (:func:`commit`). The rows go from the decoding Python
+    to the writing Python as a few large binary values: the JVM never handles a frame
+    row. (When Spark's own Parquet writer wrote them, turning them into JVM rows and
+    encoding those took a third of the job's CPU.) Spark's Python data sources do the same
+    but plan and commit in Python processes the driver starts with the executors'
+    interpreter, which a cluster's ``--archives`` environment does not have on the
+    driver."""
+    written = decoded(spark, captures, options, split_above).mapInArrow(
+        write_parts(folder), WRITTEN_DDL
+    )
+    commit(folder, [(row["files"], row["shares"]) for row in written.collect()])
 
 
-class PackedDataset(DataSource):
-    """A Spark data source that writes packed rows as the dataset's tables (write only)."""
+def write_parts(folder: str) -> Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]]:
+    """The function each writing task runs over its packed rows: it writes them into part
+    files of its own in ``folder`` and yields one row, the files and its shares' capture
+    results (JSON)."""
 
-    @classmethod
-    def name(cls) -> str:
-        return "pwcap_dataset"
-
-    def schema(self) -> str:
-        return PACKED_DDL
-
-    def writer(self, schema: StructType, overwrite: bool) -> DataSourceArrowWriter:
-        return PackedWriter(self.options["path"])
-
-
-@dataclass(frozen=True, slots=True)
-class Written(WriterCommitMessage):
-    """What one task wrote: its part files, and its shares' capture results (JSON)."""
-
-    files: list[str]
-    shares: list[str]
-
-
-class PackedWriter(DataSourceArrowWriter):
-    """Each task writes the packed rows it gets into part files of its own; the driver
-    keeps the files of the attempts that succeeded and adds the rows no task could write
-    (those about a whole capture decoded in shares, an empty table's schema-only file)."""
-
-    def __init__(self, folder: str) -> None:
-        self.folder = folder
-
-    def write(self, iterator: Iterator[pa.RecordBatch]) -> Written:
-        task = TaskContext.get()  # attempts of one task write apart: only one is kept
-        tag = (
-            uuid.uuid4().hex[:8]
-            if task is None
-            else f"{task.partitionId():05d}-{task.attemptNumber()}"
-        )
-        tables = _DatasetFolder(self.folder, f"part-{tag}")
+    def write(packed: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        task = TaskContext.get()  # the attempts of one task write apart: one is kept
+        tag = f"{task.partitionId():05d}-{task.attemptNumber()}" if task else uuid.uuid4().hex[:8]
+        tables = _DatasetFolder(folder, f"part-{tag}")
         shares: list[str] = []
         try:
-            for batch in iterator:
+            for batch in packed:
                 names = batch.column("table").to_pylist()
                 for table, data in zip(names, batch.column("data"), strict=True):
                     if table == SHARE:
@@ -483,38 +460,39 @@ class PackedWriter(DataSourceArrowWriter):
                         continue
                     for rows in unpacked(data.as_buffer()):
                         tables.writer(table).add_batch(rows)
-            return Written(tables.close(), shares)
+            files = tables.close()
         except BaseException:
             tables.abort()
             raise
+        yield pa.RecordBatch.from_pylist([{"files": files, "shares": shares}])
 
-    def commit(self, messages: list[WriterCommitMessage | None]) -> None:
-        """On the driver, once every task succeeded: drop what failed attempts left, then
-        write the rows about whole captures and a file for each table still without one."""
-        written = [m for m in messages if isinstance(m, Written)]
-        kept = {file for m in written for file in m.files}
-        filesystem, base = pafs.FileSystem.from_uri(_pyarrow_uri(self.folder))
-        present: dict[str, bool] = {}
+    return write
+
+
+def commit(folder: str, written: list[tuple[list[str], list[str]]]) -> None:
+    """On the driver, once every task succeeded (``written``: what each told, as files and
+    share results): drop what failed attempts left, then write the rows about whole
+    captures decoded in shares and a file for each table still without one."""
+    kept = {file for files, _ in written for file in files}
+    filesystem, base = pafs.FileSystem.from_uri(_pyarrow_uri(folder))
+    present: dict[str, bool] = {}
+    for table in TABLES:
+        selector = pafs.FileSelector(f"{base}/{table}", allow_not_found=True)
+        files = {f.path for f in filesystem.get_file_info(selector) if f.is_file}
+        for stray in files - kept:
+            filesystem.delete_file(stray)
+        present[table] = bool(files & kept)
+    tables = _DatasetFolder(folder, "part-driver")
+    try:
+        for row in shared_capture_rows([text for _, shares in written for text in shares]):
+            tables.writer("anomalies").append(row)
         for table in TABLES:
-            selector = pafs.FileSelector(f"{base}/{table}", allow_not_found=True)
-            files = [f.path for f in filesystem.get_file_info(selector) if f.is_file]
-            for stray in set(files) - kept:
-                filesystem.delete_file(stray)
-            present[table] = bool(set(files) & kept)
-        tables = _DatasetFolder(self.folder, "part-driver")
-        try:
-            for row in shared_capture_rows([text for m in written for text in m.shares]):
-                tables.writer("anomalies").append(row)
-            for table in TABLES:
-                if not present[table]:
-                    tables.writer(table)  # closed without rows: a file with the schema
-            tables.close()
-        except BaseException:
-            tables.abort()
-            raise
-
-    def abort(self, messages: list[WriterCommitMessage | None]) -> None:
-        """Nothing to undo here: the job deletes its whole temporary folder (:class:`Output`)."""
+            if not present[table]:
+                tables.writer(table)  # closed without rows: a file with the schema
+        tables.close()
+    except BaseException:
+        tables.abort()
+        raise
 
 
 class _DatasetFolder:

@@ -99,17 +99,19 @@ def test_what_a_task_packs_unpacks_to_the_tables_pwcap_decode_writes(tmp_path):
 
 
 def test_the_commit_keeps_the_files_of_the_attempt_that_succeeded(tmp_path):
-    """A task attempt that failed after writing (its files there, its message never sent)
+    """A task attempt that failed after writing (its files there, never reported)
     and a retry that succeeded: the committed folder holds the retry's rows, once, and a
     file for each table no task wrote a row of."""
     capture = SAMPLES / "pulsar_shared_two_consumers.pcap"
     decode_captures([capture], tmp_path / "expected")
     [listed], _ = list_captures([str(capture)])
     task = pa.RecordBatch.from_pylist([{**asdict(listed), "share": 0, "shares": 1}])
-    writer = job.PackedWriter(str(tmp_path / "out"))
-    failed, retried = (writer.write(decode_tasks(DecodeOptions())(iter([task]))) for _ in "ab")
-    assert set(failed.files).isdisjoint(retried.files)
-    writer.commit([retried])
+    write = job.write_parts(str(tmp_path / "out"))
+    failed, retried = (
+        next(write(decode_tasks(DecodeOptions())(iter([task])))).to_pylist()[0] for _ in "ab"
+    )
+    assert set(failed["files"]).isdisjoint(retried["files"])
+    job.commit(str(tmp_path / "out"), [(retried["files"], retried["shares"])])
     assert_same_dataset(tmp_path / "expected", tmp_path / "out")
 
 
