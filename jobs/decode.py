@@ -314,9 +314,9 @@ def packed_batch(table: str, data: pa.Buffer) -> pa.RecordBatch:
     return pa.RecordBatch.from_arrays([pa.array([table]), column], schema=PACKED)
 
 
-def unpacked(data: pa.Buffer) -> Iterator[pa.RecordBatch]:
-    """The table batches one packed row holds."""
-    yield from pa.ipc.open_stream(data)
+def unpacked(data: pa.Buffer) -> pa.ipc.RecordBatchStreamReader:
+    """The table batches one packed row holds (what :class:`PackedRows` packed)."""
+    return pa.ipc.open_stream(data)
 
 
 def _share_batch(capture: str, result: CaptureResult) -> pa.RecordBatch:
@@ -449,9 +449,8 @@ def write_parts(folder: str) -> Callable[[Iterator[pa.RecordBatch]], Iterator[pa
     def write(packed: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         task = TaskContext.get()  # the attempts of one task write apart: one is kept
         tag = f"{task.partitionId():05d}-{task.attemptNumber()}" if task else uuid.uuid4().hex[:8]
-        tables = _DatasetFolder(folder, f"part-{tag}")
         shares: list[str] = []
-        try:
+        with _DatasetFolder(folder, f"part-{tag}") as tables:
             for batch in packed:
                 names = batch.column("table").to_pylist()
                 for table, data in zip(names, batch.column("data"), strict=True):
@@ -460,11 +459,7 @@ def write_parts(folder: str) -> Callable[[Iterator[pa.RecordBatch]], Iterator[pa
                         continue
                     for rows in unpacked(data.as_buffer()):
                         tables.writer(table).add_batch(rows)
-            files = tables.close()
-        except BaseException:
-            tables.abort()
-            raise
-        yield pa.RecordBatch.from_pylist([{"files": files, "shares": shares}])
+        yield pa.RecordBatch.from_pylist([{"files": tables.files, "shares": shares}])
 
     return write
 
@@ -474,61 +469,56 @@ def commit(folder: str, written: list[tuple[list[str], list[str]]]) -> None:
     share results): drop what failed attempts left, then write the rows about whole
     captures decoded in shares and a file for each table still without one."""
     kept = {file for files, _ in written for file in files}
-    filesystem, base = pafs.FileSystem.from_uri(_pyarrow_uri(folder))
-    present: dict[str, bool] = {}
-    for table in TABLES:
-        selector = pafs.FileSelector(f"{base}/{table}", allow_not_found=True)
-        files = {f.path for f in filesystem.get_file_info(selector) if f.is_file}
-        for stray in files - kept:
-            filesystem.delete_file(stray)
-        present[table] = bool(files & kept)
-    tables = _DatasetFolder(folder, "part-driver")
-    try:
+    with _DatasetFolder(folder, "part-driver") as tables:
+        for table in TABLES:
+            selector = pafs.FileSelector(f"{tables.base}/{table}", allow_not_found=True)
+            found = {f.path for f in tables.filesystem.get_file_info(selector) if f.is_file}
+            for stray in found - kept:
+                tables.filesystem.delete_file(stray)
+            if not found & kept:
+                tables.writer(table)  # closed without rows: a file with the schema
         for row in shared_capture_rows([text for _, shares in written for text in shares]):
             tables.writer("anomalies").append(row)
-        for table in TABLES:
-            if not present[table]:
-                tables.writer(table)  # closed without rows: a file with the schema
-        tables.close()
-    except BaseException:
-        tables.abort()
-        raise
 
 
 class _DatasetFolder:
     """The table writers of one task (or of the driver's commit) in a dataset folder,
-    each opened at its table's first rows."""
+    each opened at its table's first rows. As a context manager: the files are finished
+    on leaving it (:attr:`files` then names them), or abandoned if an error leaves it."""
 
     def __init__(self, folder: str, part_name: str) -> None:
-        self._filesystem, self._base = pafs.FileSystem.from_uri(_pyarrow_uri(folder))
+        self.filesystem, self.base = pafs.FileSystem.from_uri(_pyarrow_uri(folder))
         self._part_name = part_name
         self._background = ThreadPoolExecutor(1, thread_name_prefix="pwcap-parquet")
         self._writers: dict[str, TableWriter] = {}
+        self.files: list[str] = []
 
     def writer(self, table: str) -> TableWriter:
         if table not in self._writers:
             self._writers[table] = TableWriter(
-                f"{self._base}/{table}",
+                f"{self.base}/{table}",
                 table,
                 ROW_GROUP_ROWS,
                 FILE_ROWS,
                 self._background,
-                filesystem=self._filesystem,
+                filesystem=self.filesystem,
                 part_name=self._part_name,
             )
         return self._writers[table]
 
-    def close(self) -> list[str]:
-        """Finish every file; the paths written."""
-        for writer in self._writers.values():
-            writer.close()
-        self._background.shutdown()
-        return [file for writer in self._writers.values() for file in writer.files]
+    def __enter__(self) -> _DatasetFolder:
+        return self
 
-    def abort(self) -> None:
-        for writer in self._writers.values():
-            writer.abort()
-        self._background.shutdown()
+    def __exit__(self, exc_type: type[BaseException] | None, *_: object) -> None:
+        try:
+            for writer in self._writers.values():
+                if exc_type is None:
+                    writer.close()
+                else:
+                    writer.abort()
+        finally:
+            self._background.shutdown()
+        self.files = [file for writer in self._writers.values() for file in writer.files]
 
 
 def _pyarrow_uri(folder: str) -> str:
