@@ -9,6 +9,7 @@ session.
 from __future__ import annotations
 
 import argparse
+import atexit
 import glob
 import logging
 import os
@@ -18,7 +19,8 @@ from pathlib import Path
 
 import pyarrow as pa
 from pwcap.jobs.args import add_arguments
-from pwcap.jobs.launch import JVM_OPTIONS, driver_memory, java_problem
+from pwcap.jobs.class_archive import ClassArchive
+from pwcap.jobs.launch import JVM_OPTIONS, driver_memory, java_command, java_problem
 from pwcap.tables.analytics import ANALYTICS
 from pwcap.tables.schema import arrow_schema
 from pyspark import SparkConf, SparkContext
@@ -49,14 +51,19 @@ def session(
     _local_on_loopback()
     launching = "PYSPARK_GATEWAY_PORT" not in os.environ  # not under spark-submit
     launch = dict(launch or {})
+    starts_jvm = launching and SparkContext._gateway is None
+    archive = ClassArchive.for_java(java_command()) if starts_jvm else None
     if launching:  # PYSPARK_SUBMIT_ARGS's --driver-memory, if any, comes later and wins
         launch.setdefault("spark.driver.memory", driver_memory())
-        options = [JVM_OPTIONS, launch.get("spark.driver.extraJavaOptions", "")]  # theirs win
+        options = [JVM_OPTIONS, archive.java_options() if archive else ""]
+        options.append(launch.get("spark.driver.extraJavaOptions", ""))  # theirs win
         if not verbose:  # quiet from the JVM's first line on
             options.append(f"-Dlog4j2.configurationFile={LOG4J}")
         launch["spark.driver.extraJavaOptions"] = " ".join(filter(None, options))
     # Join spark-submit's JVM (or start one) first, so the conf carries its --master / --conf.
     SparkContext._ensure_initialized(conf=SparkConf().setAll(list(launch.items())))
+    if archive is not None and not archive.exists:  # this JVM writes it as it exits
+        atexit.register(archive.settle, SparkContext._gateway.proc)
     conf = SparkConf().setIfMissing("spark.master", "local[*]")
     if not verbose:
         conf.set("spark.ui.showConsoleProgress", "false")

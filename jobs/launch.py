@@ -17,8 +17,12 @@ DRIVER_SHARE = 0.5  # of the memory available, for the Spark that runs the jobs
 JAVA = 17  # the oldest Java the Spark that pwcap depends on runs on
 # A job's JVM lives for seconds: HotSpot's optimizing compiler, at its usual thresholds,
 # took a third of the CPU of a job over ten million frames; raised, it compiles only the
-# hottest code (a tenth less CPU, the tasks as fast).
-JVM_OPTIONS = "-XX:Tier4InvocationThreshold=50000 -XX:Tier4CompileThreshold=50000"
+# hottest code (a tenth less CPU, the tasks as fast). The loop threshold (on-stack
+# replacement of a running loop) too: the latency job took 36-38 s with it, 40-43 s without.
+JVM_OPTIONS = (
+    "-XX:Tier4InvocationThreshold=50000 -XX:Tier4CompileThreshold=50000"
+    " -XX:Tier4BackEdgeThreshold=200000"
+)
 INSTALL_JAVA = "apt-get install openjdk-17-jre-headless, brew install openjdk@17"
 
 
@@ -41,9 +45,9 @@ def driver_memory(meminfo: str | None = None) -> str:
 def java_problem() -> str | None:
     """Why Spark could not start a JVM here, in one line, or None. PySpark would say it
     with a launcher error and a Python traceback. (It runs ``$JAVA_HOME/bin/java`` when
-    JAVA_HOME is set, else the PATH's; a JDK's ``release`` file names its version.)"""
-    java_home = os.environ.get("JAVA_HOME")
-    java = os.path.join(java_home, "bin", "java") if java_home else shutil.which("java")
+    JAVA_HOME is set, else the PATH's: :func:`java_command`; a JDK's ``release`` file
+    names its version.)"""
+    java = java_command()
     if java is None or not os.access(java, os.X_OK):
         return (
             f"Spark needs Java {JAVA} or later, and there is no java on the PATH or in"
@@ -56,6 +60,12 @@ def java_problem() -> str | None:
             f" ({INSTALL_JAVA}; JAVA_HOME chooses which java runs)"
         )
     return None
+
+
+def java_command() -> str | None:
+    """The java Spark's launcher runs: ``$JAVA_HOME/bin/java``, else the PATH's."""
+    java_home = os.environ.get("JAVA_HOME")
+    return os.path.join(java_home, "bin", "java") if java_home else shutil.which("java")
 
 
 def java_version(release: Path) -> int | None:

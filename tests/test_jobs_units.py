@@ -86,6 +86,36 @@ def test_requests_short_of_answers_are_found_alike_when_too_many_to_look_up(spar
     )
 
 
+def test_a_response_to_a_request_the_frames_lack_hides_no_unanswered_request_beside_it(spark):
+    """Requests and responses are first counted per connection and time: there, one too
+    many responses (a request the capture lost) would balance one request too few, were
+    the rest of the key not compared."""
+    frames = table(
+        spark,
+        "frames",
+        [
+            frame(100, "LOOKUP", "c2b", request_id=1),
+            frame(300, "GET_SCHEMA_RESPONSE", "b2c", answers="GET_SCHEMA", request_ts=100),
+        ],
+    )
+    rows = latency.unanswered_requests(frames).collect()
+    assert [(r.kind, us(r.request_ts)) for r in rows] == [("LOOKUP", 100)]
+
+
+def test_requests_of_other_connections_at_the_same_time_are_told_apart(spark):
+    frames = table(
+        spark,
+        "frames",
+        [
+            frame(100, "LOOKUP", "c2b", conn_id=1, request_id=1),
+            frame(100, "LOOKUP", "c2b", conn_id=2, request_id=1),
+            frame(200, "LOOKUP_RESPONSE", "b2c", conn_id=2, answers="LOOKUP", request_ts=100),
+        ],
+    )
+    rows = latency.unanswered_requests(frames).collect()
+    assert [(r.conn_id, r.kind) for r in rows] == [(1, "LOOKUP")]
+
+
 def delivery(us: int, entry: int, conn_id: int = 1, **fields: Any) -> dict:
     defaults = {"consumer_id": 0, "ledger_id": 7, "entry_id": entry, "num_messages": 1, **SUB}
     return frame(us, "MESSAGE", "b2c", conn_id, **{**defaults, **fields})
