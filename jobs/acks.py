@@ -64,16 +64,15 @@ def answered_deliveries(frames: DataFrame) -> DataFrame:
     # An ack whose topic or subscription is unknown (capture started mid-connection)
     # answers nothing: it cannot be told which subscription it is for.
     rows = _deliveries_and_acks(frames).where((F.col("row") == DELIVERED) | _known(ENTRY))
-    acking = F.broadcast(_cumulative_acks(frames).select(*SUBSCRIPTION).distinct())
-    per_entry = rows.join(acking, list(SUBSCRIPTION), "left_anti")
-    per_subscription = rows.join(acking, list(SUBSCRIPTION), "left_semi").repartition(
-        *SUBSCRIPTION  # one shuffle for both passes
-    )
-    answered = (
-        _individual_answer(per_entry)
-        .withColumn("cumulative_ts", F.lit(None).cast("timestamp"))
-        .unionByName(_cumulative_answer(_individual_answer(per_subscription)))
-    )
+    # Few subscriptions ack cumulatively, often none: then the rows are read only once.
+    # Found in the JVM (as a Python list they would start Python workers).
+    acking = _cumulative_acks(frames).select(*SUBSCRIPTION).distinct().localCheckpoint()
+    answered = _individual_answer(rows.join(F.broadcast(acking), list(SUBSCRIPTION), "left_anti"))
+    answered = answered.withColumn("cumulative_ts", F.lit(None).cast("timestamp"))
+    if not acking.isEmpty():
+        per_subscription = rows.join(F.broadcast(acking), list(SUBSCRIPTION), "left_semi")
+        per_subscription = per_subscription.repartition(*SUBSCRIPTION)  # one shuffle, both passes
+        answered = answered.unionByName(_cumulative_answer(_individual_answer(per_subscription)))
     first = F.least("individual_ts", "cumulative_ts")
     return answered.where(F.col("row") == DELIVERED).select(
         *DELIVERY,
