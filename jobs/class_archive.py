@@ -7,8 +7,9 @@ archive when it exits (``-XX:ArchiveClassesAtExit``) and map that archive at the
 start (``-XX:SharedArchiveFile``).
 
 The first run writes the archive under a name of its own and renames it into place only
-once its JVM has exited cleanly: HotSpot maps the file, and a truncated one crashes it
-(SIGBUS). Later runs map the finished file, which is never written again, only replaced.
+once its JVM has exited cleanly, with its size in its new name: HotSpot maps the file, and
+a truncated one crashes it (SIGBUS), so one whose size no longer matches is deleted rather
+than mapped. Later runs map the finished file, which is never written again.
 The archive is keyed by everything that makes it unusable when it changes (the Java build,
 Spark's jars); HotSpot checks the rest itself and starts without the archive (silently,
 with its cds logging off) when it does not match. Deleting the folder is always safe.
@@ -56,8 +57,10 @@ class ClassArchive:
     :meth:`settle` once that JVM is done with."""
 
     def __init__(self, folder: Path, key: str) -> None:
-        self.path = folder / f"spark-classes-{key}.jsa"
+        self.folder = folder
+        self.key = key
         self.writing = folder / f"spark-classes-{key}.{os.getpid()}.partial"
+        self.writes_on_exit = False
 
     @classmethod
     def for_java(cls, java: str | None) -> ClassArchive | None:
@@ -74,14 +77,26 @@ class ClassArchive:
             return None
         return cls(folder, archive_key(Path(java)))
 
-    @property
-    def exists(self) -> bool:
-        return self.path.is_file()
+    def finished(self) -> Path | None:
+        """The archive a JVM wrote and exited after, whole. Its name holds its size: a
+        file cut short since (a full disk, a partial copy) would crash the JVM that maps
+        it, so it is deleted instead, and the next JVM writes another."""
+        for path in sorted(self.folder.glob(f"spark-classes-{self.key}-*.jsa")):
+            try:
+                whole = path.stat().st_size == int(path.stem.rsplit("-", 1)[1])
+            except (OSError, ValueError):
+                whole = False
+            if whole:
+                return path
+            path.unlink(missing_ok=True)
+        return None
 
     def java_options(self) -> str:
-        """Map the finished archive, or write one on exit."""
-        if self.exists:
-            return f"-XX:SharedArchiveFile={self.path} {QUIET}"
+        """Map the finished archive, or write one on exit (then :meth:`settle`)."""
+        archive = self.finished()
+        self.writes_on_exit = archive is None
+        if archive is not None:
+            return f"-XX:SharedArchiveFile={archive} {QUIET}"
         return f"-XX:ArchiveClassesAtExit={self.writing} {QUIET}"
 
     def settle(self, jvm: subprocess.Popen) -> None:
@@ -95,9 +110,9 @@ class ClassArchive:
         except (OSError, subprocess.TimeoutExpired):
             pass
         try:
-            written = jvm.returncode == 0 and self.writing.stat().st_size >= MIN_ARCHIVE_BYTES
-            if written:
-                os.replace(self.writing, self.path)
+            size = self.writing.stat().st_size if jvm.returncode == 0 else 0
+            if size >= MIN_ARCHIVE_BYTES:
+                os.replace(self.writing, self.folder / f"spark-classes-{self.key}-{size}.jsa")
             else:
                 self.writing.unlink(missing_ok=True)
         except OSError:

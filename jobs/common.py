@@ -62,7 +62,7 @@ def session(
         launch["spark.driver.extraJavaOptions"] = " ".join(filter(None, options))
     # Join spark-submit's JVM (or start one) first, so the conf carries its --master / --conf.
     SparkContext._ensure_initialized(conf=SparkConf().setAll(list(launch.items())))
-    if archive is not None and not archive.exists:  # this JVM writes it as it exits
+    if archive is not None and archive.writes_on_exit:  # this JVM writes it as it exits
         atexit.register(archive.settle, SparkContext._gateway.proc)
     conf = SparkConf().setIfMissing("spark.master", "local[*]")
     if not verbose:
