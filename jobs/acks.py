@@ -67,10 +67,11 @@ def answered_deliveries(frames: DataFrame) -> DataFrame:
     # Few subscriptions ack cumulatively, often none: then the rows are read only once.
     # Found in the JVM (as a Python list they would start Python workers).
     acking = _cumulative_acks(frames).select(*SUBSCRIPTION).distinct().localCheckpoint()
-    answered = _individual_answer(rows.join(F.broadcast(acking), list(SUBSCRIPTION), "left_anti"))
+    matched = (F.broadcast(acking), list(SUBSCRIPTION))
+    answered = _individual_answer(rows.join(*matched, "left_anti"))
     answered = answered.withColumn("cumulative_ts", F.lit(None).cast("timestamp"))
     if not acking.isEmpty():
-        per_subscription = rows.join(F.broadcast(acking), list(SUBSCRIPTION), "left_semi")
+        per_subscription = rows.join(*matched, "left_semi")
         per_subscription = per_subscription.repartition(*SUBSCRIPTION)  # one shuffle, both passes
         answered = answered.unionByName(_cumulative_answer(_individual_answer(per_subscription)))
     first = F.least("individual_ts", "cumulative_ts")

@@ -23,6 +23,7 @@ import subprocess
 from pathlib import Path
 
 import pyspark
+from pwcap.jobs.launch import release_file
 
 ARCHIVE_VARIABLE = "PWCAP_CLASS_ARCHIVE"  # "off" turns it off
 QUIET = "-Xlog:cds=off -Xlog:cds+dynamic=off"  # a mismatched archive is not worth a warning
@@ -41,7 +42,7 @@ def archive_key(java: Path) -> str:
     version and the jars of its class path."""
     jars = Path(os.environ.get("SPARK_HOME") or os.path.dirname(pyspark.__file__)) / "jars"
     try:
-        release = (java.resolve().parent.parent / "release").read_bytes()
+        release = release_file(java).read_bytes()
     except OSError:
         release = b""
     digest = hashlib.sha256()

@@ -53,7 +53,7 @@ def java_problem() -> str | None:
             f"Spark needs Java {JAVA} or later, and there is no java on the PATH or in"
             f" JAVA_HOME ({INSTALL_JAVA})"
         )
-    version = java_version(Path(java).resolve().parent.parent / "release")
+    version = java_version(release_file(java))
     if version is not None and version < JAVA:
         return (
             f"Spark needs Java {JAVA} or later, and {java} is Java {version}"
@@ -66,6 +66,11 @@ def java_command() -> str | None:
     """The java Spark's launcher runs: ``$JAVA_HOME/bin/java``, else the PATH's."""
     java_home = os.environ.get("JAVA_HOME")
     return os.path.join(java_home, "bin", "java") if java_home else shutil.which("java")
+
+
+def release_file(java: str | Path) -> Path:
+    """The ``release`` file of the JDK a java binary belongs to (it names the build)."""
+    return Path(java).resolve().parent.parent / "release"
 
 
 def java_version(release: Path) -> int | None:
