@@ -68,6 +68,26 @@ def _module_name(path: str) -> str:
     return ".".join([package, *rest])
 
 
+def _declarations(include: Path) -> str:
+    """The ``.pxd`` files under their installed package names in ``include``, where a
+    compiled module's ``cimport`` of ``pwcap.decode.wire`` looks for them (the folders
+    here have short names). A file is rewritten only when it changed: Cython recompiles
+    whatever depends on a newer one."""
+    for package, folder in ROOTS.items():
+        for source in Path(folder).rglob("*.pxd"):
+            target = include.joinpath(*package.split("."), source.relative_to(folder))
+            directory = target.parent
+            while directory != include:  # each folder a package to Cython
+                directory.mkdir(parents=True, exist_ok=True)
+                marker = directory / "__init__.pxd"
+                if not marker.exists():
+                    marker.write_bytes(b"")
+                directory = directory.parent
+            if not target.exists() or target.read_bytes() != source.read_bytes():
+                target.write_bytes(source.read_bytes())
+    return str(include)
+
+
 def _extensions() -> list[Extension]:
     try:
         from Cython.Build import cythonize
@@ -79,7 +99,11 @@ def _extensions() -> list[Extension]:
         if Path(path).exists()
     ]
     return cythonize(
-        extensions, compiler_directives=DIRECTIVES, build_dir="build/cython", quiet=True
+        extensions,
+        compiler_directives=DIRECTIVES,
+        build_dir="build/cython",
+        include_path=[_declarations(Path("build/cython-include"))],
+        quiet=True,
     )
 
 

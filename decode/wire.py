@@ -54,18 +54,16 @@ class Fields:
     length-delimited field, between ``start`` and ``stop``. Damage (a truncated field, a
     varint over 64 bits, a wire type that does not exist) sets ``broken`` and ends the
     walk: the caller then leaves the message to the generated classes, which say why.
+
+    Its fields' C types are in ``wire.pxd``, where the other compiled modules read them.
     """
 
-    data = cython.declare(bytes, visibility="readonly")
-    pos = cython.declare(cython.Py_ssize_t, visibility="readonly")
-    end = cython.declare(cython.Py_ssize_t, visibility="readonly")
-    wire_type = cython.declare(cython.int, visibility="readonly")
-    value = cython.declare(cython.ulonglong, visibility="readonly")
-    start = cython.declare(cython.Py_ssize_t, visibility="readonly")
-    stop = cython.declare(cython.Py_ssize_t, visibility="readonly")
-    broken = cython.declare(cython.bint, visibility="readonly")
-
     def __init__(self, data: bytes, pos: cython.Py_ssize_t, end: cython.Py_ssize_t) -> None:
+        self._place(data, pos, end)
+
+    @cython.cfunc
+    @cython.exceptval(-1, check=False)
+    def _place(self, data: bytes, pos: cython.Py_ssize_t, end: cython.Py_ssize_t) -> cython.int:
         if pos < 0 or end > len(data) or pos > end:
             raise WireError(f"bytes {pos}:{end} are not within the {len(data)} given")
         self.data = data
@@ -75,6 +73,7 @@ class Fields:
         self.value = 0
         self.start = self.stop = 0
         self.broken = False
+        return 0
 
     @cython.ccall
     def varint(self) -> cython.ulonglong:
@@ -140,6 +139,14 @@ class Fields:
             value = (value << 8) | data[self.pos + i]
         self.pos += size
         return value
+
+
+@cython.ccall
+def cursor(data: bytes, pos: cython.Py_ssize_t, end: cython.Py_ssize_t) -> Fields:
+    """``Fields(data, pos, end)``; compiled, without the Python call that constructs it."""
+    fields: Fields = Fields.__new__(Fields)
+    fields._place(data, pos, end)
+    return fields
 
 
 def text(value: str | bytes) -> str:

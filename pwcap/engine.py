@@ -5,8 +5,12 @@ compiles into extension modules beside their sources. Python's import system pre
 extension module to a source file of the same name, so the compiled path runs whenever
 the build produced it. For pwcap's own modules a finder placed first turns that
 preference around in two cases: ``PWCAP_PURE_PYTHON=1`` (the interpreted path runs from
-the very same sources, which is how the tests compare the two), and an extension older
-than its source (a source edited since the last build: the edit runs, never stale code).
+the very same sources, which is how the tests compare the two), and a build older than
+its sources (a source edited since the last build: the edit runs, never stale code).
+
+The compiled modules reach into each other's C declarations (``.pxd`` files), so they
+load as one: when any extension is older than its ``.py`` or its ``.pxd``, every module
+of the hot path loads from its source.
 """
 
 from __future__ import annotations
@@ -21,6 +25,8 @@ from types import ModuleType
 PURE_PYTHON_VARIABLE = "PWCAP_PURE_PYTHON"
 # One module of the hot path: whether it came compiled says which engine runs.
 PROBE = "pwcap.decode.pulsar.framing"
+# The packages that hold compiled modules.
+COMPILED_PACKAGES = ("pwcap.capture", "pwcap.decode", "pwcap.tables")
 # Installing a wheel writes the extension and its source a moment apart, in either order;
 # a source edited after a build is newer by more than this.
 STALE_AFTER_SECONDS = 2.0
@@ -36,6 +42,7 @@ class _SourceWhenDue(importlib.abc.MetaPathFinder):
 
     def __init__(self, pure_python: bool) -> None:
         self.pure_python = pure_python
+        self._stale: bool | None = None  # whether the build is older than its sources
 
     def find_spec(
         self, fullname: str, path: object = None, target: ModuleType | None = None
@@ -56,9 +63,36 @@ class _SourceWhenDue(importlib.abc.MetaPathFinder):
         source = origin.split(".", 1)[0] + ".py"  # name.cpython-311-....so -> name.py
         if not os.path.exists(source):
             return spec
-        if not self.pure_python and not is_stale(origin, source):
+        if self._stale is None:
+            self._stale = stale_build(_compiled_folders())
+        if not self.pure_python and not self._stale:
             return spec
         return importlib.util.spec_from_file_location(fullname, source)
+
+
+def _compiled_folders() -> list[str]:
+    folders: list[str] = []
+    for package in COMPILED_PACKAGES:
+        spec = importlib.util.find_spec(package)
+        if spec is not None and spec.submodule_search_locations:
+            folders.extend(spec.submodule_search_locations)
+    return folders
+
+
+def stale_build(folders: list[str]) -> bool:
+    """Whether an extension module under ``folders`` is older than its source or the
+    ``.pxd`` beside it."""
+    for folder in folders:
+        for directory, _, names in os.walk(folder):
+            for name in names:
+                if not name.endswith(tuple(importlib.machinery.EXTENSION_SUFFIXES)):
+                    continue
+                stem = os.path.join(directory, name.split(".", 1)[0])
+                extension = os.path.join(directory, name)
+                for source in (stem + ".py", stem + ".pxd"):
+                    if os.path.exists(source) and is_stale(extension, source):
+                        return True
+    return False
 
 
 def is_stale(extension: str, source: str) -> bool:

@@ -29,11 +29,13 @@ import pyarrow as pa
 
 # How a column keeps its values: the low two bits of its place (the rest: its index
 # among the columns kept that way).
-SLOT = 0
-STRING = 1
-BINARY = 2
-NESTED = 3
-MAX_OFFSET = 0x7FFFFFFF  # Arrow's string and binary offsets are int32
+# (C constants when compiled: a Python object here would be looked up and compared as one
+# for every value added.)
+SLOT = cython.declare(cython.Py_ssize_t, 0)
+STRING = cython.declare(cython.Py_ssize_t, 1)
+BINARY = cython.declare(cython.Py_ssize_t, 2)
+NESTED = cython.declare(cython.Py_ssize_t, 3)
+MAX_OFFSET = cython.declare(cython.Py_ssize_t, 0x7FFFFFFF)  # Arrow's offsets are int32
 _TEXT_TYPES = (bytes, bytearray, memoryview)
 
 
@@ -141,6 +143,10 @@ class ColumnBuffer:
             raise OverflowError("a full ColumnBuffer takes no row before take_batch()")
         at: cython.Py_ssize_t = self.count
         places: dict = self._places
+        # Local views: an attribute's view is acquired anew on every access.
+        data: cython.longlong[:, ::1] = self._data
+        valid: cython.uchar[:, ::1] = self._valid
+        filled: cython.longlong[::1] = self._set
         place: Any
         code: cython.Py_ssize_t
         index: cython.Py_ssize_t
@@ -154,9 +160,9 @@ class ColumnBuffer:
             index = code >> 2
             code &= 3
             if code == SLOT:
-                self._data[index, at] = value
-                self._valid[index, at] = 1
-                self._set[index] += 1
+                data[index, at] = value
+                valid[index, at] = 1
+                filled[index] += 1
             elif code == NESTED:
                 cython.cast(list, self._rows[index]).append(at)
                 cython.cast(list, self._values[index]).append(value)

@@ -8,6 +8,7 @@ damaged here on purpose decode to the same tables, row for row and in the same o
 
 from __future__ import annotations
 
+import importlib.machinery
 import os
 import random
 import subprocess
@@ -19,7 +20,7 @@ import pytest
 from pwcap.tables.schema import TABLES
 
 from pwcap.cli_decode import EXIT_CUT_OFF
-from pwcap.engine import STALE_AFTER_SECONDS, is_stale
+from pwcap.engine import STALE_AFTER_SECONDS, is_stale, stale_build
 from tests.conftest import SAMPLES
 
 # Captures whose damage reaches the framing, payload and batch paths of both protocols.
@@ -129,3 +130,25 @@ def test_an_extension_older_than_its_source_is_stale(tmp_path):
     assert not is_stale(str(extension), str(source))
     os.utime(source, (1_000_000 + 60,) * 2)  # edited after the build
     assert is_stale(str(extension), str(source))
+
+
+def test_one_stale_extension_or_declaration_makes_the_whole_build_stale(tmp_path):
+    """The compiled modules use each other's C declarations: they load all compiled or
+    all from source."""
+    package = tmp_path / "decode"
+    (package / "pulsar").mkdir(parents=True)
+    built = 1_000_000
+    for stem in ("wire", "pulsar/hot"):
+        for suffix in (".py", importlib.machinery.EXTENSION_SUFFIXES[0]):
+            path = package / f"{stem}{suffix}"
+            path.write_bytes(b"")
+            os.utime(path, (built, built))
+    declarations = package / "wire.pxd"
+    declarations.write_text("")
+    os.utime(declarations, (built, built))
+    assert not stale_build([str(tmp_path)])
+    os.utime(declarations, (built + 60, built + 60))  # C declarations edited since
+    assert stale_build([str(tmp_path)])
+    os.utime(declarations, (built, built))
+    os.utime(package / "pulsar/hot.py", (built + 60, built + 60))
+    assert stale_build([str(tmp_path)])

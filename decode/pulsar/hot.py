@@ -1,3 +1,4 @@
+# cython: annotation_typing=True
 """The commands of every message's path, read straight from their wire bytes.
 
 SEND, SEND_RECEIPT, MESSAGE, ACK and FLOW are most of the frames of any busy connection.
@@ -14,20 +15,29 @@ from __future__ import annotations
 
 from typing import Any
 
+import cython
 from pwcap.decode.pulsar._pb.pulsar_api_pb2 import BaseCommand, CommandAck
-from pwcap.decode.wire import LENGTH_DELIMITED, VARINT, Fields
+from pwcap.decode.wire import LENGTH_DELIMITED, VARINT
 
-I31 = (1 << 31) - 1
-I63 = (1 << 63) - 1
-U32_MASK = (1 << 32) - 1
-U64 = 1 << 64
-TYPE_FIELD = 1  # BaseCommand.type
+if cython.compiled:  # the cursor's C declarations (wire.pxd): its methods are C calls
+    from cython.cimports.pwcap.decode.wire import Fields, cursor
+else:
+    from pwcap.decode.wire import Fields, cursor
 
-SEND = BaseCommand.SEND
-SEND_RECEIPT = BaseCommand.SEND_RECEIPT
-MESSAGE = BaseCommand.MESSAGE
-ACK = BaseCommand.ACK
-FLOW = BaseCommand.FLOW
+# Compiled, these are C constants: a module global is a dict lookup at every use.
+I31 = cython.declare(cython.ulonglong, (1 << 31) - 1)
+I63 = cython.declare(cython.ulonglong, (1 << 63) - 1)
+U32_MASK = cython.declare(cython.ulonglong, (1 << 32) - 1)
+U64_MASK = cython.declare(cython.ulonglong, (1 << 64) - 1)
+TYPE_FIELD = cython.declare(cython.int, 1)  # BaseCommand.type
+WIRE_VARINT = cython.declare(cython.int, VARINT)
+WIRE_LENGTH_DELIMITED = cython.declare(cython.int, LENGTH_DELIMITED)
+
+SEND = cython.declare(cython.int, BaseCommand.SEND)
+SEND_RECEIPT = cython.declare(cython.int, BaseCommand.SEND_RECEIPT)
+MESSAGE = cython.declare(cython.int, BaseCommand.MESSAGE)
+ACK = cython.declare(cython.int, BaseCommand.ACK)
+FLOW = cython.declare(cython.int, BaseCommand.FLOW)
 # Type -> the BaseCommand field number holding that command.
 BODY_FIELDS = {
     number: BaseCommand.DESCRIPTOR.fields_by_name[name].number
@@ -49,23 +59,27 @@ Columns = dict[str, Any]
 def read_hot_command(data: bytes, start: int, end: int) -> tuple[int, Columns] | None:
     """``(type, columns)`` of the BaseCommand in ``data[start:end]``, or None when it is not
     a hot command this reader takes (the general path then parses it)."""
-    fields = Fields(data, start, end)
-    command_type = -1
-    body = -1
+    fields: Fields = cursor(data, start, end)
+    command_type: cython.longlong = -1
+    body: cython.int = -1
+    number: cython.int
     body_start = body_stop = 0
     while True:
         number = fields.next()
         if number == 0:
             break
-        if number == TYPE_FIELD and fields.wire_type == VARINT:
-            command_type = fields.value
-        elif number in _BODY_NUMBERS and fields.wire_type == LENGTH_DELIMITED and body < 0:
+        if number == TYPE_FIELD and fields.wire_type == WIRE_VARINT:
+            value: cython.ulonglong = fields.value
+            command_type = value if value <= I63 else -1
+        elif (
+            number in _BODY_NUMBERS and fields.wire_type == WIRE_LENGTH_DELIMITED and body < 0
+        ):
             body, body_start, body_stop = number, fields.start, fields.stop
         else:
             return None
     if fields.broken or BODY_FIELDS.get(command_type) != body:
         return None
-    body_fields = Fields(data, body_start, body_stop)
+    body_fields: Fields = cursor(data, body_start, body_stop)
     if command_type == SEND:
         columns = _send(body_fields)
     elif command_type == SEND_RECEIPT:
@@ -81,30 +95,46 @@ def read_hot_command(data: bytes, start: int, end: int) -> tuple[int, Columns] |
     return command_type, columns
 
 
-def _signed(value: int) -> int:
+# The two conversions below are written so that C integers (compiled) and Python's
+# (interpreted) give the same values: no C cast ever meets a value out of its range.
+
+
+@cython.cfunc
+@cython.inline
+def _signed(value: cython.ulonglong) -> cython.longlong:
     """A uint64 as Java (and an int64 column) reads it."""
-    return value - U64 if value > I63 else value
+    if value > I63:
+        return -cython.cast(cython.longlong, U64_MASK - value) - 1
+    return cython.cast(cython.longlong, value)
 
 
-def int32(value: int) -> int:
+@cython.ccall
+def int32(value: cython.ulonglong) -> cython.int:
     """An int32 field's varint, truncated to 32 bits as protobuf does."""
-    value &= U32_MASK
-    return value - (1 << 32) if value > I31 else value
+    low: cython.ulonglong = value & U32_MASK
+    if low > I31:
+        return -cython.cast(cython.int, U32_MASK - low) - 1
+    return cython.cast(cython.int, low)
 
 
-def _send(fields: Fields) -> Columns | None:
+@cython.cfunc
+@cython.locals(number=cython.int, value=cython.ulonglong)
+def _send(fields: Fields) -> object:
     columns: Columns = {}
+    found: cython.int = 0  # bit 1: producer_id, bit 2: sequence_id
     while True:
         number = fields.next()
         if number == 0:
             break
-        if fields.wire_type != VARINT:
+        if fields.wire_type != WIRE_VARINT:
             return None
         value = fields.value
         if number == 1:
             columns["producer_id"] = _signed(value)
+            found |= 1
         elif number == 2:
             columns["sequence_id"] = _signed(value)
+            found |= 2
         elif number == 3:
             columns["num_messages"] = int32(value)
         elif number == 4:
@@ -115,72 +145,83 @@ def _send(fields: Fields) -> Columns | None:
             columns["highest_sequence_id"] = _signed(value)
         else:  # is_chunk, marker (the `info` column), message_id: the general path
             return None
-    if "producer_id" not in columns or "sequence_id" not in columns:
+    if found != 3:  # producer and sequence ids are required
         return None
     return columns
 
 
-def _send_receipt(fields: Fields) -> Columns | None:
+@cython.cfunc
+@cython.locals(number=cython.int, value=cython.ulonglong)
+def _send_receipt(fields: Fields) -> object:
     columns: Columns = {}
-    seen_id = False
+    found: cython.int = 0  # bit 1: producer_id, bit 2: sequence_id
+    seen_id: cython.bint = False
     while True:
         number = fields.next()
         if number == 0:
             break
-        if number == 3 and fields.wire_type == LENGTH_DELIMITED and not seen_id:
+        if number == 3 and fields.wire_type == WIRE_LENGTH_DELIMITED and not seen_id:
             seen_id = True
-            if not _message_id(Fields(fields.data, fields.start, fields.stop), columns):
+            if not _message_id(cursor(fields.data, fields.start, fields.stop), columns):
                 return None
-        elif fields.wire_type != VARINT:
+        elif fields.wire_type != WIRE_VARINT:
             return None
         elif number == 1:
             columns["producer_id"] = _signed(fields.value)
+            found |= 1
         elif number == 2:
             columns["sequence_id"] = _signed(fields.value)
+            found |= 2
         elif number == 4:
             columns["highest_sequence_id"] = _signed(fields.value)
         else:
             return None
-    if "producer_id" not in columns or "sequence_id" not in columns:
+    if found != 3:  # producer and sequence ids are required
         return None
     return columns
 
 
-def _message(fields: Fields, data: bytes) -> Columns | None:
+@cython.cfunc
+@cython.locals(number=cython.int, value=cython.ulonglong)
+def _message(fields: Fields, data: bytes) -> object:
     columns: Columns = {}
-    seen_id = False
+    seen_consumer: cython.bint = False
+    seen_id: cython.bint = False
     while True:
         number = fields.next()
         if number == 0:
             break
-        if number == 2 and fields.wire_type == LENGTH_DELIMITED and not seen_id:
+        if number == 2 and fields.wire_type == WIRE_LENGTH_DELIMITED and not seen_id:
             seen_id = True
-            if not _message_id(Fields(data, fields.start, fields.stop), columns):
+            if not _message_id(cursor(data, fields.start, fields.stop), columns):
                 return None
-        elif fields.wire_type != VARINT:
+        elif fields.wire_type != WIRE_VARINT:
             return None
         elif number == 1:
             columns["consumer_id"] = _signed(fields.value)
+            seen_consumer = True
         elif number == 3:
-            count = fields.value & U32_MASK  # a uint32 in an int32 column: null past it
-            columns["redelivery_count"] = count if count <= I31 else None
+            value = fields.value & U32_MASK  # a uint32 in an int32 column: null past it
+            columns["redelivery_count"] = value if value <= I31 else None
         else:  # ack_set, consumer_epoch (the `info` column): the general path
             return None
-    if "consumer_id" not in columns or not seen_id:
+    if not seen_consumer or not seen_id:
         return None
     return columns
 
 
-def _ack(fields: Fields, data: bytes) -> Columns | None:
+@cython.cfunc
+@cython.locals(number=cython.int, value=cython.ulonglong)
+def _ack(fields: Fields, data: bytes) -> object:
     columns: Columns = {}
     ids: list[Columns] = []
     while True:
         number = fields.next()
         if number == 0:
             break
-        if number == 3 and fields.wire_type == LENGTH_DELIMITED:
+        if number == 3 and fields.wire_type == WIRE_LENGTH_DELIMITED:
             listed: Columns = {}
-            if not _message_id(Fields(data, fields.start, fields.stop), listed):
+            if not _message_id(cursor(data, fields.start, fields.stop), listed):
                 return None
             ids.append(
                 {
@@ -190,7 +231,7 @@ def _ack(fields: Fields, data: bytes) -> Columns | None:
                     "batch_index": listed.get("batch_index"),
                 }
             )
-        elif fields.wire_type != VARINT:
+        elif fields.wire_type != WIRE_VARINT:
             return None
         elif number == 1:
             columns["consumer_id"] = _signed(fields.value)
@@ -221,29 +262,36 @@ def _ack(fields: Fields, data: bytes) -> Columns | None:
     return columns
 
 
-def _message_id(fields: Fields, columns: Columns) -> bool:
+@cython.cfunc
+def _message_id(fields: Fields, columns: dict) -> cython.bint:
     """A MessageIdData's ledger and entry, and its partition and batch index unless they
     hold -1 (their default, "not set"), into ``columns``; False to leave it to the general
     path (another field, a missing required one)."""
-    ledger = entry = -1
+    ledger: cython.ulonglong = 0
+    entry: cython.ulonglong = 0
+    found: cython.int = 0  # bit 1: the ledger, bit 2: the entry
+    number: cython.int
+    value: cython.ulonglong
     while True:
         number = fields.next()
         if number == 0:
             break
-        if fields.wire_type != VARINT:
+        if fields.wire_type != WIRE_VARINT:
             return False
         value = fields.value
         if number == 1:
             ledger = value
+            found |= 1
         elif number == 2:
             entry = value
+            found |= 2
         elif number == 3:
             columns["partition"] = int32(value)
         elif number == 4:
             columns["batch_index"] = int32(value)
         else:  # ack_set, batch_size, first_chunk_message_id
             return False
-    if fields.broken or ledger < 0 or entry < 0:
+    if fields.broken or found != 3:
         return False
     columns["ledger_id"] = _signed(ledger)
     columns["entry_id"] = _signed(entry)
@@ -253,13 +301,15 @@ def _message_id(fields: Fields, columns: Columns) -> bool:
     return True
 
 
-def _flow(fields: Fields) -> Columns | None:
+@cython.cfunc
+@cython.locals(number=cython.int, value=cython.ulonglong)
+def _flow(fields: Fields) -> object:
     columns: Columns = {}
     while True:
         number = fields.next()
         if number == 0:
             break
-        if fields.wire_type != VARINT:
+        if fields.wire_type != WIRE_VARINT:
             return None
         if number == 1:
             columns["consumer_id"] = _signed(fields.value)

@@ -17,8 +17,16 @@ from __future__ import annotations
 import cython
 from pwcap.decode.pulsar._pb.pulsar_api_pb2 import CompressionType
 from pwcap.decode.pulsar.hot import int32
-from pwcap.decode.wire import LENGTH_DELIMITED, VARINT, Fields
+from pwcap.decode.wire import LENGTH_DELIMITED, VARINT
 
+if cython.compiled:  # the cursor's C declarations (wire.pxd): its methods are C calls
+    from cython.cimports.pwcap.decode.wire import Fields, cursor
+else:
+    from pwcap.decode.wire import Fields, cursor
+
+# Compiled, C constants: a module global is a dict lookup at every use.
+WIRE_VARINT = cython.declare(cython.int, VARINT)
+WIRE_LENGTH_DELIMITED = cython.declare(cython.int, LENGTH_DELIMITED)
 CODECS = frozenset(value.number for value in CompressionType.DESCRIPTOR.values)
 U32_MASK = (1 << 32) - 1
 # MessageMetadata: producer_name, sequence_id and publish_time are required.
@@ -47,7 +55,7 @@ class _Plain:
     def read(self, data: bytes, start: cython.Py_ssize_t, end: cython.Py_ssize_t) -> cython.bint:
         """Fill in from ``data[start:end]``; False when these bytes are not this shape
         (a field twice, one :meth:`put` declines, a required one missing, damage)."""
-        fields = Fields(data, start, end)
+        fields: Fields = cursor(data, start, end)
         number: cython.int
         bit: cython.ulonglong
         while True:
@@ -65,7 +73,7 @@ class _Plain:
         return not fields.broken and self.seen & self._required == self._required
 
     @cython.ccall
-    def put(self, number: cython.int, fields: object, data: bytes) -> cython.bint:
+    def put(self, number: cython.int, fields: Fields, data: bytes) -> cython.bint:
         """Keep field ``number`` (the cursor is on it); False when it is not this shape."""
         raise NotImplementedError
 
@@ -117,11 +125,11 @@ class PlainMetadata(_Plain):
         return bool(self.seen & (1 << _METADATA_NUMBERS[name]))
 
     @cython.ccall
-    def put(self, number: cython.int, fields: object, data: bytes) -> cython.bint:
-        wire_type = fields.wire_type
-        if wire_type == LENGTH_DELIMITED and number == 4:
+    def put(self, number: cython.int, fields: Fields, data: bytes) -> cython.bint:
+        wire_type: cython.int = fields.wire_type
+        if wire_type == WIRE_LENGTH_DELIMITED and number == 4:
             return self._property(fields, data)
-        if wire_type == LENGTH_DELIMITED and (number == 1 or number == 6):
+        if wire_type == WIRE_LENGTH_DELIMITED and (number == 1 or number == 6):
             text = _utf8(data, fields.start, fields.stop)
             if text is None:
                 return False
@@ -130,7 +138,7 @@ class PlainMetadata(_Plain):
             else:
                 self.partition_key = text
             return True
-        if wire_type != VARINT:
+        if wire_type != WIRE_VARINT:
             return False
         value = fields.value
         if number == 2:
@@ -172,18 +180,18 @@ class PlainSingle(_Plain):
         return bool(self.seen & (1 << _SINGLE_NUMBERS[name]))
 
     @cython.ccall
-    def put(self, number: cython.int, fields: object, data: bytes) -> cython.bint:
-        wire_type = fields.wire_type
-        if wire_type == LENGTH_DELIMITED and number == 1:
+    def put(self, number: cython.int, fields: Fields, data: bytes) -> cython.bint:
+        wire_type: cython.int = fields.wire_type
+        if wire_type == WIRE_LENGTH_DELIMITED and number == 1:
             return self._property(fields, data)
-        if wire_type == LENGTH_DELIMITED and number == 2:
+        if wire_type == WIRE_LENGTH_DELIMITED and number == 2:
             text = _utf8(data, fields.start, fields.stop)
             if text is None:
                 return False
             self.partition_key = text
-        elif wire_type == LENGTH_DELIMITED and number == 7:
+        elif wire_type == WIRE_LENGTH_DELIMITED and number == 7:
             self.ordering_key = data[fields.start : fields.stop]
-        elif wire_type != VARINT:
+        elif wire_type != WIRE_VARINT:
             return False
         elif number == 3:
             self.payload_size = int32(fields.value)
@@ -230,14 +238,14 @@ def read_single(data: bytes, start: int, end: int) -> PlainSingle | None:
 
 def _key_value(data: bytes, start: cython.Py_ssize_t, end: cython.Py_ssize_t) -> tuple | None:
     """A KeyValue's (key, value): both required, each once, both UTF-8; else None."""
-    fields = Fields(data, start, end)
+    fields: Fields = cursor(data, start, end)
     key = value = None
     number: cython.int
     while True:
         number = fields.next()
         if number == 0:
             break
-        if fields.wire_type != LENGTH_DELIMITED:
+        if fields.wire_type != WIRE_LENGTH_DELIMITED:
             return None
         if number == 1 and key is None:
             key = _utf8(data, fields.start, fields.stop)

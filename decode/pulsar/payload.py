@@ -1,3 +1,4 @@
+# cython: annotation_typing=True
 """What follows the command in a payload frame (SEND, MESSAGE).
 
 Layout: ``[0x0e02][size][BrokerEntryMetadata]`` (optional, broker to consumer), then
@@ -7,17 +8,20 @@ and the payload. The checksum covers everything after itself up to the end of th
 
 from __future__ import annotations
 
-import struct
-
 import crc32c
+import cython
 from google.protobuf.message import DecodeError
 from pwcap.decode.pulsar._pb.pulsar_api_pb2 import BrokerEntryMetadata, MessageMetadata
 from pwcap.decode.pulsar.metadata import PlainMetadata, read_metadata
 
 MAGIC_CHECKSUM = b"\x0e\x01"
 MAGIC_BROKER_ENTRY = b"\x0e\x02"
-_U32 = struct.Struct(">I")
-_MAGIC_AND_U32 = struct.Struct(">2sI")
+# Their second bytes (both open with 0x0e), as C constants when compiled.
+MAGIC = cython.declare(cython.int, MAGIC_CHECKSUM[0])
+CHECKSUM = cython.declare(cython.int, MAGIC_CHECKSUM[1])
+BROKER_ENTRY = cython.declare(cython.int, MAGIC_BROKER_ENTRY[1])
+MAGIC_SIZE = cython.declare(cython.Py_ssize_t, 2)
+U32_SIZE = cython.declare(cython.Py_ssize_t, 4)
 
 
 class PayloadError(Exception):
@@ -37,41 +41,43 @@ class PayloadError(Exception):
 Entry = tuple[MessageMetadata | PlainMetadata, memoryview, bool | None, int | None, int | None]
 
 
-def parse_entry(buf: bytes, start: int, end: int) -> Entry:
+def parse_entry(buf: bytes, start: cython.Py_ssize_t, end: cython.Py_ssize_t) -> Entry:
     """Parse ``buf[start:end]``, the bytes of a payload frame after its command."""
+    if start < 0 or end > len(buf) or start > end:
+        raise ValueError(f"bytes {start}:{end} are not within the {len(buf)} given")
     view = memoryview(buf)
-    pos = start
+    pos: cython.Py_ssize_t = start
+    size: cython.Py_ssize_t
+    magic: cython.int = _magic(buf, pos, end)
     broker_timestamp = broker_index = None
     checksum_ok = None
-    if end - pos >= 6:
-        magic, size = _MAGIC_AND_U32.unpack_from(buf, pos)
-        if magic == MAGIC_BROKER_ENTRY:
-            pos += 6
-            if pos + size > end:
-                raise PayloadError(
-                    "bad_payload", f"broker entry metadata of {size} bytes overruns the frame"
-                )
-            try:
-                broker = BrokerEntryMetadata.FromString(view[pos : pos + size])
-            except DecodeError as exc:
-                raise PayloadError(
-                    "bad_protobuf", f"undecodable broker entry metadata: {exc}"
-                ) from None
-            pos += size
-            if broker.HasField("broker_timestamp"):
-                broker_timestamp = broker.broker_timestamp
-            if broker.HasField("index"):
-                broker_index = broker.index
-            if end - pos >= 6:
-                magic, size = _MAGIC_AND_U32.unpack_from(buf, pos)
-        if magic == MAGIC_CHECKSUM:
-            checksum_ok = crc32c.crc32c(view[pos + 6 : end]) == size
-            pos += 6
-    if end - pos < 4:
+    if magic == BROKER_ENTRY:
+        size = _u32(buf, pos + MAGIC_SIZE)
+        pos += MAGIC_SIZE + U32_SIZE
+        if size > end - pos:
+            raise PayloadError(
+                "bad_payload", f"broker entry metadata of {size} bytes overruns the frame"
+            )
+        try:
+            broker = BrokerEntryMetadata.FromString(view[pos : pos + size])
+        except DecodeError as exc:
+            raise PayloadError("bad_protobuf", f"undecodable broker entry metadata: {exc}") from None
+        pos += size
+        if broker.HasField("broker_timestamp"):
+            broker_timestamp = broker.broker_timestamp
+        if broker.HasField("index"):
+            broker_index = broker.index
+        magic = _magic(buf, pos, end)
+    if magic == CHECKSUM:
+        checksum_ok = crc32c.crc32c(view[pos + MAGIC_SIZE + U32_SIZE : end]) == _u32(
+            buf, pos + MAGIC_SIZE
+        )
+        pos += MAGIC_SIZE + U32_SIZE
+    if end - pos < U32_SIZE:
         raise PayloadError("bad_payload", "payload frame too short for its metadata size")
-    (size,) = _U32.unpack_from(buf, pos)
-    pos += 4
-    if pos + size > end:
+    size = _u32(buf, pos)
+    pos += U32_SIZE
+    if size > end - pos:
         raise PayloadError("bad_payload", f"message metadata of {size} bytes overruns the frame")
     metadata = read_metadata(buf, pos, pos + size)
     if metadata is None:  # not the common shape: the generated class reads it
@@ -80,3 +86,24 @@ def parse_entry(buf: bytes, start: int, end: int) -> Entry:
         except DecodeError as exc:
             raise PayloadError("bad_protobuf", f"undecodable message metadata: {exc}") from None
     return metadata, view[pos + size : end], checksum_ok, broker_timestamp, broker_index
+
+
+@cython.cfunc
+def _magic(buf: bytes, pos: cython.Py_ssize_t, end: cython.Py_ssize_t) -> cython.int:
+    """The magic number's second byte when ``buf[pos:end]`` opens with a magic number and
+    its 32-bit field; -1 otherwise."""
+    if end - pos < MAGIC_SIZE + U32_SIZE or buf[pos] != MAGIC:
+        return -1
+    return buf[pos + 1]
+
+
+@cython.cfunc
+def _u32(buf: bytes, pos: cython.Py_ssize_t) -> cython.Py_ssize_t:
+    """The big-endian unsigned 32-bit integer at ``buf[pos]`` (the caller checked that
+    its 4 bytes are within the frame; indexing checks them against the buffer too)."""
+    return (
+        cython.cast(cython.Py_ssize_t, buf[pos]) << 24
+        | cython.cast(cython.Py_ssize_t, buf[pos + 1]) << 16
+        | cython.cast(cython.Py_ssize_t, buf[pos + 2]) << 8
+        | cython.cast(cython.Py_ssize_t, buf[pos + 3])
+    )
