@@ -71,9 +71,7 @@ def read_hot_command(data: bytes, start: int, end: int) -> tuple[int, Columns] |
         if number == TYPE_FIELD and fields.wire_type == WIRE_VARINT:
             value: cython.ulonglong = fields.value
             command_type = value if value <= I63 else -1
-        elif (
-            number in _BODY_NUMBERS and fields.wire_type == WIRE_LENGTH_DELIMITED and body < 0
-        ):
+        elif number in _BODY_NUMBERS and fields.wire_type == WIRE_LENGTH_DELIMITED and body < 0:
             body, body_start, body_stop = number, fields.start, fields.stop
         else:
             return None

@@ -61,7 +61,9 @@ def parse_entry(buf: bytes, start: cython.Py_ssize_t, end: cython.Py_ssize_t) ->
         try:
             broker = BrokerEntryMetadata.FromString(view[pos : pos + size])
         except DecodeError as exc:
-            raise PayloadError("bad_protobuf", f"undecodable broker entry metadata: {exc}") from None
+            raise PayloadError(
+                "bad_protobuf", f"undecodable broker entry metadata: {exc}"
+            ) from None
         pos += size
         if broker.HasField("broker_timestamp"):
             broker_timestamp = broker.broker_timestamp
