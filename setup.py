@@ -119,7 +119,8 @@ class BuildOnEveryCore(build_ext):
 setup(
     packages=packages,
     package_dir=package_dir,
-    package_data={"pwcap.jobs": ["log4j2.properties"]},
+    # The C declarations travel with the sources they declare (an sdist builds from them).
+    package_data={"pwcap.jobs": ["log4j2.properties"], "pwcap.decode": ["*.pxd"]},
     ext_modules=_extensions(),
     cmdclass={"build_ext": BuildOnEveryCore},
 )

@@ -9,10 +9,16 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import os
 import signal
 import sys
 
 from pwcap import __version__
+
+# pyarrow imports NumPy, whose OpenBLAS starts a thread per core that spins a while: about
+# 0.07 s of CPU in every pwcap process (each `--jobs` worker too), for linear algebra
+# pwcap never does. Set before any sub-command imports pyarrow; a user's setting stands.
+os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 
 DESCRIPTION = (
     "pwcap: decode packet captures of Pulsar and Kafka 0.7 traffic into Parquet tables,"

@@ -24,10 +24,11 @@ from pwcap.decode.wire import WireError, read_varint, text
 
 # A command holding only its `type` (tag byte + one-byte varint: every type is < 128)
 # cannot carry the command message its type names.
-BARE_COMMAND_SIZE = 2
+# (C constants when compiled: a module global is a dict lookup at every frame.)
+BARE_COMMAND_SIZE = cython.declare(cython.Py_ssize_t, 2)
 _parse_command = BaseCommand.FromString
 _SPECS = c.SPECS
-_PRODUCER_SUCCESS = BaseCommand.PRODUCER_SUCCESS
+_PRODUCER_SUCCESS = cython.declare(cython.int, BaseCommand.PRODUCER_SUCCESS)
 _CONNECT = BaseCommand.CONNECT
 _NAME_COLUMNS = frozenset(PRODUCER_NAMES + CONSUMER_NAMES)
 _FRAMES = PulsarFrames(looks_like_command)
