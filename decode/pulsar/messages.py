@@ -11,6 +11,7 @@ import hashlib
 from collections.abc import Callable, Hashable, Iterator
 from typing import Any
 
+import cython
 from pwcap.decode.api import DecodeOptions, RowSink
 from pwcap.decode.pulsar._pb.pulsar_api_pb2 import MessageMetadata
 from pwcap.decode.pulsar.batch import BadBatch, split_batch
@@ -23,11 +24,18 @@ from pwcap.tables.schema import kept_payload
 Row = dict[str, Any]
 AnomalyFn = Callable[[str, Row, str], None]  # kind, frame row, detail
 
-_sha256 = hashlib.sha256
-I63 = (1 << 63) - 1
-U64 = 1 << 64
-MAX_MILLIS = I63 // 1000  # the largest millisecond time a microsecond int64 holds
+# What every entry uses, as C globals when compiled (a module global is a dict lookup at
+# each use); the integers exceed C's.
+_sha256 = cython.declare(object, hashlib.sha256)
+_parse_entry = cython.declare(object, parse_entry)
+_text = cython.declare(object, text)
+_CODEC_NAMES = cython.declare(dict, CODEC_NAMES)
+I63 = cython.declare(object, (1 << 63) - 1)
+U64 = cython.declare(object, 1 << 64)
+# The largest millisecond time a microsecond int64 holds.
+MAX_MILLIS = cython.declare(object, ((1 << 63) - 1) // 1000)
 # Frame columns a MESSAGE's rows repeat besides those every message row has.
+_DELIVERY_COLUMNS = cython.declare(tuple)
 _DELIVERY_COLUMNS = (
     "subscription",
     "consumer_id",
@@ -39,8 +47,15 @@ _DELIVERY_COLUMNS = (
 )
 
 
+@cython.cclass
 class EntryDecoder:
     """Decodes the entries of one connection's payload frames."""
+
+    sink = cython.declare(object, visibility="public")
+    _payloads = cython.declare(cython.bint)
+    _limit = cython.declare(object)
+    _anomaly = cython.declare(object)
+    _chunks = cython.declare(object)
 
     def __init__(self, sink: RowSink, options: DecodeOptions, anomaly: AnomalyFn) -> None:
         self.sink = sink
@@ -49,21 +64,24 @@ class EntryDecoder:
         self._anomaly = anomaly
         self._chunks = ChunkAssembler(options.max_decompressed_size)
 
+    @cython.locals(frame=dict, row=dict)
     def decode(self, frame: Row, buf: bytes, start: int, end: int, label: int) -> None:
         """Fill ``frame``'s entry columns from ``buf[start:end]`` and emit its messages;
         ``label`` is the frame's direction (0 or 1)."""
         frame["payload_size"] = end - start
         try:
-            md, payload, checksum_ok, broker_timestamp, broker_index = parse_entry(buf, start, end)
+            md, payload, checksum_ok, broker_timestamp, broker_index = _parse_entry(
+                buf, start, end
+            )
         except PayloadError as exc:
             self._anomaly(exc.kind, frame, str(exc))
             return
         count = md.num_messages_in_batch
         codec = md.compression
-        compression = CODEC_NAMES.get(codec) or str(codec)
+        compression = _CODEC_NAMES.get(codec) or str(codec)
         producer_name = md.producer_name
         if producer_name.__class__ is not str:
-            producer_name = text(producer_name)
+            producer_name = _text(producer_name)
         sequence_id = md.sequence_id
         if sequence_id > I63:
             sequence_id -= U64
@@ -82,7 +100,6 @@ class EntryDecoder:
             frame["broker_index"] = broker_index
         if checksum_ok is False:
             self._anomaly("bad_checksum", frame, "CRC32-C of metadata and payload mismatch")
-        get = frame.get
         row = {
             "ts": frame["ts"],
             "capture": frame["capture"],
@@ -91,8 +108,8 @@ class EntryDecoder:
             "protocol": "pulsar",
             "stream_offset": frame["stream_offset"],
             "command": frame["command"],
-            "topic": get("topic"),
-            "producer_id": get("producer_id"),
+            "topic": frame.get("topic"),
+            "producer_id": frame.get("producer_id"),
             "producer_name": producer_name,
             "sequence_id": sequence_id,
             "publish_time": micros(md.publish_time),
@@ -106,9 +123,9 @@ class EntryDecoder:
         }
         if frame["command"] == "MESSAGE":
             for column in _DELIVERY_COLUMNS:
-                row[column] = get(column)
+                row[column] = frame.get(column)
         if row["key"] is not None and row["key"].__class__ is not str:
-            row["key"] = text(row["key"])
+            row["key"] = _text(row["key"])
         _rare_metadata(md, row)
         if md.encryption_keys:
             row["encrypted"] = True
@@ -187,7 +204,8 @@ class EntryDecoder:
                 row["chunked_sha256"] = _sha256(data).hexdigest()
         self._emit(row, payload)
 
-    def _emit(self, row: Row, payload: bytes | memoryview) -> None:
+    @cython.cfunc
+    def _emit(self, row: Row, payload: bytes | memoryview) -> cython.void:
         row["payload_size"] = len(payload)
         row["payload_sha256"] = _sha256(payload).hexdigest()
         if self._payloads:
@@ -195,7 +213,8 @@ class EntryDecoder:
         self.sink.message(row)
 
 
-def _rare_metadata(md: MessageMetadata, row: Row) -> None:
+@cython.cfunc
+def _rare_metadata(md: MessageMetadata, row: Row) -> cython.void:
     """Entry-level fields most messages leave unset."""
     if md.properties:
         row["properties"] = _properties(md.properties)
@@ -213,6 +232,7 @@ def _properties(pairs: Any) -> list[tuple[str, str]]:
     return [p if type(p) is tuple else (text(p.key), text(p.value)) for p in pairs]
 
 
+@cython.ccall
 def micros(millis: int) -> int | None:
     """Milliseconds since the epoch as the microseconds of a timestamp column; None when
     damage made them too large for one."""

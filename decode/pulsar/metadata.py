@@ -46,10 +46,15 @@ class _Plain:
     _repeated = cython.declare(cython.ulonglong)
 
     def __init__(self, required: int, properties_field: int) -> None:
+        self._start(required, properties_field)
+
+    @cython.cfunc
+    def _start(self, required: cython.ulonglong, properties_field: cython.int) -> cython.void:
+        """Nothing read yet (a C call: a reading is made per entry and per batch member)."""
         self.seen = 0
         self.properties = ()
         self._required = required
-        self._repeated = 1 << properties_field
+        self._repeated = cython.cast(cython.ulonglong, 1) << properties_field
 
     @cython.ccall
     def read(self, data: bytes, start: cython.Py_ssize_t, end: cython.Py_ssize_t) -> cython.bint:
@@ -119,7 +124,7 @@ class PlainMetadata(_Plain):
         self.sequence_id = self.publish_time = self.uncompressed_size = self.event_time = 0
         self.num_messages_in_batch = 1  # the schema's default
         self.compression = 0
-        super().__init__(_REQUIRED, 4)
+        self._start(_REQUIRED, 4)
 
     def HasField(self, name: str) -> bool:
         return bool(self.seen & (1 << _METADATA_NUMBERS[name]))
@@ -174,7 +179,7 @@ class PlainSingle(_Plain):
         self.payload_size = self.event_time = self.sequence_id = 0
         self.partition_key = ""
         self.ordering_key = b""
-        super().__init__(_PAYLOAD_SIZE, 1)
+        self._start(_PAYLOAD_SIZE, 1)
 
     def HasField(self, name: str) -> bool:
         return bool(self.seen & (1 << _SINGLE_NUMBERS[name]))
