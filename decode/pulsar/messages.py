@@ -70,9 +70,7 @@ class EntryDecoder:
         ``label`` is the frame's direction (0 or 1)."""
         frame["payload_size"] = end - start
         try:
-            md, payload, checksum_ok, broker_timestamp, broker_index = _parse_entry(
-                buf, start, end
-            )
+            md, payload, checksum_ok, broker_timestamp, broker_index = _parse_entry(buf, start, end)
         except PayloadError as exc:
             self._anomaly(exc.kind, frame, str(exc))
             return
