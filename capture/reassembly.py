@@ -28,12 +28,14 @@ import hashlib
 import socket
 from collections.abc import Iterable
 
+import cython
 from pwcap.capture.events import ClientBy, Connection, Direction, StreamSink
 from pwcap.capture.stats import CaptureStats
 
 FIN, SYN, RST, ACK = 0x01, 0x02, 0x04, 0x10
-_MASK = (1 << 32) - 1
-_HALF = 1 << 31
+# C constants when compiled: a module global is a dict lookup at every segment.
+_MASK = cython.declare(cython.longlong, (1 << 32) - 1)
+_HALF = cython.declare(cython.longlong, 1 << 31)
 _FLIPPED = (Direction.B2C, Direction.C2B)  # each direction, the roles turned round
 
 MAX_HELD_BYTES = 4 << 20  # early bytes held per direction before a hole is given up
@@ -106,25 +108,27 @@ def _held_size(half: _Half) -> int:
     return half.held_bytes
 
 
+@cython.cclass
 class _Half:
-    """One direction of a connection: its sequence space, held segments and FIN."""
+    """One direction of a connection: its sequence space, held segments and FIN.
 
-    __slots__ = (
-        "base",
-        "conn",
-        "fin",
-        "held",
-        "held_bytes",
-        "holding",
-        "next",
-        "owed",
-        "peer",
-        "side",
-        "sink",
-        "started",
-        "stats",
-        "waited",
-    )
+    Compiled, a C struct: every segment reads and writes several of its fields.
+    """
+
+    conn = cython.declare(object, visibility="public")
+    side = cython.declare(object, visibility="public")
+    peer = cython.declare("_Half", visibility="public")  # the other direction
+    started = cython.declare(cython.bint, visibility="public")
+    base = cython.declare(cython.longlong, visibility="public")
+    next = cython.declare(cython.longlong, visibility="public")
+    held = cython.declare(list, visibility="public")
+    held_bytes = cython.declare(cython.longlong, visibility="public")
+    holding = cython.declare(object, visibility="public")
+    owed = cython.declare(cython.longlong, visibility="public")
+    waited = cython.declare(cython.longlong, visibility="public")
+    fin = cython.declare(object, visibility="public")
+    sink = cython.declare(object, visibility="public")
+    stats = cython.declare(object, visibility="public")
 
     def __init__(
         self,
@@ -153,15 +157,21 @@ class _Half:
         self.started = True
         self.base = seq & _MASK
 
+    @cython.ccall
+    @cython.returns(cython.longlong)
+    @cython.locals(seq=cython.longlong, nxt=cython.longlong)
     def offset(self, seq: int) -> int:
         """Stream offset of a 32-bit sequence number: the one nearest the next byte."""
         nxt = self.next
         return nxt + ((seq - self.base - nxt + _HALF) & _MASK) - _HALF
 
+    @cython.ccall
     def direction(self) -> Direction:
         """Who sends these bytes now: the connection may have flipped its roles since."""
         return _FLIPPED[self.side] if self.conn.flipped else self.side
 
+    @cython.ccall
+    @cython.returns(cython.bint)
     def done(self) -> bool:
         return self.fin is not None and self.next >= self.fin
 
@@ -177,6 +187,9 @@ class _Half:
 
     # -- data -------------------------------------------------------------------------------
 
+    @cython.ccall
+    @cython.returns(cython.longlong)
+    @cython.locals(ack=cython.longlong, at=cython.longlong)
     def acknowledged(self, ack: int) -> int:
         """The other side received every byte before ``ack``; returns that offset."""
         at = self.offset(ack)
@@ -188,6 +201,9 @@ class _Half:
             self.owed = at
         return at
 
+    @cython.ccall
+    @cython.locals(seq=cython.longlong, cut=cython.longlong, after=cython.longlong)
+    @cython.locals(at=cython.longlong)
     def receive(self, ts: int, seq: int, payload: bytes, cut: int, after: int) -> None:
         """A segment with data; ``after`` is the offset of the other side's stream it
         acknowledged: those bytes came first, so they are delivered first."""
@@ -215,6 +231,9 @@ class _Half:
         if until > self.next:
             self._gap(self.held[0][1] if self.held else ts, until - self.next)
 
+    @cython.ccall
+    @cython.locals(at=cython.longlong, cut=cython.longlong)
+    @cython.locals(skip=cython.longlong, size=cython.longlong)
     def _accept(self, at: int, ts: int, payload: bytes, cut: int) -> None:
         """Deliver a segment that starts at or before the next byte, minus what was seen."""
         skip = self.next - at
@@ -352,6 +371,7 @@ class Reassembler:
         self._closed_ids: dict[int, None] = {}
         self._holding = _Holding()
 
+    @cython.locals(half=_Half, peer=_Half, owing=_Half)
     def segment(
         self,
         ts: int,
