@@ -241,7 +241,8 @@ def read_single(data: bytes, start: int, end: int) -> PlainSingle | None:
     return single if single.read(data, start, end) else None
 
 
-def _key_value(data: bytes, start: cython.Py_ssize_t, end: cython.Py_ssize_t) -> tuple | None:
+@cython.cfunc
+def _key_value(data: bytes, start: cython.Py_ssize_t, end: cython.Py_ssize_t) -> object:
     """A KeyValue's (key, value): both required, each once, both UTF-8; else None."""
     fields: Fields = cursor(data, start, end)
     key = value = None
@@ -267,7 +268,8 @@ def _key_value(data: bytes, start: cython.Py_ssize_t, end: cython.Py_ssize_t) ->
     return (key, value)
 
 
-def _utf8(data: bytes, start: cython.Py_ssize_t, stop: cython.Py_ssize_t) -> str | None:
+@cython.cfunc
+def _utf8(data: bytes, start: cython.Py_ssize_t, stop: cython.Py_ssize_t) -> object:
     """The text of a string field, or None when it is not UTF-8 (the generated classes
     then decide what it reads as)."""
     try:
