@@ -17,7 +17,7 @@ from google.protobuf.message import DecodeError
 from pwcap.decode.pulsar._pb import pulsar_api_pb2 as pb
 from pwcap.decode.pulsar.commands import SPECS
 from pwcap.decode.pulsar.hot import BODY_FIELDS, read_hot_command
-from pwcap.decode.wire import Fields, WireError, read_varint
+from pwcap.decode.wire import Fields, WireError, cursor, read_varint
 
 U64_EDGES = [0, 1, 127, 128, 300, (1 << 31) - 1, 1 << 32, (1 << 63) - 1, 1 << 63, (1 << 64) - 1]
 I32_EDGES = [0, 1, -1, -2, 127, 128, (1 << 31) - 1, -(1 << 31)]
@@ -171,3 +171,15 @@ def test_the_cursor_never_reads_past_its_end():
     assert fields.next() == 0 and fields.broken
     with pytest.raises(WireError):
         Fields(data, 0, len(data) + 1)
+
+
+@pytest.mark.parametrize("make", [Fields, cursor], ids=["class", "cursor"])
+def test_a_cursor_is_only_ever_placed_within_its_bytes(make):
+    """The readers make their cursors with ``cursor`` (compiled: no Python call); it
+    checks the bounds as the class does."""
+    data = b"\x08\x96\x01"
+    fields = make(data, 0, len(data))
+    assert (fields.next(), fields.value) == (1, 150)
+    for start, end in ((-1, 2), (0, len(data) + 1), (2, 1)):
+        with pytest.raises(WireError):
+            make(data, start, end)

@@ -8,7 +8,7 @@ import struct
 import pytest
 from pwcap.capture.events import Direction
 from pwcap.decode.pulsar._pb import pulsar_api_pb2 as pb
-from pwcap.decode.pulsar.chunks import ChunkAssembler
+from pwcap.decode.pulsar.chunks import MAX_PENDING_MESSAGES, ChunkAssembler
 
 from tests.pulsar_frames import batch, command, compress, decoder, entry_bytes, frame
 
@@ -265,6 +265,17 @@ def test_incomplete_chunked_messages_are_bounded_in_memory():
     assert add("old", 1, b"a") is None
     assert add("new", 1, b"b") == b"b" * 601
     assert [kind for kind, _ in reports] == ["chunk_evicted", "chunk_missing"]
+
+
+def test_incomplete_chunked_messages_are_bounded_in_number_however_small():
+    """Empty first chunks under ever new uuids hold no bytes, yet cannot pile up."""
+    assembler = ChunkAssembler(max_bytes=1000)
+    reports = []
+    for uuid in range(MAX_PENDING_MESSAGES + 5):
+        assembler.add(uuid, 0, 2, b"", lambda *report: reports.append(report))
+    assert [kind for kind, _ in reports] == ["chunk_evicted"] * 5
+    assert "incomplete messages" in reports[0][1]
+    assert assembler.add(MAX_PENDING_MESSAGES + 4, 1, 2, b"z", print) == b"z"  # the newest stays
 
 
 def test_the_chunk_memory_bound_is_the_decompression_limit():

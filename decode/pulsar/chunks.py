@@ -12,6 +12,9 @@ from __future__ import annotations
 from collections.abc import Callable, Hashable
 
 Report = Callable[[str, str], None]  # anomaly kind, detail
+# Incomplete messages held at once, however small: chunks of a few bytes each, under new
+# uuids, would otherwise pile up without reaching the bound on bytes.
+MAX_PENDING_MESSAGES = 10_000
 
 
 class _Pending:
@@ -65,13 +68,19 @@ class ChunkAssembler:
         self._held -= pending.size
 
     def _evict(self, report: Report) -> None:
-        """Drop the oldest incomplete messages until the held bytes fit the bound."""
-        while self._held > self._max_bytes and self._pending:
+        """Drop the oldest incomplete messages until the held bytes and the number of
+        messages fit their bounds."""
+        while self._pending:
+            if self._held > self._max_bytes:
+                bound = f"the {self._max_bytes}-byte bound on pending chunks"
+            elif len(self._pending) > MAX_PENDING_MESSAGES:
+                bound = f"the bound of {MAX_PENDING_MESSAGES} incomplete messages"
+            else:
+                return
             key = next(iter(self._pending))
             pending = self._pending[key]
             self._forget(key, pending)
             report(
                 "chunk_evicted",
-                f"incomplete chunked message of {pending.size} bytes dropped: "
-                f"over the {self._max_bytes}-byte bound on pending chunks",
+                f"incomplete chunked message of {pending.size} bytes dropped: over {bound}",
             )
