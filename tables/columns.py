@@ -27,6 +27,11 @@ from typing import Any
 import cython
 import pyarrow as pa
 
+if cython.compiled:  # a text value is copied to its column's bytes with memcpy
+    from cython.cimports.cpython.bytearray import PyByteArray_AS_STRING, PyByteArray_Resize
+    from cython.cimports.cpython.bytes import PyBytes_AS_STRING
+    from cython.cimports.libc.string import memcpy
+
 # How a column keeps its values: the low two bits of its place (the rest: its index
 # among the columns kept that way).
 # (C constants when compiled: a Python object here would be looked up and compared as one
@@ -192,7 +197,15 @@ class ColumnBuffer:
         end += len(encoded)
         if end > MAX_OFFSET:
             raise OverflowError(f"{key}: over 2 GiB of values in one batch")
-        data += encoded
+        if cython.compiled:  # what `data += encoded` does, without its buffer protocol
+            PyByteArray_Resize(data, end)
+            memcpy(
+                PyByteArray_AS_STRING(data) + end - len(encoded),
+                PyBytes_AS_STRING(encoded),
+                len(encoded),
+            )
+        else:
+            data += encoded
         self._ends[index, at + 1] = end
         self._recorded[index] = at + 1
         self._text_valid[index, at] = 1
