@@ -148,7 +148,8 @@ class ColumnBuffer:
             raise OverflowError("a full ColumnBuffer takes no row before take_batch()")
         at: cython.Py_ssize_t = self.count
         places: dict = self._places
-        # Local views: an attribute's view is acquired anew on every access.
+        # Local views: their data pointers, shapes and strides stay in registers through
+        # the loop (measured: at least as fast as the attributes, for one acquisition each).
         data: cython.longlong[:, ::1] = self._data
         valid: cython.uchar[:, ::1] = self._valid
         filled: cython.longlong[::1] = self._set

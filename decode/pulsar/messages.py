@@ -35,15 +35,17 @@ U64 = cython.declare(object, 1 << 64)
 # The largest millisecond time a microsecond int64 holds.
 MAX_MILLIS = cython.declare(object, ((1 << 63) - 1) // 1000)
 # Frame columns a MESSAGE's rows repeat besides those every message row has.
-_DELIVERY_COLUMNS = cython.declare(tuple)
-_DELIVERY_COLUMNS = (
-    "subscription",
-    "consumer_id",
-    "consumer_name",
-    "ledger_id",
-    "entry_id",
-    "partition",
-    "redelivery_count",
+_DELIVERY_COLUMNS = cython.declare(
+    tuple,
+    (
+        "subscription",
+        "consumer_id",
+        "consumer_name",
+        "ledger_id",
+        "entry_id",
+        "partition",
+        "redelivery_count",
+    ),
 )
 
 
