@@ -30,6 +30,7 @@ import pyarrow as pa
 if cython.compiled:  # a text value is copied to its column's bytes with memcpy
     from cython.cimports.cpython.bytearray import PyByteArray_AS_STRING, PyByteArray_Resize
     from cython.cimports.cpython.bytes import PyBytes_AS_STRING
+    from cython.cimports.cpython.unicode import PyUnicode_AsUTF8AndSize
     from cython.cimports.libc.string import memcpy
 
 # How a column keeps its values: the low two bits of its place (the rest: its index
@@ -41,6 +42,7 @@ STRING = cython.declare(cython.Py_ssize_t, 1)
 BINARY = cython.declare(cython.Py_ssize_t, 2)
 NESTED = cython.declare(cython.Py_ssize_t, 3)
 MAX_OFFSET = cython.declare(cython.Py_ssize_t, 0x7FFFFFFF)  # Arrow's offsets are int32
+SEEN_SLOTS = cython.declare(cython.Py_ssize_t, 256)  # a power of two
 _TEXT_TYPES = (bytes, bytearray, memoryview)
 
 
@@ -70,6 +72,10 @@ class ColumnBuffer:
     _limit = cython.declare(cython.Py_ssize_t)
     _byte_limit = cython.declare(cython.Py_ssize_t)
     _places = cython.declare(dict)  # column name -> index << 2 | storage
+    # Compiled: the places of the keys seen last, by the key object's address (a row's
+    # keys are the same str objects row after row), so most keys cost no dict lookup.
+    _seen_keys = cython.declare(list)  # per cache slot: the key (held), or None
+    _seen_places = cython.declare(cython.longlong[::1])  # its place, or -1: not a column
     _positions = cython.declare(list)  # per storage: schema positions of its columns
     # Slots: [slot, row] values and validity bytes, and per slot the rows that set it.
     _data = cython.declare(cython.longlong[:, ::1])
@@ -87,8 +93,6 @@ class ColumnBuffer:
     _text_valid_bytes = cython.declare(bytearray)
     _text_set = cython.declare(cython.longlong[::1])
     _strings = cython.declare(cython.Py_ssize_t)  # text columns below this index are strings
-    _last = cython.declare(list)  # per text column: its last str value and that str's bytes
-    _last_encoded = cython.declare(list)
     # Nested: per column the rows that set it and their values.
     _rows = cython.declare(list)
     _values = cython.declare(list)
@@ -98,6 +102,8 @@ class ColumnBuffer:
         self._limit = max(1, limit)
         self._byte_limit = byte_limit
         self._places = {}
+        self._seen_keys = [None] * SEEN_SLOTS
+        self._seen_places = memoryview(bytearray(8 * SEEN_SLOTS)).cast("q")
         by_storage: list[list[int]] = [[], [], [], []]
         for position, field in enumerate(schema):
             by_storage[_storage(field.type)].append(position)
@@ -125,8 +131,6 @@ class ColumnBuffer:
         self._valid = memoryview(self._valid_bytes).cast("B", (slots, capacity))
         self._set = memoryview(bytearray(8 * slots)).cast("q")
         self._text = [bytearray() for _ in range(texts)]
-        self._last = [None] * texts
-        self._last_encoded = [b""] * texts
         self._ends_bytes = bytearray(4 * texts * (capacity + 1))
         self._ends = memoryview(self._ends_bytes).cast("i", (texts, capacity + 1))
         self._recorded = memoryview(bytearray(8 * texts)).cast("q")
@@ -153,16 +157,33 @@ class ColumnBuffer:
         data: cython.longlong[:, ::1] = self._data
         valid: cython.uchar[:, ::1] = self._valid
         filled: cython.longlong[::1] = self._set
+        seen_keys: list = self._seen_keys
+        seen_places: cython.longlong[::1] = self._seen_places
         place: Any
         code: cython.Py_ssize_t
         index: cython.Py_ssize_t
+        slot: cython.Py_ssize_t
         for key, value in row.items():
             if value is None:
                 continue
-            place = places.get(key)
-            if place is None:
-                continue
-            code = place
+            if cython.compiled:
+                slot = (cython.cast(cython.Py_ssize_t, cython.cast(cython.p_void, key)) >> 4) & (
+                    SEEN_SLOTS - 1
+                )
+                if seen_keys[slot] is key:
+                    code = seen_places[slot]
+                else:
+                    place = places.get(key)
+                    code = -1 if place is None else place
+                    seen_keys[slot] = key
+                    seen_places[slot] = code
+                if code < 0:
+                    continue
+            else:
+                place = places.get(key)
+                if place is None:
+                    continue
+                code = place
             index = code >> 2
             code &= 3
             if code == SLOT:
@@ -183,35 +204,35 @@ class ColumnBuffer:
     def _add_text(self, index: cython.Py_ssize_t, at: cython.Py_ssize_t, key: str, value: object):
         """Append one string or binary value; the rows since the column's last value are
         null (their end offsets stay where it ended)."""
-        encoded: bytes
-        if value is self._last[index]:  # names and labels repeat row after row
-            encoded = self._last_encoded[index]
-        elif type(value) is str:
-            encoded = cython.cast(str, value).encode()
-            self._last[index] = value
-            self._last_encoded[index] = encoded
-        else:  # bytes-like: not kept, it may change after the row is added
+        size: cython.Py_ssize_t = 0
+        encoded: bytes = None
+        if cython.compiled:  # a str's UTF-8 is read where the str keeps it: no bytes made
+            source: cython.p_const_char
+            if type(value) is str:
+                source = PyUnicode_AsUTF8AndSize(value, cython.address(size))
+            else:
+                encoded = _encoded(value, index < self._strings, key)
+                source = PyBytes_AS_STRING(encoded)
+                size = len(encoded)
+        else:
             encoded = _encoded(value, index < self._strings, key)
+            size = len(encoded)
         data: bytearray = self._text[index]
         end: cython.Py_ssize_t = len(data)
         self._end_nulls(index, at, end)
-        end += len(encoded)
+        end += size
         if end > MAX_OFFSET:
             raise OverflowError(f"{key}: over 2 GiB of values in one batch")
         if cython.compiled:  # what `data += encoded` does, without its buffer protocol
             PyByteArray_Resize(data, end)
-            memcpy(
-                PyByteArray_AS_STRING(data) + end - len(encoded),
-                PyBytes_AS_STRING(encoded),
-                len(encoded),
-            )
+            memcpy(PyByteArray_AS_STRING(data) + end - size, source, size)
         else:
             data += encoded
         self._ends[index, at + 1] = end
         self._recorded[index] = at + 1
         self._text_valid[index, at] = 1
         self._text_set[index] += 1
-        self.held_bytes += len(encoded)
+        self.held_bytes += size
 
     @cython.cfunc
     def _end_nulls(

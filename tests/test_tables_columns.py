@@ -105,6 +105,25 @@ def test_text_columns_take_utf8_bytes_and_refuse_what_arrow_would():
         ColumnBuffer(schema, limit=8).add({"topic": 5})
 
 
+def test_a_key_is_its_column_by_value_whatever_str_object_carries_it():
+    """A key built at run time (equal to a column's name, another object) and hundreds of
+    keys the schema lacks, row after row, fill exactly the columns they name."""
+    schema = pa.schema([("topic", pa.string()), ("ts", pa.int64())])
+    buffer = ColumnBuffer(schema, limit=1200)
+    for i in range(600):
+        buffer.add({"".join(["to", "pic"]): f"t{i}", f"extra{i}": i, "".join(["t", "s"]): i})
+        buffer.add({"topic": "same", "ts": -i})
+    batch = buffer.take_batch()
+    assert batch.column("topic").to_pylist() == [v for i in range(600) for v in (f"t{i}", "same")]
+    assert batch.column("ts").to_pylist() == [v for i in range(600) for v in (i, -i)]
+
+
+def test_a_str_that_has_no_utf8_form_is_refused():
+    buffer = ColumnBuffer(pa.schema([("topic", pa.string())]), limit=8)
+    with pytest.raises(UnicodeEncodeError):
+        buffer.add({"topic": "lone \ud800 surrogate"})
+
+
 def test_a_bytearray_changed_after_its_row_was_added_keeps_the_value_it_had():
     buffer = ColumnBuffer(pa.schema([("payload", pa.binary())]), limit=8)
     value = bytearray(b"abc")
