@@ -90,6 +90,7 @@ class _Kind:
         self.holders = None  # producer or consumer id -> its names, when the command has one
 
 
+@cython.cclass
 class PulsarDecoder:
     """Sans-IO decoder of one TCP connection carrying the Pulsar binary protocol.
 
@@ -103,6 +104,20 @@ class PulsarDecoder:
     """
 
     protocol = "pulsar"
+    # Compiled, its attributes are C fields: each frame reads several of them.
+    _flip_roles = cython.declare(object)
+    _out = cython.declare(object)
+    _held = cython.declare(object)
+    _sink = cython.declare(object)
+    _capture = cython.declare(object)
+    _conn_id = cython.declare(object)
+    _roles_settled = cython.declare(cython.bint)
+    _state = cython.declare(object)
+    _conversation = cython.declare(object)
+    _emit_anomaly = cython.declare(object)
+    _entries = cython.declare(object)
+    _fields = cython.declare(dict)
+    _sides = cython.declare(list)
 
     def __init__(
         self, conn: Connection, sink: RowSink, options: DecodeOptions, flip_roles: FlipRoles
