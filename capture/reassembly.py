@@ -251,8 +251,10 @@ class _Half:
         direction = self.direction()
         if payload:
             conn = self.conn
-            self.sink.on_data(conn, direction, ts, self.next, bytes(payload))
+            # Counted first: the sink may overturn the roles while it takes these bytes,
+            # and the flip then carries the count to their true sender's side.
             conn.bytes[direction] += len(payload)
+            self.sink.on_data(conn, direction, ts, self.next, bytes(payload))
             self.next += len(payload)
         if cut:
             self._gap(ts, cut, direction)
@@ -280,9 +282,9 @@ class _Half:
         if direction is None:
             direction = self.direction()
         conn = self.conn
-        self.sink.on_gap(conn, direction, ts, self.next, size)
         conn.gaps += 1
-        conn.gap_bytes[direction] += size
+        conn.gap_bytes[direction] += size  # first, as for data: the sink may flip the roles
+        self.sink.on_gap(conn, direction, ts, self.next, size)
         self.stats.gaps += 1
         self.stats.gap_bytes += size
         self.next += size

@@ -408,6 +408,27 @@ def test_deliveries_follow_a_swap_of_roles():
     assert recorded.stream(Direction.B2C).data == b"from 40000"
 
 
+class OverturningSink(OrderedSink):
+    """Overturns reassembly's guess while taking the first bytes, as a decoder does once
+    the content of a frame proves the roles the other way round."""
+
+    def on_data(self, conn, direction, ts, offset, data) -> None:
+        super().on_data(conn, direction, ts, offset, data)
+        if not conn.flipped:
+            conn.flip()
+            recorded = self.connections[conn.conn_id]  # its streams swap sides with it
+            recorded.streams = recorded.streams[::-1]
+
+
+def test_the_bytes_that_overturn_the_roles_count_for_their_true_sender():
+    talk = Talk(ports=(40000, 5000), server_ports=(), sink=OverturningSink())
+    talk.send(C, b"from 40000")  # taken for the client's; they prove 40000 the server
+    talk.send(S, b"from 5000, the client")
+    conn = talk.only().conn
+    assert (conn.client_port, conn.server_port) == (5000, 40000)
+    assert conn.bytes == [len(b"from 5000, the client"), len(b"from 40000")]  # c2b, b2c
+
+
 # -- identity and memory ----------------------------------------------------------------------
 
 
