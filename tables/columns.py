@@ -42,7 +42,7 @@ STRING = cython.declare(cython.Py_ssize_t, 1)
 BINARY = cython.declare(cython.Py_ssize_t, 2)
 NESTED = cython.declare(cython.Py_ssize_t, 3)
 MAX_OFFSET = cython.declare(cython.Py_ssize_t, 0x7FFFFFFF)  # Arrow's offsets are int32
-SEEN_SLOTS = cython.declare(cython.Py_ssize_t, 256)  # a power of two
+SEEN_SLOTS = cython.declare(cython.Py_ssize_t, 1024)  # a power of two
 _TEXT_TYPES = (bytes, bytearray, memoryview)
 
 
@@ -72,8 +72,9 @@ class ColumnBuffer:
     _limit = cython.declare(cython.Py_ssize_t)
     _byte_limit = cython.declare(cython.Py_ssize_t)
     _places = cython.declare(dict)  # column name -> index << 2 | storage
-    # Compiled: the places of the keys seen last, by the key object's address (a row's
-    # keys are the same str objects row after row), so most keys cost no dict lookup.
+    # Compiled: the places of the keys seen last, found by the key's hash and told by its
+    # identity (a row's keys are the same str objects row after row), so most keys cost
+    # no dict lookup.
     _seen_keys = cython.declare(list)  # per cache slot: the key (held), or None
     _seen_places = cython.declare(cython.longlong[::1])  # its place, or -1: not a column
     _positions = cython.declare(list)  # per storage: schema positions of its columns
@@ -167,9 +168,7 @@ class ColumnBuffer:
             if value is None:
                 continue
             if cython.compiled:
-                slot = (cython.cast(cython.Py_ssize_t, cython.cast(cython.p_void, key)) >> 4) & (
-                    SEEN_SLOTS - 1
-                )
+                slot = hash(key) & (SEEN_SLOTS - 1)  # a str keeps its hash: no hashing here
                 if seen_keys[slot] is key:
                     code = seen_places[slot]
                 else:
