@@ -243,23 +243,40 @@ def latency_summary(pairs: DataFrame, window: str) -> DataFrame:
     """
     latency = F.col("latency_us")
     answered = latency.isNotNull()
-    # Exact percentiles: a group's latencies fit in memory (8 bytes each), and an
-    # approximate digest precise enough for p99.9 costs more than the exact sort.
-    quantiles = F.percentile(latency, F.array(*(F.lit(q) for q in PERCENTILES.values())))
-    grouped = pairs.withColumn("window_start", window_start("request_ts", window)).groupBy(
-        *SUMMARY_KEYS
+    # One row per group and latency first (a hash aggregate): latencies are whole
+    # microseconds and a group's repeat, so the exact percentile below, which keeps a
+    # boxed count per distinct value, sees each value once with its count. Unaggregated,
+    # it took 6 s of task time over five million pairs whose latencies took 12 values.
+    per_value = (
+        pairs.withColumn("window_start", window_start("request_ts", window))
+        .groupBy(*SUMMARY_KEYS, "latency_us")
+        .agg(
+            F.count("*").alias("pairs"),
+            F.count(F.when(answered & F.col("outcome").startswith("error:"), 1)).alias("errors"),
+            F.count(F.when(F.col("outcome") == "unanswered", 1)).alias("unanswered"),
+            F.count(F.when(F.col("outcome") == "redelivered", 1)).alias("redelivered"),
+        )
     )
-    summary = grouped.agg(
-        F.count(latency).alias("count"),
-        F.count(F.when(answered & F.col("outcome").startswith("error:"), 1)).alias("errors"),
-        F.count(F.when(F.col("outcome") == "unanswered", 1)).alias("unanswered"),
-        F.count(F.when(F.col("outcome") == "redelivered", 1)).alias("redelivered"),
+    pairs_answered = F.when(answered, F.col("pairs")).otherwise(0)
+    quantiles = F.percentile(
+        latency, F.array(*(F.lit(q) for q in PERCENTILES.values())), F.col("pairs")
+    )
+    summary = per_value.groupBy(*SUMMARY_KEYS).agg(
+        _total(pairs_answered).alias("count"),
+        _total(F.col("errors")).alias("errors"),
+        _total(F.col("unanswered")).alias("unanswered"),
+        _total(F.col("redelivered")).alias("redelivered"),
         quantiles.alias("q"),
         F.max(latency).alias("max_us"),
         F.min(latency).alias("min_us"),
     )
     percentiles = [F.col("q")[i].alias(name) for i, name in enumerate(PERCENTILES)]
     return conform(summary.select("*", *percentiles), "latency_summary")
+
+
+def _total(counts: Column) -> Column:
+    """A sum of counts that is a count itself: never null (as ``count`` is not)."""
+    return F.coalesce(F.sum(counts), F.lit(0))
 
 
 def tables(frames: DataFrame, messages: DataFrame, connections: DataFrame, window: str) -> Tables:

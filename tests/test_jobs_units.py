@@ -10,7 +10,9 @@ from typing import Any
 
 import pytest
 from pwcap.jobs import acks, latency, permits, redelivery
-from pwcap.jobs.common import spark_schema
+from pwcap.jobs.common import spark_schema, spark_type
+from pwcap.tables.analytics import ANALYTICS
+from pyspark.sql import types as T
 
 from pwcap.analyze_progress import AnalyzeProgress
 
@@ -135,6 +137,45 @@ def ack(us: int, entries: list[int], ack_type: str = "Individual") -> dict:
         message_ids=ids,
         **SUB,
     )
+
+
+def exact_percentile(values: list[int], q: float) -> float:
+    """The percentile as Spark's exact ``percentile`` defines it: interpolated between the
+    two values around rank q * (n - 1) of the sorted values."""
+    ordered = sorted(values)
+    rank = q * (len(ordered) - 1)
+    low = int(rank)
+    high = min(low + 1, len(ordered) - 1)
+    return ordered[low] + (ordered[high] - ordered[low]) * (rank - low)
+
+
+def test_summary_percentiles_and_counts_hold_when_latencies_repeat(spark):
+    # Two groups; latencies repeat within each, unanswered and redelivered pairs have none.
+    latencies = {"SEND": [5, 5, 5, 7, 7, 100, 5, 3], "delivery_ack": [40, 40, 41, 40, 2000]}
+    rows = []
+    for kind, values in latencies.items():
+        for i, value in enumerate(values):
+            outcome = "error:ServiceNotReady" if kind == "SEND" and i == 5 else "success"
+            rows.append(
+                {"kind": kind, "request_ts": at(1000 + i), "latency_us": value, "outcome": outcome}
+            )
+    rows.append({"kind": "SEND", "request_ts": at(1100), "outcome": "unanswered"})
+    rows.append({"kind": "delivery_ack", "request_ts": at(1100), "outcome": "redelivered"})
+    rows = [{**SUB, "broker": "10.0.0.2:6650", **row} for row in rows]
+    columns = ANALYTICS["latency_pairs"]
+    schema = T.StructType([T.StructField(c.name, spark_type(c.type)) for c in columns])
+    pairs = spark.createDataFrame([tuple(row.get(c.name) for c in columns) for row in rows], schema)
+    summary = latency.latency_summary(pairs, "1 minute")
+    got = {row.kind: row for row in summary.collect()}
+    assert set(got) == set(latencies)
+    for kind, values in latencies.items():
+        row = got[kind]
+        assert row["count"] == len(values)
+        assert (row.min_us, row.max_us) == (min(values), max(values))
+        for column, q in latency.PERCENTILES.items():
+            assert row[column] == pytest.approx(exact_percentile(values, q)), (kind, column)
+    assert (got["SEND"].errors, got["SEND"].unanswered, got["SEND"].redelivered) == (1, 1, 0)
+    assert (got["delivery_ack"].errors, got["delivery_ack"].redelivered) == (0, 1)
 
 
 def test_a_cumulative_ack_answers_every_earlier_delivery_up_to_its_position(spark):
