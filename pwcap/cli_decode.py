@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import gc
 import sys
 from collections import Counter
 from pathlib import Path
@@ -115,6 +116,10 @@ def run(args: argparse.Namespace) -> int:
 
     options = decode_options(args)
     progress = ProgressBar() if wanted(args.quiet) else None
+    # What the imports made (protobuf descriptors, pyarrow's types) lives as long as the
+    # process: frozen, the collector's full passes skip it and walk only what decoding
+    # holds (2% of a small-frame decode's instructions went to those passes).
+    gc.freeze()
     try:
         with terminate_as_interrupt():
             summary = decode_parallel(
