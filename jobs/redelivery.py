@@ -20,7 +20,7 @@ from functools import reduce
 
 from pwcap.jobs import acks
 from pwcap.jobs.common import Tables, message_ids, micros, read_table, run_job, window_start
-from pyspark.sql import DataFrame, SparkSession, Window
+from pyspark.sql import Column, DataFrame, SparkSession, Window
 from pyspark.sql import functions as F
 
 SUBSCRIPTION = list(acks.SUBSCRIPTION)  # a list: Spark joins on a list of names
@@ -72,14 +72,23 @@ def _deliveries(messages: DataFrame) -> DataFrame:
     )
 
 
-def _triggers(redelivered: DataFrame, frames: DataFrame) -> DataFrame:
-    """For each redelivery (delivery_number > 1), which trigger kinds the wire shows."""
-    between = (F.col("t_ts") > F.col("previous_ts")) & (F.col("t_ts") <= F.col("ts"))
-    key = [*BY_ID, "delivery_number"]
-    base = redelivered.select(*key, "previous_ts", "ts", "previous_conn_id")
+def _trigger_rank(repeated: DataFrame, frames: DataFrame) -> DataFrame:
+    """``repeated`` with ``rank``: the first kind in :data:`TRIGGERS` the wire shows between
+    a delivery and the one before it (null: none of them).
+
+    Each delivery keeps its row: the events it is checked against come beside it, as the
+    times of the REDELIVER requests naming its entry and, per subscription, the few
+    requests, seeks and subscribes concerning all of it, and the end of the connection the
+    previous delivery went to. Matched instead as rows (a join per kind, a union, an
+    aggregate back to one row per delivery and a join to the deliveries), they cost
+    three shuffles of every redelivery.
+    """
     requests = frames.where(F.col("command") == REDELIVER)
-    named = message_ids(requests.where(F.col("num_message_ids") > 0)).select(
-        *SUBSCRIPTION, "ledger_id", "entry_id", F.col("ts").alias("t_ts")
+    entry = [*SUBSCRIPTION, "ledger_id", "entry_id"]
+    named = (
+        message_ids(requests.where(F.col("num_message_ids") > 0))
+        .groupBy(*entry)
+        .agg(F.collect_list("ts").alias("named_ts"))
     )
     # Rank in TRIGGERS of the commands that concern the whole subscription.
     for_all = requests.where(F.coalesce("num_message_ids", F.lit(0)) == 0).withColumn(
@@ -89,37 +98,45 @@ def _triggers(redelivered: DataFrame, frames: DataFrame) -> DataFrame:
     subscribes = frames.where(
         (F.col("command") == "SUBSCRIBE") & (F.col("direction") == "c2b")
     ).withColumn("rank", F.lit(3))
-    subscription_wide = [
-        part.select(*SUBSCRIPTION, F.col("ts").alias("t_ts"), "rank")
-        for part in (for_all, seeks, subscribes)
-    ]
-    connection_end = frames.groupBy("capture", "conn_id").agg(F.max("ts").alias("t_ts"))
-    closed = base.join(
-        connection_end.withColumnRenamed("conn_id", "previous_conn_id"),
-        ["capture", "previous_conn_id"],
+    subscription_wide = (
+        reduce(
+            DataFrame.unionByName,
+            (part.select(*SUBSCRIPTION, "ts", "rank") for part in (for_all, seeks, subscribes)),
+        )
+        .groupBy(*SUBSCRIPTION)
+        .agg(F.collect_list(F.struct("ts", "rank")).alias("wide"))
     )
-    found = [
-        base.join(named, [*SUBSCRIPTION, "ledger_id", "entry_id"]).withColumn("rank", F.lit(0)),
-        base.join(reduce(DataFrame.unionByName, subscription_wide), SUBSCRIPTION),
-        closed.withColumn("rank", F.lit(3)),  # the previous delivery's connection ended
-    ]
-    union = reduce(
-        DataFrame.unionByName, (part.where(between).select(*key, "rank") for part in found)
+    connection_end = frames.groupBy("capture", F.col("conn_id").alias("previous_conn_id")).agg(
+        F.max("ts").alias("previous_conn_end")
     )
-    return union.groupBy(*key).agg(F.min("rank").alias("rank"))
+
+    def between(ts: Column) -> Column:
+        return (ts > F.col("previous_ts")) & (ts <= F.col("ts"))
+
+    named_seen = F.exists("named_ts", between)
+    wide_rank = F.array_min(
+        F.transform(F.filter("wide", lambda event: between(event["ts"])), lambda e: e["rank"])
+    )
+    closed = F.when(between(F.col("previous_conn_end")), F.lit(3))
+    rank = F.when(named_seen, F.lit(0)).otherwise(F.least(wide_rank, closed))
+    return (
+        repeated.join(named, entry, "left")
+        .join(subscription_wide, SUBSCRIPTION, "left")
+        .join(connection_end, ["capture", "previous_conn_id"], "left")
+        .withColumn("rank", rank)
+    )
 
 
 def redeliveries(repeated: DataFrame, frames: DataFrame) -> DataFrame:
     """Every delivery of every message delivered more than once to its subscription
     (``repeated``: :func:`message_deliveries`), with what triggered each redelivery."""
-    triggers = _triggers(repeated.where(F.col("delivery_number") > 1), frames)
     names = F.array(*(F.lit(t) for t in TRIGGERS))
     trigger = (
         F.when(F.col("delivery_number") == 1, None)
         .when(F.col("rank").isNotNull(), names[F.col("rank")])
         .otherwise("none_visible")
     )
-    return repeated.join(triggers, [*BY_ID, "delivery_number"], "left").select(
+    return _trigger_rank(repeated, frames).select(
         *MESSAGE,
         *acks.RECEIVER,
         "ts",
@@ -212,9 +229,8 @@ def unacked(frames: DataFrame) -> DataFrame:
 
 
 def tables(frames: DataFrame, messages: DataFrame, window: str) -> Tables:
-    repeated = message_deliveries(messages).cache()  # a pass the triggers' joins share
     return {
-        "redeliveries": redeliveries(repeated, frames),
+        "redeliveries": redeliveries(message_deliveries(messages), frames),
         "redelivery_summary": lambda written: redelivery_summary(
             messages, written["redeliveries"], frames, window
         ),

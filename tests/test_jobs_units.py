@@ -354,6 +354,61 @@ def test_a_redelivery_after_the_consumer_connection_ended_is_a_reconnect(spark):
     assert got == [(1, 1, None, None), (2, 2, "reconnect", 8_000)]
 
 
+def test_each_redelivery_names_the_first_trigger_kind_seen_since_the_delivery_before_it(spark):
+    times = [1_000, 3_000, 5_000, 7_000, 9_000, 11_000, 13_000]
+    message = {"command": "MESSAGE", "direction": "b2c", "conn_id": 1, "consumer_id": 0, **SUB}
+    messages = table(
+        spark,
+        "messages",
+        [
+            {"ts": ts, "ledger_id": 7, "entry_id": 0, "redelivery_count": n, **message}
+            for n, ts in enumerate(times)
+        ],
+    )
+    redeliver = "REDELIVER_UNACKNOWLEDGED_MESSAGES"
+    entry = [{"ledger_id": 7, "entry_id": 0, "partition": -1, "batch_index": -1}]
+    other_entry = [{**entry[0], "entry_id": 1}]
+    frames = table(
+        spark,
+        "frames",
+        [
+            *(delivery(ts, 0) for ts in times),
+            # before the 2nd delivery: a request naming the entry outranks a seek
+            frame(2_000, redeliver, "c2b", num_message_ids=1, message_ids=entry, **SUB),
+            frame(2_500, "SEEK", "c2b", **SUB),
+            # before the 3rd: a request naming no ids outranks a new subscribe
+            frame(4_000, redeliver, "c2b", num_message_ids=0, **SUB),
+            frame(4_500, "SUBSCRIBE", "c2b", **SUB),
+            # before the 4th: a seek outranks a new subscribe
+            frame(6_000, "SEEK", "c2b", **SUB),
+            frame(6_500, "SUBSCRIBE", "c2b", **SUB),
+            # before the 5th: a new subscribe (the broker's answer is no trigger)
+            frame(8_000, "SUBSCRIBE", "c2b", **SUB),
+            frame(8_100, "SUCCESS", "b2c"),
+            # before the 6th: only what does not count: a subscribe at the previous
+            # delivery's own time (the 5th's), a request naming another entry, a seek on
+            # another subscription
+            frame(9_000, "SUBSCRIBE", "c2b", **SUB),
+            frame(10_000, redeliver, "c2b", num_message_ids=1, message_ids=other_entry, **SUB),
+            frame(10_500, "SEEK", "c2b", **{**SUB, "subscription": "other"}),
+            # the 7th: a seek at the delivery's own time counts
+            frame(13_000, "SEEK", "c2b", **SUB),
+            frame(20_000, "PING", "c2b"),  # the connection outlives every delivery
+        ],
+    )
+    rows = redelivery.redeliveries(redelivery.message_deliveries(messages), frames).collect()
+    got = sorted((r.delivery_number, r.trigger) for r in rows)
+    assert got == [
+        (1, None),
+        (2, "redeliver_ids"),
+        (3, "redeliver_all"),
+        (4, "seek"),
+        (5, "reconnect"),
+        (6, "none_visible"),
+        (7, "seek"),
+    ]
+
+
 def test_analyze_progress_names_the_table_and_the_tasks_of_the_running_stage(spark):
     stream = io.StringIO()
     with AnalyzeProgress(spark.sparkContext, 3, stream) as progress:
