@@ -63,6 +63,8 @@ CONTEXT = [
 PERCENTILES = {"p50_us": 0.5, "p90_us": 0.9, "p99_us": 0.99, "p999_us": 0.999}
 SUMMARY_KEYS = ["kind", "topic", "subscription", "broker", "window_start"]
 LOOKED_UP = 100_000  # groups of requests matched in memory (see unanswered_requests)
+BALANCES = ("requests", "fingerprint_low", "fingerprint_high")  # a group's sums (idem)
+SECOND_BITS = 20  # a group spans 2**20 microseconds of request time (idem)
 
 
 def _pair(kind: Column, request_ts: Column, response_ts: Column, outcome: Column) -> list:
@@ -118,18 +120,23 @@ def unanswered_requests(frames: DataFrame) -> DataFrame:
     requests can share a capture time (one packet), so the requests of such a key beyond
     the number of responses naming it are the unanswered ones, the last in the stream.
 
-    A first pass counts requests less responses per connection and time, two longs, with
-    a hash of the rest of the key beside them: a group whose hashes differ holds several
-    keys. Only the groups short of answers or mixed are looked at by their whole key (the
-    strings cost a third of the pass when every row carried them). Those groups are
-    usually few: up to ``LOOKED_UP`` of them are broadcast and the requests and responses
-    matched against them in memory, never shuffled; more, and they are joined.
+    A first pass sums, per connection and second of request time (a group), requests less
+    responses and a fingerprint of the keys they name: each request adds a 64-bit hash of
+    its whole key, each response takes away its request's. A group whose responses name
+    exactly its requests' keys sums to zero; one that does not, to zero only if its
+    hashes cancel out by chance (about one group in 2**64). Only the groups that do not
+    balance are looked at by their whole key. The first pass aggregates a few groups per
+    connection where one per request time would shuffle every request. The groups looked
+    at are usually few: up to ``LOOKED_UP`` of them are broadcast and the requests and
+    responses matched against them in memory, never shuffled; more, and they are joined.
     """
     key = ["capture", "conn_id", "direction", "command", "us"]
     opposite = F.when(F.col("direction") == "c2b", "b2c").otherwise("c2b")
+    second = F.shiftright("us", SECOND_BITS).alias("second")
     requests = frames.where(_is_request()).select(
         *CONTEXT, "direction", "command", "ts", micros("ts").alias("us"), "stream_offset"
     )
+    requests = requests.select("*", second)
     responses = frames.where(_is_response()).select(
         "capture",
         "conn_id",
@@ -137,18 +144,18 @@ def unanswered_requests(frames: DataFrame) -> DataFrame:
         F.col("answers").alias("command"),
         micros("request_ts").alias("us"),
     )
-    group = ["conn_id", "us"]
-    rest = F.xxhash64("capture", "direction", "command").alias("rest")
+    responses = responses.select("*", second)
+    group = ["conn_id", "second"]
+    sums = [_balance(requests, 1), _balance(responses, -1)]
     groups = (
-        requests.select(*group, rest, F.lit(1).alias("balance"))
-        .unionByName(responses.select(*group, rest, F.lit(-1).alias("balance")))
+        reduce(DataFrame.unionByName, sums)
         .groupBy(*group)
-        .agg(F.sum("balance").alias("balance"), F.min("rest").alias("a"), F.max("rest").alias("b"))
+        .agg(*(F.sum(c).alias(c) for c in BALANCES))
     )
     # Computed once and counted in the JVM: handed through Python, the groups started
     # Python workers (whatever python3 the PATH has, not necessarily the driver's).
     looked_at = (
-        groups.where((F.col("balance") != 0) | (F.col("a") != F.col("b")))
+        groups.where(reduce(Column.__or__, (F.col(c) != 0 for c in BALANCES)))
         .select(*group)
         .localCheckpoint()
     )
@@ -167,6 +174,20 @@ def unanswered_requests(frames: DataFrame) -> DataFrame:
     no_time = F.lit(None).cast("timestamp")
     return missing.select(
         *CONTEXT, *_pair(F.col("command"), F.col("ts"), no_time, F.lit("unanswered"))
+    )
+
+
+def _balance(rows: DataFrame, sign: int) -> DataFrame:
+    """Per row, what it adds to its group's sums: ``sign`` for the count, and the halves
+    of its key's hash (two sums of 32-bit halves cannot overflow a long where one sum of
+    64-bit hashes would)."""
+    fingerprint = F.xxhash64("capture", "direction", "command", "us")
+    return rows.select(
+        "conn_id",
+        "second",
+        F.lit(sign).alias("requests"),
+        (fingerprint.bitwiseAND(0xFFFFFFFF) * sign).alias("fingerprint_low"),
+        (F.shiftright(fingerprint, 32) * sign).alias("fingerprint_high"),
     )
 
 

@@ -104,6 +104,23 @@ def test_a_response_to_a_request_the_frames_lack_hides_no_unanswered_request_bes
     assert [(r.kind, us(r.request_ts)) for r in rows] == [("LOOKUP", 100)]
 
 
+def test_a_response_naming_a_lost_request_of_the_same_command_hides_no_unanswered_one(spark):
+    """One request and one response in the same second balance by count; the keys they
+    name (their times) do not, so the request is still found unanswered."""
+    frames = table(
+        spark,
+        "frames",
+        [
+            frame(100, "LOOKUP", "c2b", request_id=1),
+            frame(300, "LOOKUP_RESPONSE", "b2c", request_id=2, answers="LOOKUP", request_ts=200),
+            frame(5_000_000, "LOOKUP", "c2b", request_id=3),  # another second, answered
+            frame(5_000_100, "LOOKUP_RESPONSE", "b2c", answers="LOOKUP", request_ts=5_000_000),
+        ],
+    )
+    rows = latency.unanswered_requests(frames).collect()
+    assert [(r.kind, us(r.request_ts)) for r in rows] == [("LOOKUP", 100)]
+
+
 def test_requests_of_other_connections_at_the_same_time_are_told_apart(spark):
     frames = table(
         spark,
