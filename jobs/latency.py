@@ -207,10 +207,15 @@ def publish_delivery(messages: DataFrame) -> DataFrame:
         .groupBy(*key)
         .agg(F.min("ts").alias("sent_ts"), F.min("producer_id").alias("producer_id"))
     )
+    # The earliest per receiver first, a hash aggregate: the minimum of a struct is a sort
+    # aggregate, which sorted every delivery of a message delivered many times.
+    receiver = ["conn_id", "consumer_id"]
     delivered = (
         _application_messages(messages, "MESSAGE")
+        .groupBy(*key, "subscription", *receiver)
+        .agg(F.min("ts").alias("ts"))
         .groupBy(*key, "subscription")
-        .agg(F.min(F.struct("ts", "conn_id", "consumer_id")).alias("first"))
+        .agg(F.min(F.struct("ts", *receiver)).alias("first"))
     )
     return delivered.join(sent, key).select(
         "capture",
