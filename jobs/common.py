@@ -79,6 +79,10 @@ def session(
         # Spark's 200 shuffle partitions are made for clusters: on a laptop, per-task
         # overhead would dominate a capture-sized dataset.
         conf.setIfMissing("spark.sql.shuffle.partitions", str(4 * (os.cpu_count() or 1)))
+        # Adaptive execution merges small shuffle partitions up to this size (64 MB by
+        # default, or a core's share of the shuffle if less): the latency job's largest
+        # shuffle (120 MB) became a few unequal tasks, the last of which ran alone.
+        conf.setIfMissing("spark.sql.adaptive.advisoryPartitionSizeInBytes", "16m")
         # A cache lives in the driver's heap, sized to the machine: compressing a pass's
         # columns cost as much CPU as the pass (2.5 million rows: 5 s), not compressing 1.5 s.
         conf.setIfMissing("spark.sql.inMemoryColumnarStorage.compressed", "false")
