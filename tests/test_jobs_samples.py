@@ -51,7 +51,8 @@ def analyzed(spark, sample_dataset, tmp_path_factory) -> dict:
         assert cli_analyze.run(parser.parse_args([str(sample_dataset), "-o", str(out)])) == 0
     tables = {name: spark.read.parquet(str(out / name)) for name in TABLES}
     rows = {name: [r.asDict() for r in frame.collect()] for name, frame in tables.items()}
-    return {"rows": rows, "schemas": {n: f.schema for n, f in tables.items()}, "out": printed}
+    schemas = {n: f.schema for n, f in tables.items()}
+    return {"rows": rows, "schemas": schemas, "out": printed, "path": out}
 
 
 def rows_of(analyzed: dict, table: str, name: str) -> list[dict]:
@@ -65,6 +66,23 @@ def expected_request_pairs(frames: dict[str, dict[str, int]]) -> Counter:
     expected["PING"] = c2b.get("PING", 0) + b2c.get("PING", 0)
     expected["ACK"] = b2c.get("ACK_RESPONSE", 0)
     return +expected
+
+
+def test_time_columns_are_written_without_a_dictionary(analyzed):
+    """Microsecond times are nearly all distinct: a dictionary for them is wasted work."""
+    checked = 0
+    for table, schema in analyzed["schemas"].items():
+        times = {f.name for f in schema.fields if f.dataType.typeName() == "timestamp"}
+        for path in (analyzed["path"] / table).glob("*.parquet"):
+            meta = pq.ParquetFile(path).metadata
+            for group in range(meta.num_row_groups):
+                for index in range(meta.num_columns):
+                    column = meta.row_group(group).column(index)
+                    dictionary = {"PLAIN_DICTIONARY", "RLE_DICTIONARY"} & set(column.encodings)
+                    if column.path_in_schema in times:
+                        assert not dictionary, (table, column.path_in_schema)
+                        checked += 1
+    assert checked > 0
 
 
 @pytest.mark.parametrize("name", WITH_TRUTH)
