@@ -240,7 +240,9 @@ def test_a_file_that_is_not_a_capture_is_one_line_from_the_workers_too(tmp_path,
 )
 def test_stopping_the_run_stops_every_worker_and_leaves_no_dataset(tmp_path, how, status, says):
     capture = tmp_path / "big.pcap"
-    load_bench("bench_decode").write_capture(capture, "small", 24 << 20)
+    # Long enough to be mid-run when the signal comes: 24 MB once finished (1.6 s with two
+    # workers) before the signal sent half a second into it arrived.
+    load_bench("bench_decode").write_capture(capture, "small", 96 << 20)
     out = tmp_path / "out"
     run = subprocess.Popen(
         [sys.executable, "-m", "pwcap.cli", "decode", str(capture), "-o", str(out), "-j", "2"],
