@@ -7,13 +7,14 @@ must give the rows, connection ids and summary of ``--jobs 1``.
 
 from __future__ import annotations
 
+import contextlib
 import multiprocessing
 import os
 import signal
 import subprocess
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pyarrow.parquet as pq
@@ -240,16 +241,15 @@ def test_a_file_that_is_not_a_capture_is_one_line_from_the_workers_too(tmp_path,
 )
 def test_stopping_the_run_stops_every_worker_and_leaves_no_dataset(tmp_path, how, status, says):
     capture = tmp_path / "big.pcap"
-    # Long enough to be mid-run when the signal comes: 24 MB once finished (1.6 s with two
-    # workers) before the signal sent half a second into it arrived.
-    load_bench("bench_decode").write_capture(capture, "small", 96 << 20)
+    load_bench("bench_decode").write_capture(capture, "small", 96 << 20)  # seconds of work
     out = tmp_path / "out"
-    run = subprocess.Popen(
-        [sys.executable, "-m", "pwcap.cli", "decode", str(capture), "-o", str(out), "-j", "2"],
-        stderr=subprocess.PIPE,
-        text=True,
-        start_new_session=True,  # its own process group, as a shell gives a command
-    )
+    with _sigint_not_ignored():
+        run = subprocess.Popen(
+            [sys.executable, "-m", "pwcap.cli", "decode", str(capture), "-o", str(out), "-j", "2"],
+            stderr=subprocess.PIPE,
+            text=True,
+            start_new_session=True,  # its own process group, as a shell gives a command
+        )
     workers = _wait_for_workers(run.pid, 2)
     if how == "sigterm":
         run.send_signal(signal.SIGTERM)
@@ -262,6 +262,20 @@ def test_stopping_the_run_stops_every_worker_and_leaves_no_dataset(tmp_path, how
     assert stderr.count("\n") == 1 and says in stderr
     assert sorted(os.listdir(tmp_path)) == ["big.pcap"]
     assert not [pid for pid in workers if Path(f"/proc/{pid}").exists()]
+
+
+@contextlib.contextmanager
+def _sigint_not_ignored() -> Iterator[None]:
+    """Children started within take Ctrl-C as a terminal's foreground command does. A
+    shell runs a background command (pytest started with ``&``) with SIGINT ignored, and
+    an ignored signal stays ignored in every child."""
+    previous = signal.getsignal(signal.SIGINT)
+    if previous is signal.SIG_IGN:
+        signal.signal(signal.SIGINT, signal.SIG_DFL)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)
 
 
 def _wait_for_workers(pid: int, count: int) -> list[int]:
