@@ -14,8 +14,9 @@ import glob
 import logging
 import os
 import uuid
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
+from typing import Protocol
 
 import pyarrow as pa
 from pwcap.jobs.args import add_arguments
@@ -23,7 +24,7 @@ from pwcap.jobs.class_archive import ClassArchive
 from pwcap.jobs.launch import JVM_OPTIONS, driver_memory, java_command, java_problem
 from pwcap.tables.analytics import ANALYTICS
 from pwcap.tables.schema import arrow_schema
-from pyspark import SparkConf, SparkContext
+from pyspark import InheritableThread, SparkConf, SparkContext
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
@@ -284,37 +285,88 @@ def conform(frame: DataFrame, table: str) -> DataFrame:
 # -- writing -------------------------------------------------------------------------------
 
 
+class TableProgress(Protocol):
+    """Hears when each table's writing starts and ends (``pwcap analyze``'s progress line)."""
+
+    def started(self, name: str) -> None: ...
+
+    def written(self, name: str) -> None: ...
+
+
 def write_tables(
-    tables: Mapping[str, Table],
-    output: str,
-    starting: Callable[[str], None] | None = None,
+    tables: Mapping[str, Table], output: str, progress: TableProgress | None = None
 ) -> dict[str, str]:
-    """Write each table to ``output/<name>``: first under a hidden temporary name, then
-    renamed, so an interrupted run never leaves a half-written table behind. ``starting``
-    hears each table's name before it is written (progress)."""
+    """Write each table to ``output/<name>``, in order: first under a hidden temporary
+    name, then renamed, so an interrupted run never leaves a half-written table behind.
+    A table given as a callable sees the tables written before it."""
     spark = SparkSession.active()
     written: dict[str, str] = {}
     for name, table in tables.items():
-        if starting is not None:
-            starting(name)
+        if progress is not None:
+            progress.started(name)
         frame = table if isinstance(table, DataFrame) else table(read_back(spark, written))
-        jvm = spark.sparkContext._jvm
-        hadoop_conf = spark.sparkContext._jsc.hadoopConfiguration()
-        final = jvm.org.apache.hadoop.fs.Path(output, name)
-        fs = final.getFileSystem(hadoop_conf)
-        temporary = jvm.org.apache.hadoop.fs.Path(output, f".{name}.tmp-{uuid.uuid4().hex}")
-        # Parquet's own microsecond timestamps, as the decoded dataset has, not legacy INT96.
-        spark.conf.set("spark.sql.parquet.outputTimestampType", "TIMESTAMP_MICROS")
-        writer = frame.write
-        for column in _times(frame):
-            writer = writer.option(f"parquet.enable.dictionary#{column}", "false")
-        writer.parquet(temporary.toString())
-        if fs.exists(final):
-            fs.delete(final, True)
-        if not fs.rename(temporary, final):
-            raise OSError(f"could not rename {temporary} to {final}")
-        written[name] = final.toString()
+        written[name] = _write(spark, frame, output, name)
+        if progress is not None:
+            progress.written(name)
     return written
+
+
+def write_concurrently(
+    groups: Sequence[Callable[[], Mapping[str, Table]]],
+    output: str,
+    progress: TableProgress | None = None,
+) -> dict[str, str]:
+    """Build each group of tables and :func:`write_tables` it, every group at once in a
+    thread of its own, so that Spark runs one group's tasks while another's stage has
+    fewer tasks than cores or its driver plans the next query (two cores sat idle for a
+    third of ``pwcap analyze`` when it ran one job after the other). The groups must not
+    depend on each other; the first error cancels every Spark job still running and is
+    raised once all the threads have stopped."""
+    spark = SparkSession.active()
+    results: list[dict[str, str]] = [{} for _ in groups]
+    errors: list[BaseException] = []
+
+    def write(index: int) -> None:
+        try:
+            results[index] = write_tables(groups[index](), output, progress)
+        except BaseException as error:  # handed to the caller's thread, which raises it
+            errors.append(error)
+            spark.sparkContext.cancelAllJobs()
+
+    threads = [InheritableThread(target=write, args=(i,)) for i in range(len(groups))]
+    for thread in threads:
+        thread.start()
+    try:
+        for thread in threads:
+            thread.join()
+    except BaseException:  # Ctrl-C: stop the jobs, let their threads see it and end
+        spark.sparkContext.cancelAllJobs()
+        for thread in threads:
+            thread.join()
+        raise
+    if errors:
+        raise errors[0]
+    return {name: path for result in results for name, path in result.items()}
+
+
+def _write(spark: SparkSession, frame: DataFrame, output: str, name: str) -> str:
+    """``frame`` as the Parquet table ``output/<name>``, replacing one there; its path."""
+    jvm = spark.sparkContext._jvm
+    hadoop_conf = spark.sparkContext._jsc.hadoopConfiguration()
+    final = jvm.org.apache.hadoop.fs.Path(output, name)
+    fs = final.getFileSystem(hadoop_conf)
+    temporary = jvm.org.apache.hadoop.fs.Path(output, f".{name}.tmp-{uuid.uuid4().hex}")
+    # Parquet's own microsecond timestamps, as the decoded dataset has, not legacy INT96.
+    spark.conf.set("spark.sql.parquet.outputTimestampType", "TIMESTAMP_MICROS")
+    writer = frame.write
+    for column in _times(frame):
+        writer = writer.option(f"parquet.enable.dictionary#{column}", "false")
+    writer.parquet(temporary.toString())
+    if fs.exists(final):
+        fs.delete(final, True)
+    if not fs.rename(temporary, final):
+        raise OSError(f"could not rename {temporary} to {final}")
+    return final.toString()
 
 
 def _times(frame: DataFrame) -> list[str]:

@@ -1,4 +1,4 @@
-"""What ``pwcap analyze`` is doing, on one line of a terminal: the table being written,
+"""What ``pwcap analyze`` is doing, on one line of a terminal: the tables being written,
 how many are done, and the tasks of Spark's running stages.
 
 Spark's own console bar is off (it prints over the summary and knows nothing of tables);
@@ -16,14 +16,16 @@ INTERVAL = 0.5  # seconds between redraws
 
 
 class AnalyzeProgress:
-    """``[3/8] latency_summary  stage tasks 5/8  42 s`` while tables are written."""
+    """``[3/8] latency_summary, unacked  stage tasks 5/8  42 s`` while tables are written
+    (the jobs' tables are written at once, so several may be under way)."""
 
     def __init__(self, spark_context: Any, tables: int, stream: TextIO) -> None:
         self._tracker = spark_context.statusTracker()
         self._tables = tables
         self._stream = stream
         self._done = 0
-        self._name = ""
+        self._running: list[str] = []  # in the order they started
+        self._lock = threading.Lock()  # writers' threads report, the drawing thread reads
         self._started = time.monotonic()
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="pwcap-progress", daemon=True)
@@ -38,11 +40,14 @@ class AnalyzeProgress:
         self._stream.write("\r\x1b[K")
         self._stream.flush()
 
-    def table(self, name: str) -> None:
-        """Writing ``name`` starts: the tables before it are done."""
-        if self._name:
+    def started(self, name: str) -> None:
+        with self._lock:
+            self._running.append(name)
+
+    def written(self, name: str) -> None:
+        with self._lock:
+            self._running.remove(name)
             self._done += 1
-        self._name = name
 
     def _run(self) -> None:
         while not self._stop.wait(INTERVAL):
@@ -56,7 +61,8 @@ class AnalyzeProgress:
                 done += stage.numCompletedTasks
                 total += stage.numTasks
         seconds = time.monotonic() - self._started
-        line = f"[{self._done + 1}/{self._tables}] {self._name}"
+        with self._lock:
+            line = f"[{self._done}/{self._tables}] {', '.join(self._running)}"
         if total:
             line += f"  stage tasks {done}/{total}"
         line += f"  {seconds:.0f} s"

@@ -5,12 +5,14 @@ from __future__ import annotations
 
 import argparse
 import sys
+from functools import partial
 from pathlib import Path
 from typing import Any
 
 from pwcap.cli_paths import PathError, check_dataset, check_new_output, check_writable
 from pwcap.jobs.args import add_arguments as _add_job_arguments
 from pwcap.jobs.launch import driver_memory, java_problem
+from pwcap.tables.analytics import ANALYTICS
 
 TOP = 5
 
@@ -50,7 +52,7 @@ def run(args: argparse.Namespace) -> int:
         read_back,
         read_table,
         session,
-        write_tables,
+        write_concurrently,
     )
 
     try:
@@ -80,16 +82,18 @@ def run(args: argparse.Namespace) -> int:
     frames, messages, connections = (
         read_table(spark, args.datasets, name) for name in ("frames", "messages", "connections")
     )
-    tables = {
-        **latency.tables(frames, messages, connections, args.window),
-        **permits.tables(frames),
-        **redelivery.tables(frames, messages, args.window),
-    }
+    # One group per job, each built and written in a thread of its own (a job's eager
+    # checks run then too): the longest first, so it is never left to run alone at the end.
+    groups = [
+        partial(latency.tables, frames, messages, connections, args.window),
+        partial(redelivery.tables, frames, messages, args.window),
+        partial(permits.tables, frames),
+    ]
     if sys.stderr.isatty():
-        with AnalyzeProgress(spark.sparkContext, len(tables), sys.stderr) as progress:
-            written = write_tables(tables, args.output, progress.table)
+        with AnalyzeProgress(spark.sparkContext, len(ANALYTICS), sys.stderr) as progress:
+            written = write_concurrently(groups, args.output, progress)
     else:
-        written = write_tables(tables, args.output)
+        written = write_concurrently(groups, args.output)
     print(summary(read_back(spark, written)))
     print(f"\nTables under {args.output}:")
     for name, path in written.items():

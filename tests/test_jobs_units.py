@@ -5,12 +5,14 @@ overspending permits, a redelivery after a reconnect."""
 from __future__ import annotations
 
 import io
+import threading
+import time
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
 from pwcap.jobs import acks, latency, permits, redelivery
-from pwcap.jobs.common import spark_schema, spark_type
+from pwcap.jobs.common import spark_schema, spark_type, write_concurrently
 from pwcap.tables.analytics import ANALYTICS
 from pyspark.sql import types as T
 
@@ -426,15 +428,58 @@ def test_each_redelivery_names_the_first_trigger_kind_seen_since_the_delivery_be
     ]
 
 
-def test_analyze_progress_names_the_table_and_the_tasks_of_the_running_stage(spark):
+def test_analyze_progress_names_the_tables_under_way_and_the_tasks_of_the_running_stages(spark):
     stream = io.StringIO()
     with AnalyzeProgress(spark.sparkContext, 3, stream) as progress:
-        progress.table("latency_pairs")
-        progress.table("latency_summary")
+        progress.started("latency_pairs")
+        progress.started("unacked")
+        progress.written("latency_pairs")
+        progress.started("latency_summary")
         slow = (
             spark.range(8).repartition(8).selectExpr("reflect('java.lang.Thread', 'sleep', 400L)")
         )
         slow.collect()  # eight tasks of 0.4 s on the test's cores: drawn while they run
     drawn = stream.getvalue()
-    assert "[2/3] latency_summary" in drawn and "stage tasks " in drawn and "/8" in drawn
+    assert "[1/3] unacked, latency_summary" in drawn
+    assert "stage tasks " in drawn and "/8" in drawn
     assert drawn.endswith("\r\x1b[K")  # the line is wiped when the tables are written
+
+
+def test_groups_of_tables_are_built_and_written_at_the_same_time(spark, tmp_path):
+    second_started = threading.Event()
+
+    def first() -> dict:
+        # Run one group after the other and this would wait for the second in vain.
+        assert second_started.wait(timeout=60), "the second group did not start meanwhile"
+        return {"a": spark.range(3)}
+
+    def second() -> dict:
+        second_started.set()
+        return {"b": spark.range(5)}
+
+    written = write_concurrently([first, second], str(tmp_path))
+    assert list(written) == ["a", "b"]
+    assert spark.read.parquet(written["a"]).count() == 3
+    assert spark.read.parquet(written["b"]).count() == 5
+
+
+def test_a_failing_group_stops_the_others_and_its_error_is_raised(spark, tmp_path):
+    # Forty one-second tasks: twenty seconds on the test's two cores if nothing stops them.
+    slow = (
+        spark.range(40)
+        .repartition(40)
+        .selectExpr("id", "reflect('java.lang.Thread', 'sleep', 1000L) AS slept")
+    )
+
+    def failing() -> dict:
+        deadline = time.monotonic() + 60
+        while not spark.sparkContext.statusTracker().getActiveJobsIds():
+            assert time.monotonic() < deadline, "the slow group's job never started"
+            time.sleep(0.05)
+        raise ValueError("this group cannot be built")
+
+    began = time.monotonic()
+    with pytest.raises(ValueError, match="cannot be built"):
+        write_concurrently([lambda: {"slow": slow}, failing], str(tmp_path))
+    assert time.monotonic() - began < 15  # cancelled, not run to its end
+    assert not (tmp_path / "slow").exists()
