@@ -15,8 +15,9 @@ import logging
 import os
 import uuid
 from collections.abc import Callable, Mapping, Sequence
+from functools import partial
 from pathlib import Path
-from typing import Protocol
+from typing import Any, Protocol, TypeVar
 
 import pyarrow as pa
 from pwcap.jobs.args import add_arguments
@@ -33,6 +34,7 @@ from pyspark.sql import types as T
 # Parquet, they cost a scan of a few columns rather than a cache or computing them twice.
 Table = DataFrame | Callable[[Mapping[str, DataFrame]], DataFrame]
 Tables = dict[str, Table]
+Result = TypeVar("Result")
 LOG4J = Path(__file__).with_name("log4j2.properties")  # Spark's logging when pwcap starts it
 
 
@@ -316,24 +318,37 @@ def write_concurrently(
     output: str,
     progress: TableProgress | None = None,
 ) -> dict[str, str]:
-    """Build each group of tables and :func:`write_tables` it, every group at once in a
-    thread of its own, so that Spark runs one group's tasks while another's stage has
-    fewer tasks than cores or its driver plans the next query (two cores sat idle for a
-    third of ``pwcap analyze`` when it ran one job after the other). The groups must not
-    depend on each other; the first error cancels every Spark job still running and is
-    raised once all the threads have stopped."""
+    """Build each group of tables and :func:`write_tables` it, every group :func:`at_once`,
+    so that Spark runs one group's tasks while another's stage has fewer tasks than cores
+    or its driver plans the next query (two cores sat idle for a third of ``pwcap
+    analyze`` when it ran one job after the other). The groups must not depend on each
+    other."""
+    writes = [partial(_build_and_write, group, output, progress) for group in groups]
+    return {name: path for written in at_once(writes) for name, path in written.items()}
+
+
+def _build_and_write(
+    group: Callable[[], Mapping[str, Table]], output: str, progress: TableProgress | None
+) -> dict[str, str]:
+    return write_tables(group(), output, progress)
+
+
+def at_once(calls: Sequence[Callable[[], Result]]) -> list[Result]:
+    """Each call's result, the calls run in threads of their own: their Spark jobs run side
+    by side. The first error cancels every Spark job still running and is raised once all
+    the threads have stopped."""
     spark = SparkSession.active()
-    results: list[dict[str, str]] = [{} for _ in groups]
+    results: list[Any] = [None] * len(calls)
     errors: list[BaseException] = []
 
-    def write(index: int) -> None:
+    def run(index: int) -> None:
         try:
-            results[index] = write_tables(groups[index](), output, progress)
+            results[index] = calls[index]()
         except BaseException as error:  # handed to the caller's thread, which raises it
             errors.append(error)
             spark.sparkContext.cancelAllJobs()
 
-    threads = [InheritableThread(target=write, args=(i,)) for i in range(len(groups))]
+    threads = [InheritableThread(target=run, args=(i,)) for i in range(len(calls))]
     for thread in threads:
         thread.start()
     try:
@@ -346,7 +361,7 @@ def write_concurrently(
         raise
     if errors:
         raise errors[0]
-    return {name: path for result in results for name, path in result.items()}
+    return results
 
 
 def _write(spark: SparkSession, frame: DataFrame, output: str, name: str) -> str:

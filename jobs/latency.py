@@ -30,6 +30,7 @@ from functools import partial, reduce
 from pwcap.jobs import acks
 from pwcap.jobs.common import (
     Tables,
+    at_once,
     broker_addresses,
     conform,
     micros,
@@ -248,11 +249,17 @@ def delivery_ack(answered: DataFrame) -> DataFrame:
 
 
 def latency_pairs(
-    frames: DataFrame, messages: DataFrame, connections: DataFrame, answered: DataFrame
+    frames: DataFrame,
+    messages: DataFrame,
+    connections: DataFrame,
+    answered: DataFrame,
+    unanswered: DataFrame,
 ) -> DataFrame:
+    """Every kind of pair; ``answered`` are :func:`acks.answered_deliveries`,
+    ``unanswered`` :func:`unanswered_requests`."""
     parts = [
         answered_requests(frames),
-        unanswered_requests(frames),
+        unanswered,
         publish_delivery(messages),
         delivery_ack(answered),
     ]
@@ -306,9 +313,12 @@ def _total(counts: Column) -> Column:
 
 
 def tables(frames: DataFrame, messages: DataFrame, connections: DataFrame, window: str) -> Tables:
-    answered = acks.answered_deliveries(frames)
+    # Each looks at the data before its plan is final (a small job): side by side.
+    answered, unanswered = at_once(
+        [partial(acks.answered_deliveries, frames), partial(unanswered_requests, frames)]
+    )
     return {
-        "latency_pairs": latency_pairs(frames, messages, connections, answered),
+        "latency_pairs": latency_pairs(frames, messages, connections, answered, unanswered),
         "latency_summary": lambda written: latency_summary(written["latency_pairs"], window),
     }
 
