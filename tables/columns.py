@@ -30,6 +30,8 @@ import pyarrow as pa
 if cython.compiled:  # a text value is copied to its column's bytes with memcpy
     from cython.cimports.cpython.bytearray import PyByteArray_AS_STRING, PyByteArray_Resize
     from cython.cimports.cpython.bytes import PyBytes_AS_STRING
+    from cython.cimports.cpython.dict import PyDict_Next
+    from cython.cimports.cpython.object import PyObject
     from cython.cimports.cpython.unicode import PyUnicode_AsUTF8AndSize
     from cython.cimports.libc.string import memcpy
 
@@ -56,7 +58,7 @@ def _storage(kind: pa.DataType) -> int:
     return NESTED
 
 
-@cython.final  # its methods are called directly, not through a table
+@cython.final  # its C methods are called directly, not through a vtable
 @cython.cclass
 class ColumnBuffer:
     """The pending rows of one table; :meth:`add` says when a batch's worth is held.
@@ -148,63 +150,74 @@ class ColumnBuffer:
         return self.count
 
     @cython.ccall
-    @cython.boundscheck(False)  # indices below: `at` < the limit, checked; places' own
     def add(self, row: dict) -> cython.bint:
         """Take one row; True once the buffer holds a batch's worth."""
         if self.count >= self._limit:
             raise OverflowError("a full ColumnBuffer takes no row before take_batch()")
         at: cython.Py_ssize_t = self.count
-        places: dict = self._places
-        # Local views: their data pointers, shapes and strides stay in registers through
-        # the loop (measured: at least as fast as the attributes, for one acquisition each).
-        data: cython.longlong[:, ::1] = self._data
-        valid: cython.uchar[:, ::1] = self._valid
-        filled: cython.longlong[::1] = self._set
-        seen: cython.longlong[:, ::1] = self._seen
-        place: Any
-        code: cython.Py_ssize_t
-        index: cython.Py_ssize_t
-        address: cython.Py_ssize_t
-        slot: cython.Py_ssize_t
-        for key, value in row.items():
-            if value is None:
-                continue
-            if cython.compiled:
-                address = cython.cast(cython.Py_ssize_t, cython.cast(cython.p_void, key))
-                slot = (address >> 4 ^ address >> 14) & (SEEN_SLOTS - 1)  # objects: 16-aligned
-                if seen[slot, 0] == address:
-                    code = seen[slot, 1]
-                else:
-                    place = places.get(key)
-                    code = -1 if place is None else place
-                    self._seen_keys[slot] = key
-                    seen[slot, 0] = address
-                    seen[slot, 1] = code
-                if code < 0:
-                    continue
-            else:
-                place = places.get(key)
-                if place is None:
-                    continue
-                code = place
-            index = code >> 2
-            code &= 3
-            if code == SLOT:
-                data[index, at] = value
-                valid[index, at] = 1
-                filled[index] += 1
-            elif code == NESTED:
-                cython.cast(list, self._rows[index]).append(at)
-                cython.cast(list, self._values[index]).append(value)
-            else:
-                self._add_text(index, at, key, value)
+        if cython.compiled:  # the dict's own walk: no iterator, no size check per item
+            position: cython.Py_ssize_t = 0
+            key_at = cython.declare(cython.pointer(PyObject))
+            value_at = cython.declare(cython.pointer(PyObject))
+            while PyDict_Next(
+                row, cython.address(position), cython.address(key_at), cython.address(value_at)
+            ):
+                if value_at is not cython.cast(cython.pointer(PyObject), None):
+                    key = cython.cast(object, key_at)  # held while added: the row may change
+                    value = cython.cast(object, value_at)
+                    self._add_item(at, key, value)
+        else:
+            for key, value in row.items():
+                if value is not None:
+                    self._add_item(at, key, value)
         self.count = at + 1
         if self._byte_limit and self.held_bytes >= self._byte_limit:
             return True
         return self.count >= self._limit
 
     @cython.cfunc
+    @cython.boundscheck(False)  # indices below: `at` < the limit (add checks); places' own
+    @cython.wraparound(False)
+    def _add_item(self, at: cython.Py_ssize_t, key: object, value: object):
+        """Put one set value of row ``at`` where its column keeps it (a key the schema
+        lacks: nowhere)."""
+        place: Any
+        code: cython.Py_ssize_t
+        if cython.compiled:
+            address: cython.Py_ssize_t = cython.cast(
+                cython.Py_ssize_t, cython.cast(cython.p_void, key)
+            )
+            slot: cython.Py_ssize_t = (address >> 4 ^ address >> 14) & (SEEN_SLOTS - 1)
+            if self._seen[slot, 0] == address:
+                code = self._seen[slot, 1]
+            else:
+                place = self._places.get(key)
+                code = -1 if place is None else place
+                self._seen_keys[slot] = key
+                self._seen[slot, 0] = address
+                self._seen[slot, 1] = code
+            if code < 0:
+                return
+        else:
+            place = self._places.get(key)
+            if place is None:
+                return
+            code = place
+        index: cython.Py_ssize_t = code >> 2
+        code &= 3
+        if code == SLOT:
+            self._data[index, at] = value
+            self._valid[index, at] = 1
+            self._set[index] += 1
+        elif code == NESTED:
+            cython.cast(list, self._rows[index]).append(at)
+            cython.cast(list, self._values[index]).append(value)
+        else:
+            self._add_text(index, at, key, value)
+
+    @cython.cfunc
     @cython.boundscheck(False)  # called by add: its indices are in range
+    @cython.wraparound(False)
     def _add_text(self, index: cython.Py_ssize_t, at: cython.Py_ssize_t, key: str, value: object):
         """Append one string or binary value; the rows since the column's last value are
         null (their end offsets stay where it ended).
@@ -243,6 +256,8 @@ class ColumnBuffer:
 
     @cython.cfunc
     @cython.boundscheck(False)  # a text column's index; rows up to the limit: its ends' width
+    @cython.wraparound(False)
+    @cython.exceptval(-1, check=True)
     def _end_nulls(self, index: cython.Py_ssize_t, upto: cython.Py_ssize_t) -> cython.Py_ssize_t:
         """Record the end offset of text column ``index``'s rows before row ``upto`` that
         set no value: where its values end now (a null takes no bytes), returned."""
