@@ -30,6 +30,8 @@ import pyarrow as pa
 if cython.compiled:  # a text value is copied to its column's bytes with memcpy
     from cython.cimports.cpython.bytearray import PyByteArray_AS_STRING, PyByteArray_Resize
     from cython.cimports.cpython.bytes import PyBytes_AS_STRING
+    from cython.cimports.cpython.dict import PyDict_Next
+    from cython.cimports.cpython.object import PyObject
     from cython.cimports.cpython.unicode import PyUnicode_AsUTF8AndSize
     from cython.cimports.libc.string import memcpy
 
@@ -56,6 +58,7 @@ def _storage(kind: pa.DataType) -> int:
     return NESTED
 
 
+@cython.final  # its C methods are called directly, not through a vtable
 @cython.cclass
 class ColumnBuffer:
     """The pending rows of one table; :meth:`add` says when a batch's worth is held.
@@ -72,11 +75,11 @@ class ColumnBuffer:
     _limit = cython.declare(cython.Py_ssize_t)
     _byte_limit = cython.declare(cython.Py_ssize_t)
     _places = cython.declare(dict)  # column name -> index << 2 | storage
-    # Compiled: the places of the keys seen last, found by the key's hash and told by its
-    # identity (a row's keys are the same str objects row after row), so most keys cost
-    # no dict lookup.
-    _seen_keys = cython.declare(list)  # per cache slot: the key (held), or None
-    _seen_places = cython.declare(cython.longlong[::1])  # its place, or -1: not a column
+    # Compiled: the places of the keys seen last, found and told by the key's address (a
+    # row's keys are the same str objects row after row), so most keys cost no dict
+    # lookup and no call. A key cached is held, so its address stays its own.
+    _seen_keys = cython.declare(list)  # per cache slot: the key, or None
+    _seen = cython.declare(cython.longlong[:, ::1])  # per cache slot: its address, its place
     _positions = cython.declare(list)  # per storage: schema positions of its columns
     # Slots: [slot, row] values and validity bytes, and per slot the rows that set it.
     _data = cython.declare(cython.longlong[:, ::1])
@@ -104,7 +107,7 @@ class ColumnBuffer:
         self._byte_limit = byte_limit
         self._places = {}
         self._seen_keys = [None] * SEEN_SLOTS
-        self._seen_places = memoryview(bytearray(8 * SEEN_SLOTS)).cast("q")
+        self._seen = memoryview(bytearray(16 * SEEN_SLOTS)).cast("q", (SEEN_SLOTS, 2))
         by_storage: list[list[int]] = [[], [], [], []]
         for position, field in enumerate(schema):
             by_storage[_storage(field.type)].append(position)
@@ -152,57 +155,76 @@ class ColumnBuffer:
         if self.count >= self._limit:
             raise OverflowError("a full ColumnBuffer takes no row before take_batch()")
         at: cython.Py_ssize_t = self.count
-        places: dict = self._places
-        # Local views: their data pointers, shapes and strides stay in registers through
-        # the loop (measured: at least as fast as the attributes, for one acquisition each).
-        data: cython.longlong[:, ::1] = self._data
-        valid: cython.uchar[:, ::1] = self._valid
-        filled: cython.longlong[::1] = self._set
-        seen_keys: list = self._seen_keys
-        seen_places: cython.longlong[::1] = self._seen_places
-        place: Any
-        code: cython.Py_ssize_t
-        index: cython.Py_ssize_t
-        slot: cython.Py_ssize_t
-        for key, value in row.items():
-            if value is None:
-                continue
-            if cython.compiled:
-                slot = hash(key) & (SEEN_SLOTS - 1)  # a str keeps its hash: no hashing here
-                if seen_keys[slot] is key:
-                    code = seen_places[slot]
-                else:
-                    place = places.get(key)
-                    code = -1 if place is None else place
-                    seen_keys[slot] = key
-                    seen_places[slot] = code
-                if code < 0:
-                    continue
-            else:
-                place = places.get(key)
-                if place is None:
-                    continue
-                code = place
-            index = code >> 2
-            code &= 3
-            if code == SLOT:
-                data[index, at] = value
-                valid[index, at] = 1
-                filled[index] += 1
-            elif code == NESTED:
-                cython.cast(list, self._rows[index]).append(at)
-                cython.cast(list, self._values[index]).append(value)
-            else:
-                self._add_text(index, at, key, value)
+        if cython.compiled:  # the dict's own walk: no iterator, no size check per item
+            position: cython.Py_ssize_t = 0
+            key_at = cython.declare(cython.pointer(PyObject))
+            value_at = cython.declare(cython.pointer(PyObject))
+            while PyDict_Next(
+                row, cython.address(position), cython.address(key_at), cython.address(value_at)
+            ):
+                if value_at is not cython.cast(cython.pointer(PyObject), None):
+                    key = cython.cast(object, key_at)  # held while added: the row may change
+                    value = cython.cast(object, value_at)
+                    self._add_item(at, key, value)
+        else:
+            for key, value in row.items():
+                if value is not None:
+                    self._add_item(at, key, value)
         self.count = at + 1
         if self._byte_limit and self.held_bytes >= self._byte_limit:
             return True
         return self.count >= self._limit
 
     @cython.cfunc
+    @cython.boundscheck(False)  # indices below: `at` < the limit (add checks); places' own
+    @cython.wraparound(False)
+    def _add_item(self, at: cython.Py_ssize_t, key: object, value: object):
+        """Put one set value of row ``at`` where its column keeps it (a key the schema
+        lacks: nowhere)."""
+        place: Any
+        code: cython.Py_ssize_t
+        if cython.compiled:
+            address: cython.Py_ssize_t = cython.cast(
+                cython.Py_ssize_t, cython.cast(cython.p_void, key)
+            )
+            slot: cython.Py_ssize_t = (address >> 4 ^ address >> 14) & (SEEN_SLOTS - 1)
+            if self._seen[slot, 0] == address:
+                code = self._seen[slot, 1]
+            else:
+                place = self._places.get(key)
+                code = -1 if place is None else place
+                self._seen_keys[slot] = key
+                self._seen[slot, 0] = address
+                self._seen[slot, 1] = code
+            if code < 0:
+                return
+        else:
+            place = self._places.get(key)
+            if place is None:
+                return
+            code = place
+        index: cython.Py_ssize_t = code >> 2
+        code &= 3
+        if code == SLOT:
+            self._data[index, at] = value
+            self._valid[index, at] = 1
+            self._set[index] += 1
+        elif code == NESTED:
+            cython.cast(list, self._rows[index]).append(at)
+            cython.cast(list, self._values[index]).append(value)
+        else:
+            self._add_text(index, at, key, value)
+
+    @cython.cfunc
+    @cython.boundscheck(False)  # called by add: its indices are in range
+    @cython.wraparound(False)
     def _add_text(self, index: cython.Py_ssize_t, at: cython.Py_ssize_t, key: str, value: object):
         """Append one string or binary value; the rows since the column's last value are
-        null (their end offsets stay where it ended)."""
+        null (their end offsets stay where it ended).
+
+        Compiled, a column's bytearray grows by doubling and only its first ``end`` bytes
+        are values (cut to them at :meth:`take_batch`): resizing it for every value cost
+        more than copying the value."""
         size: cython.Py_ssize_t = 0
         encoded: bytes = None
         if cython.compiled:  # a str's UTF-8 is read where the str keeps it: no bytes made
@@ -217,13 +239,12 @@ class ColumnBuffer:
             encoded = _encoded(value, index < self._strings, key)
             size = len(encoded)
         data: bytearray = self._text[index]
-        end: cython.Py_ssize_t = len(data)
-        self._end_nulls(index, at, end)
-        end += size
+        end: cython.Py_ssize_t = self._end_nulls(index, at) + size
         if end > MAX_OFFSET:
             raise OverflowError(f"{key}: over 2 GiB of values in one batch")
         if cython.compiled:  # what `data += encoded` does, without its buffer protocol
-            PyByteArray_Resize(data, end)
+            if end > len(data):
+                PyByteArray_Resize(data, max(end, min(2 * len(data), MAX_OFFSET)))
             memcpy(PyByteArray_AS_STRING(data) + end - size, source, size)
         else:
             data += encoded
@@ -234,16 +255,19 @@ class ColumnBuffer:
         self.held_bytes += size
 
     @cython.cfunc
-    def _end_nulls(
-        self, index: cython.Py_ssize_t, upto: cython.Py_ssize_t, end: cython.Py_ssize_t
-    ) -> cython.void:
+    @cython.boundscheck(False)  # a text column's index; rows up to the limit: its ends' width
+    @cython.wraparound(False)
+    @cython.exceptval(-1, check=True)
+    def _end_nulls(self, index: cython.Py_ssize_t, upto: cython.Py_ssize_t) -> cython.Py_ssize_t:
         """Record the end offset of text column ``index``'s rows before row ``upto`` that
-        set no value: where its data ends now (a null takes no bytes)."""
+        set no value: where its values end now (a null takes no bytes), returned."""
         recorded: cython.Py_ssize_t = self._recorded[index]
+        end: cython.Py_ssize_t = self._ends[index, recorded]
         while recorded < upto:
             recorded += 1
             self._ends[index, recorded] = end
         self._recorded[index] = recorded
+        return end
 
     def take_batch(self) -> pa.RecordBatch | None:
         """The held rows as one record batch (None when there are none), then empty."""
@@ -270,22 +294,11 @@ class ColumnBuffer:
         validity = None
         if filled < count:
             validity = _validity(self._valid_bytes, start, count)
-        if pa.types.is_boolean(kind):
-            return pa.Array.from_buffers(kind, count, [validity, pa.py_buffer(self._truths(slot))])
+        if pa.types.is_boolean(kind):  # nonzero: true
+            truths = _nonzero_bits(self._data_bytes, pa.int64(), start, count)
+            return pa.Array.from_buffers(kind, count, [validity, truths])
         values = pa.py_buffer(memoryview(self._data_bytes)[8 * start : 8 * (start + count)])
         return _integers(kind, count, validity, values)
-
-    def _truths(self, slot: cython.Py_ssize_t) -> bytearray:
-        """A boolean column's values as Arrow's bits (nonzero: true)."""
-        count: cython.Py_ssize_t = self.count
-        out = bytearray((count + 7) // 8)
-        bits: cython.uchar[::1] = out
-        data: cython.longlong[:, ::1] = self._data
-        row: cython.Py_ssize_t
-        for row in range(count):
-            if data[slot, row]:
-                bits[row >> 3] |= 1 << (row & 7)
-        return out
 
     def _text_array(self, index: cython.Py_ssize_t, kind: pa.DataType) -> pa.Array:
         count: cython.Py_ssize_t = self.count
@@ -293,7 +306,7 @@ class ColumnBuffer:
         if not filled:
             return pa.nulls(count, kind)
         data: bytearray = self._text[index]
-        self._end_nulls(index, count, len(data))  # the rows after the column's last value
+        del data[self._end_nulls(index, count) :]  # nulls after its last value; spare room
         width = 4 * (self._limit + 1)
         offsets = memoryview(self._ends_bytes)[index * width : index * width + 4 * (count + 1)]
         validity = None
@@ -463,13 +476,14 @@ def _encoded(value: object, string: cython.bint, column: str) -> bytes:
     raise TypeError(f"{column}: a {type(value).__name__} is not a string or bytes value")
 
 
-def _validity(flags: bytearray, start: cython.Py_ssize_t, count: cython.Py_ssize_t) -> Any:
+def _validity(flags: bytearray, start: int, count: int) -> pa.Buffer:
     """Flag bytes ``flags[start:start + count]`` as an Arrow validity buffer (nonzero: set)."""
-    out = bytearray((count + 7) // 8)
-    bits: cython.uchar[::1] = out
-    view: cython.uchar[::1] = flags
-    row: cython.Py_ssize_t
-    for row in range(count):
-        if view[start + row]:
-            bits[row >> 3] |= 1 << (row & 7)
-    return pa.py_buffer(out)
+    return _nonzero_bits(flags, pa.uint8(), start, count)
+
+
+def _nonzero_bits(data: Any, kind: pa.DataType, start: int, count: int) -> pa.Buffer:
+    """Arrow's bits for ``count`` values of ``kind`` in ``data`` from value ``start`` on:
+    1 where the value is nonzero. Arrow's cast to boolean packs them: a loop over the
+    rows here cost more than the rest of a batch's conversion."""
+    values = pa.Array.from_buffers(kind, count, [None, pa.py_buffer(data)], offset=start)
+    return values.cast(pa.bool_()).buffers()[1]

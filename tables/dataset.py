@@ -38,6 +38,10 @@ ROW_GROUP_BYTES = 32 << 20  # Arrow bytes per row group, at most (payloads can b
 BATCH_BYTES = 32 << 20  # string and binary bytes (payloads...) held before a conversion
 FILE_ROWS = 8 * ROW_GROUP_ROWS  # rows per part file before the next one is started
 COMPRESSION = "zstd"
+# Written without a Parquet dictionary: a stream's byte offsets are nearly all distinct,
+# so the dictionary only added an index per value (small100.pcap: frames and messages
+# files 26% and 31% smaller, written in 2% and 3% fewer instructions).
+UNDICTIONARIED = frozenset({"stream_offset"})
 COUNTED = {"frames": "command", "anomalies": "kind"}  # tallied for the run's summary
 
 
@@ -84,6 +88,9 @@ class TableWriter:
         self._file_count = 0  # rows in the current part file
         self._parts = 0
         self.written = 0  # rows handed to Parquet so far
+        self._dictionaried = [
+            path for path in _leaf_paths(self.schema) if path.split(".")[0] not in UNDICTIONARIED
+        ]
         self._counted_column = COUNTED.get(table)
         self.counted: Counter[str | None] = Counter()  # rows per value of that column
         self._filesystem.create_dir(self.directory)  # another writer's parts may be there
@@ -142,7 +149,11 @@ class TableWriter:
             self._writer.close()
         path = f"{self.directory}/{self._part_name}-{self._parts:05d}.parquet"
         self._writer = pq.ParquetWriter(
-            path, self.schema, compression=COMPRESSION, filesystem=self._filesystem
+            path,
+            self.schema,
+            compression=COMPRESSION,
+            use_dictionary=self._dictionaried,
+            filesystem=self._filesystem,
         )
         self.files.append(path)
         self._parts += 1
@@ -169,6 +180,15 @@ class TableWriter:
         if self._writer is not None:
             self._writer.close()
             self._writer = None
+
+
+def _leaf_paths(schema: pa.Schema) -> list[str]:
+    """The Parquet column paths of ``schema`` (``message_ids.list.element.entry_id``...),
+    as Parquet's writer names them: what its per-column settings are keyed by."""
+    sink = pa.BufferOutputStream()
+    pq.ParquetWriter(sink, schema).close()  # a file of no rows (an empty table imports pandas)
+    written = pq.read_metadata(pa.BufferReader(sink.getvalue())).schema
+    return [written.column(i).path for i in range(len(written))]
 
 
 class DatasetWriter:
