@@ -59,11 +59,13 @@ class Fields:
     """
 
     def __init__(self, data: bytes, pos: cython.Py_ssize_t, end: cython.Py_ssize_t) -> None:
-        self._place(data, pos, end)
+        self.place(data, pos, end)
 
     @cython.cfunc
     @cython.exceptval(-1, check=False)
-    def _place(self, data: bytes, pos: cython.Py_ssize_t, end: cython.Py_ssize_t) -> cython.int:
+    def place(self, data: bytes, pos: cython.Py_ssize_t, end: cython.Py_ssize_t) -> cython.int:
+        """Start over on the fields of ``data[pos:end]`` (a reader that walks many
+        messages moves one cursor so instead of making one per message)."""
         if pos < 0 or end > len(data) or pos > end:
             raise WireError(f"bytes {pos}:{end} are not within the {len(data)} given")
         self.data = data
@@ -145,7 +147,7 @@ class Fields:
 def cursor(data: bytes, pos: cython.Py_ssize_t, end: cython.Py_ssize_t) -> Fields:
     """``Fields(data, pos, end)``; compiled, without the Python call that constructs it."""
     fields: Fields = Fields.__new__(Fields)
-    fields._place(data, pos, end)
+    fields.place(data, pos, end)
     return fields
 
 
