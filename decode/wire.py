@@ -22,6 +22,12 @@ FIXED32 = 5
 MAX_VARINT_BYTES = 10  # 64 bits, 7 per byte
 SNAPPY_LENGTH_BYTES = 5  # a raw snappy block's length preamble: a varint of 32 bits
 U64_MASK = (1 << 64) - 1
+# The wire types again, as C constants when compiled: the cursor compares each field's
+# with them, and a module global is a dict lookup and a boxed comparison at every use.
+_VARINT = cython.declare(cython.int, VARINT)
+_FIXED64 = cython.declare(cython.int, FIXED64)
+_LENGTH_DELIMITED = cython.declare(cython.int, LENGTH_DELIMITED)
+_FIXED32 = cython.declare(cython.int, FIXED32)
 
 
 class WireError(ValueError):
@@ -113,9 +119,9 @@ class Fields:
             return 0
         wire_type: cython.int = key & 7
         self.wire_type = wire_type
-        if wire_type == VARINT:
+        if wire_type == _VARINT:
             self.value = self.varint()
-        elif wire_type == LENGTH_DELIMITED:
+        elif wire_type == _LENGTH_DELIMITED:
             size: cython.ulonglong = self.varint()
             if not self.broken and size <= cython.cast(cython.ulonglong, self.end - self.pos):
                 self.start = self.pos
@@ -123,8 +129,8 @@ class Fields:
                 self.pos = self.stop
             else:
                 self.broken = True
-        elif wire_type in (FIXED64, FIXED32):
-            self.value = self._fixed(8 if wire_type == FIXED64 else 4)
+        elif wire_type in (_FIXED64, _FIXED32):
+            self.value = self._fixed(8 if wire_type == _FIXED64 else 4)
         else:  # groups (3, 4) and the undefined 6 and 7
             self.broken = True
         return 0 if self.broken else number

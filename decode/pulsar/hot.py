@@ -48,9 +48,14 @@ BODY_FIELDS = {
         (FLOW, "flow"),
     )
 }
-_BODY_NUMBERS = frozenset(BODY_FIELDS.values())
 ACK_TYPES = {v.number: v.name for v in CommandAck.AckType.DESCRIPTOR.values}
 VALIDATION_ERRORS = {v.number: v.name for v in CommandAck.ValidationError.DESCRIPTOR.values}
+# The tables above as typed C globals when compiled: each frame looks into them, and an
+# untyped global is a dict lookup plus a method call per use.
+_BODY_FIELDS = cython.declare(dict, BODY_FIELDS)
+_BODY_NUMBERS = cython.declare(frozenset, frozenset(BODY_FIELDS.values()))
+_ACK_TYPES = cython.declare(dict, ACK_TYPES)
+_VALIDATION_ERRORS = cython.declare(dict, VALIDATION_ERRORS)
 
 
 @cython.cclass
@@ -95,7 +100,7 @@ class HotReader:
                 body, body_start, body_stop = number, fields.start, fields.stop
             else:
                 return -1
-        if fields.broken or BODY_FIELDS.get(command_type) != body:
+        if fields.broken or _BODY_FIELDS.get(command_type) != body:
             return -1
         fields.place(data, body_start, body_stop)
         self._type = command_type
@@ -208,11 +213,11 @@ class HotReader:
             elif number == 1:
                 row["consumer_id"] = _signed(fields.value)
                 found |= 1
-            elif number == 2 and fields.value in ACK_TYPES:
-                row["ack_type"] = ACK_TYPES[fields.value]
+            elif number == 2 and fields.value in _ACK_TYPES:
+                row["ack_type"] = _ACK_TYPES[fields.value]
                 found |= 2
-            elif number == 4 and fields.value in VALIDATION_ERRORS:
-                row["validation_error"] = VALIDATION_ERRORS[fields.value]
+            elif number == 4 and fields.value in _VALIDATION_ERRORS:
+                row["validation_error"] = _VALIDATION_ERRORS[fields.value]
             elif number == 6:
                 row["txnid_least_bits"] = _signed(fields.value)
             elif number == 7:
