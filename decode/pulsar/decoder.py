@@ -74,6 +74,7 @@ class _Kind:
     named = cython.declare(cython.bint, visibility="public")
     id_column = cython.declare(str, visibility="public")
     holders = cython.declare(dict, visibility="public")
+    messages = cython.declare(dict, visibility="public")
 
     def __init__(
         self, spec: c.CommandSpec, template: Row, pair: Pairer | None, effect: Any
@@ -92,6 +93,7 @@ class _Kind:
         # Where the names behind the command's own producer / consumer id are kept.
         self.id_column = ""
         self.holders = None  # producer or consumer id -> its names, when the command has one
+        self.messages = None  # the `messages` row template of a payload command's entries
 
 
 @cython.cclass
@@ -269,7 +271,7 @@ class PulsarDecoder:
                 state.fill_names(row, True)
             if command_end < end:
                 if kind.payload:
-                    self._entries.decode(row, buf, command_end, end, side.label)
+                    self._entries.decode(row, kind.messages, buf, command_end, end, side.label)
                 else:
                     row["payload_size"] = end - command_end
             if kind.delivery:
@@ -322,6 +324,8 @@ class PulsarDecoder:
             kind.id_column, kind.holders = "producer_id", state.producers
         elif "consumer_id" in spec.columns:
             kind.id_column, kind.holders = "consumer_id", state.consumers
+        if kind.payload:
+            kind.messages = self._entries.template(template)
         if spec.type != _CONNECT:
             side.kinds[spec.type] = kind
         return kind
