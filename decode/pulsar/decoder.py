@@ -236,8 +236,8 @@ class PulsarDecoder:
             if not self._roles_settled:
                 self._settle_from(side, kind.spec)
                 kind = self._new_kind(side, kind.spec)  # the direction may have changed
-                if row is not None:
-                    row.update(kind.template)
+                if row is not None:  # a hot command's, made from the previous template
+                    row["direction"] = kind.template["direction"]
             side.frames += 1
             if row is None:
                 row = kind.template.copy()
@@ -317,6 +317,11 @@ class PulsarDecoder:
             "stream_offset": None,
             "frame_size": None,
         }
+        # As are the columns of the command's required fields (both paths write them
+        # before the row is read). With them the template outgrows its first table, and
+        # a copy has room for the columns a frame adds without a resize on the way.
+        for column in spec.always:
+            template[column] = None
         state = self._state
         pair = state.pairers[spec.role] if spec.role is not None else None
         kind = _Kind(spec, template, pair, _EFFECTS.get(spec.name))
