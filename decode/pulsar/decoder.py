@@ -443,6 +443,8 @@ class PulsarDecoder:
     def _on_flow(self, sub: Any, row: Row) -> None:
         self._state.grant(row["consumer_id"], row["permits"])
 
+    @cython.cfunc
+    @cython.locals(row=dict)
     def _spend_permits(self, row: Row) -> None:
         before = self._state.spend(row["consumer_id"], row.get("num_messages") or 1)
         if before is not None and before <= 0:
