@@ -50,10 +50,14 @@ BODY_FIELDS = {
 }
 ACK_TYPES = {v.number: v.name for v in CommandAck.AckType.DESCRIPTOR.values}
 VALIDATION_ERRORS = {v.number: v.name for v in CommandAck.ValidationError.DESCRIPTOR.values}
-# The tables above as typed C globals when compiled: each frame looks into them, and an
-# untyped global is a dict lookup plus a method call per use.
-_BODY_FIELDS = cython.declare(dict, BODY_FIELDS)
-_BODY_NUMBERS = cython.declare(frozenset, frozenset(BODY_FIELDS.values()))
+# BODY_FIELDS as C constants when compiled (every frame's fields are compared with them),
+# and the enum tables as typed C globals (an untyped global is a dict lookup plus a method
+# call per use).
+SEND_BODY = cython.declare(cython.int, BODY_FIELDS[SEND])
+SEND_RECEIPT_BODY = cython.declare(cython.int, BODY_FIELDS[SEND_RECEIPT])
+MESSAGE_BODY = cython.declare(cython.int, BODY_FIELDS[MESSAGE])
+ACK_BODY = cython.declare(cython.int, BODY_FIELDS[ACK])
+FLOW_BODY = cython.declare(cython.int, BODY_FIELDS[FLOW])
 _ACK_TYPES = cython.declare(dict, ACK_TYPES)
 _VALIDATION_ERRORS = cython.declare(dict, VALIDATION_ERRORS)
 
@@ -96,11 +100,15 @@ class HotReader:
             if number == TYPE_FIELD and fields.wire_type == WIRE_VARINT:
                 value: cython.ulonglong = fields.value
                 command_type = value if value <= I63 else -1
-            elif number in _BODY_NUMBERS and fields.wire_type == WIRE_LENGTH_DELIMITED and body < 0:
+            elif (
+                number in (SEND_BODY, SEND_RECEIPT_BODY, MESSAGE_BODY, ACK_BODY, FLOW_BODY)
+                and fields.wire_type == WIRE_LENGTH_DELIMITED
+                and body < 0
+            ):
                 body, body_start, body_stop = number, fields.start, fields.stop
             else:
                 return -1
-        if fields.broken or _BODY_FIELDS.get(command_type) != body:
+        if fields.broken or body < 0 or _body_field(command_type) != body:
             return -1
         fields.place(data, body_start, body_stop)
         self._type = command_type
@@ -280,6 +288,23 @@ class HotReader:
             row["partition"] = self._partition
         if self._batch_index != -1:
             row["batch_index"] = self._batch_index
+
+
+@cython.cfunc
+@cython.inline
+def _body_field(command_type: cython.longlong) -> cython.int:
+    """``BODY_FIELDS[command_type]``; -1 for a type this reader does not take."""
+    if command_type == SEND:
+        return SEND_BODY
+    if command_type == SEND_RECEIPT:
+        return SEND_RECEIPT_BODY
+    if command_type == MESSAGE:
+        return MESSAGE_BODY
+    if command_type == ACK:
+        return ACK_BODY
+    if command_type == FLOW:
+        return FLOW_BODY
+    return -1
 
 
 # The two conversions below are written so that C integers (compiled) and Python's

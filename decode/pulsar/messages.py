@@ -239,6 +239,7 @@ class EntryDecoder:
         self._emit(row, payload)
 
     @cython.cfunc
+    @cython.locals(row=dict)
     def _emit(self, row: Row, payload: bytes | memoryview) -> cython.void:
         row["payload_size"] = len(payload)
         row["payload_sha256"] = _sha256(payload).hexdigest()
