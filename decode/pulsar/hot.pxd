@@ -14,7 +14,9 @@ cdef class HotReader:
     cdef int _batch_index
 
     cpdef int command(self, bytes data, Py_ssize_t start, Py_ssize_t end)
+    cdef int _find(self, bytes data, Py_ssize_t start, Py_ssize_t end)
     cpdef bint columns(self, dict row)
+    cdef void _release(self)
     cdef bint _send_receipt(self, dict row)
     cdef bint _message(self, dict row)
     cdef bint _ack(self, dict row)

@@ -69,8 +69,10 @@ class HotReader:
     command message's columns into the row.
 
     Its two cursors are moved from message to message, so a frame costs no cursor
-    allocation. Its C fields (in ``hot.pxd``) are where :meth:`_message_id` leaves the
-    MessageIdData it read, as C integers.
+    allocation; they let go of a frame's bytes once it is read (a connection may sit
+    idle long after its last frame, which may be megabytes). Its C fields (in
+    ``hot.pxd``) are where :meth:`_message_id` leaves the MessageIdData it read, as C
+    integers.
     """
 
     def __init__(self) -> None:
@@ -85,9 +87,17 @@ class HotReader:
         """The type of the BaseCommand in ``data[start:end]`` when it is a hot command
         this reader takes, its command message then the one :meth:`columns` reads; -1
         otherwise (the general path then parses it)."""
+        self._type = self._find(data, start, end)
+        if self._type < 0:
+            self._release()
+        return self._type
+
+    @cython.cfunc
+    def _find(self, data: bytes, start: cython.Py_ssize_t, end: cython.Py_ssize_t) -> cython.int:
+        """:meth:`command`'s walk of the BaseCommand's fields; the cursor is left on the
+        command message."""
         fields: Fields = self._fields
         fields.place(data, start, end)
-        self._type = -1
         command_type: cython.longlong = -1
         body: cython.int = -1
         number: cython.int
@@ -111,8 +121,7 @@ class HotReader:
         if fields.broken or body < 0 or _body_field(command_type) != body:
             return -1
         fields.place(data, body_start, body_stop)
-        self._type = command_type
-        return self._type
+        return command_type
 
     @cython.ccall
     def columns(self, row: dict) -> cython.bint:
@@ -134,8 +143,16 @@ class HotReader:
         elif command_type == FLOW:
             ok = _flow(fields, row)
         else:
-            return False
-        return ok and not fields.broken
+            ok = False
+        ok = ok and not fields.broken
+        self._release()
+        return ok
+
+    @cython.cfunc
+    def _release(self) -> cython.void:
+        """Let go of the frame's bytes (see the class doc)."""
+        self._fields.place(b"", 0, 0)
+        self._id.place(b"", 0, 0)
 
     @cython.cfunc
     @cython.locals(number=cython.int)
