@@ -18,8 +18,13 @@ from pwcap.decode.pulsar.batch import BadBatch, split_batch
 from pwcap.decode.pulsar.chunks import ChunkAssembler
 from pwcap.decode.pulsar.commands import text
 from pwcap.decode.pulsar.compression import CODEC_NAMES, DecompressionError, decompress
-from pwcap.decode.pulsar.payload import PayloadError, parse_entry
+from pwcap.decode.pulsar.payload import PayloadError
 from pwcap.tables.schema import kept_payload
+
+if cython.compiled:  # the entry parser's C declaration (payload.pxd): a C call
+    from cython.cimports.pwcap.decode.pulsar.payload import parse_entry
+else:
+    from pwcap.decode.pulsar.payload import parse_entry
 
 Row = dict[str, Any]
 AnomalyFn = Callable[[str, Row, str], None]  # kind, frame row, detail
@@ -27,7 +32,6 @@ AnomalyFn = Callable[[str, Row, str], None]  # kind, frame row, detail
 # What every entry uses, as C globals when compiled (a module global is a dict lookup at
 # each use); the integers exceed C's.
 _sha256 = cython.declare(object, hashlib.sha256)
-_parse_entry = cython.declare(object, parse_entry)
 _text = cython.declare(object, text)
 _CODEC_NAMES = cython.declare(dict, CODEC_NAMES)
 I63 = cython.declare(object, (1 << 63) - 1)
@@ -112,7 +116,7 @@ class EntryDecoder:
         frame's direction (0 or 1)."""
         frame["payload_size"] = end - start
         try:
-            md, payload, checksum_ok, broker_timestamp, broker_index = _parse_entry(buf, start, end)
+            md, payload, checksum_ok, broker_timestamp, broker_index = parse_entry(buf, start, end)
         except PayloadError as exc:
             self._anomaly(exc.kind, frame, str(exc))
             return
