@@ -120,7 +120,11 @@ setup(
     packages=packages,
     package_dir=package_dir,
     # The C declarations travel with the sources they declare (an sdist builds from them).
-    package_data={"pwcap.jobs": ["log4j2.properties"], "pwcap.decode": ["*.pxd"]},
+    package_data={
+        "pwcap.jobs": ["log4j2.properties"],
+        "pwcap.decode": ["*.pxd"],
+        "pwcap.decode.pulsar": ["*.pxd"],
+    },
     ext_modules=_extensions(),
     cmdclass={"build_ext": BuildOnEveryCore},
 )

@@ -15,7 +15,7 @@ cdef class Fields:
     cpdef unsigned long long varint(self)
     cpdef int next(self)
     cdef unsigned long long _fixed(self, Py_ssize_t size)
-    cdef int _place(self, bytes data, Py_ssize_t pos, Py_ssize_t end) except -1
+    cdef int place(self, bytes data, Py_ssize_t pos, Py_ssize_t end) except -1
 
 
 cpdef Fields cursor(bytes data, Py_ssize_t pos, Py_ssize_t end)

@@ -22,6 +22,12 @@ FIXED32 = 5
 MAX_VARINT_BYTES = 10  # 64 bits, 7 per byte
 SNAPPY_LENGTH_BYTES = 5  # a raw snappy block's length preamble: a varint of 32 bits
 U64_MASK = (1 << 64) - 1
+# The wire types again, as C constants when compiled: the cursor compares each field's
+# with them, and a module global is a dict lookup and a boxed comparison at every use.
+_VARINT = cython.declare(cython.int, VARINT)
+_FIXED64 = cython.declare(cython.int, FIXED64)
+_LENGTH_DELIMITED = cython.declare(cython.int, LENGTH_DELIMITED)
+_FIXED32 = cython.declare(cython.int, FIXED32)
 
 
 class WireError(ValueError):
@@ -59,11 +65,13 @@ class Fields:
     """
 
     def __init__(self, data: bytes, pos: cython.Py_ssize_t, end: cython.Py_ssize_t) -> None:
-        self._place(data, pos, end)
+        self.place(data, pos, end)
 
     @cython.cfunc
     @cython.exceptval(-1, check=False)
-    def _place(self, data: bytes, pos: cython.Py_ssize_t, end: cython.Py_ssize_t) -> cython.int:
+    def place(self, data: bytes, pos: cython.Py_ssize_t, end: cython.Py_ssize_t) -> cython.int:
+        """Start over on the fields of ``data[pos:end]`` (a reader that walks many
+        messages moves one cursor so instead of making one per message)."""
         if pos < 0 or end > len(data) or pos > end:
             raise WireError(f"bytes {pos}:{end} are not within the {len(data)} given")
         self.data = data
@@ -111,9 +119,9 @@ class Fields:
             return 0
         wire_type: cython.int = key & 7
         self.wire_type = wire_type
-        if wire_type == VARINT:
+        if wire_type == _VARINT:
             self.value = self.varint()
-        elif wire_type == LENGTH_DELIMITED:
+        elif wire_type == _LENGTH_DELIMITED:
             size: cython.ulonglong = self.varint()
             if not self.broken and size <= cython.cast(cython.ulonglong, self.end - self.pos):
                 self.start = self.pos
@@ -121,8 +129,8 @@ class Fields:
                 self.pos = self.stop
             else:
                 self.broken = True
-        elif wire_type in (FIXED64, FIXED32):
-            self.value = self._fixed(8 if wire_type == FIXED64 else 4)
+        elif wire_type in (_FIXED64, _FIXED32):
+            self.value = self._fixed(8 if wire_type == _FIXED64 else 4)
         else:  # groups (3, 4) and the undefined 6 and 7
             self.broken = True
         return 0 if self.broken else number
@@ -145,7 +153,7 @@ class Fields:
 def cursor(data: bytes, pos: cython.Py_ssize_t, end: cython.Py_ssize_t) -> Fields:
     """``Fields(data, pos, end)``; compiled, without the Python call that constructs it."""
     fields: Fields = Fields.__new__(Fields)
-    fields._place(data, pos, end)
+    fields.place(data, pos, end)
     return fields
 
 

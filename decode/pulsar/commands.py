@@ -214,6 +214,7 @@ class CommandSpec:
     role: str | None
     extract: Extractor  # copies the command's column-worthy fields (and `info`) into a row
     columns: frozenset[str]  # the `frames` columns the command's own fields may fill
+    always: tuple[str, ...]  # those it fills on every frame (its required scalar fields)
     needs_body: bool  # the command message has required fields, so it must be present
 
 
@@ -280,6 +281,7 @@ def _build(type_number: int, name: str) -> CommandSpec:
     names: dict[str, Any] = {}
     info = []
     columns = set()
+    always = []
     for fd in descriptor.fields:
         repeated = fd.is_repeated
         attr = f"sub.{fd.name}"
@@ -316,6 +318,7 @@ def _build(type_number: int, name: str) -> CommandSpec:
             columns.add(_PLAIN_COLUMNS[fd.name])
             copy = _copy(_PLAIN_COLUMNS[fd.name], attr, fd.type)
             if fd.is_required:
+                always.append(_PLAIN_COLUMNS[fd.name])
                 lines += copy
             else:
                 lines += [f"if sub.HasField({fd.name!r}):", *_indent(copy)]
@@ -341,6 +344,7 @@ def _build(type_number: int, name: str) -> CommandSpec:
         role=role,
         extract=_compile_extractor(name, field.name, lines, names),
         columns=frozenset(columns),
+        always=tuple(always),
         needs_body=any(fd.is_required for fd in descriptor.fields),
     )
 

@@ -16,11 +16,15 @@ from pwcap.decode.pulsar import commands as c
 from pwcap.decode.pulsar._pb.pulsar_api_pb2 import AuthMethod, BaseCommand
 from pwcap.decode.pulsar.framing import PulsarFrames
 from pwcap.decode.pulsar.holdback import HeldRows
-from pwcap.decode.pulsar.hot import read_hot_command
 from pwcap.decode.pulsar.messages import EntryDecoder
 from pwcap.decode.pulsar.sniff import looks_like_command
 from pwcap.decode.pulsar.state import CONSUMER_NAMES, PRODUCER_NAMES, ConnectionState, Pairer
 from pwcap.decode.wire import WireError, read_varint, text
+
+if cython.compiled:  # the hot reader's C declarations (hot.pxd): its methods are C calls
+    from cython.cimports.pwcap.decode.pulsar.hot import HotReader
+else:
+    from pwcap.decode.pulsar.hot import HotReader
 
 # A command holding only its `type` (tag byte + one-byte varint: every type is < 128)
 # cannot carry the command message its type names.
@@ -69,7 +73,8 @@ class _Kind:
     delivery = cython.declare(cython.bint, visibility="public")
     named = cython.declare(cython.bint, visibility="public")
     id_column = cython.declare(str, visibility="public")
-    holders = cython.declare(object, visibility="public")
+    holders = cython.declare(dict, visibility="public")
+    messages = cython.declare(dict, visibility="public")
 
     def __init__(
         self, spec: c.CommandSpec, template: Row, pair: Pairer | None, effect: Any
@@ -88,6 +93,7 @@ class _Kind:
         # Where the names behind the command's own producer / consumer id are kept.
         self.id_column = ""
         self.holders = None  # producer or consumer id -> its names, when the command has one
+        self.messages = None  # the `messages` row template of a payload command's entries
 
 
 @cython.cclass
@@ -116,6 +122,7 @@ class PulsarDecoder:
     _conversation = cython.declare(object)
     _emit_anomaly = cython.declare(object)
     _entries = cython.declare(object)
+    _hot = cython.declare(HotReader)
     _fields = cython.declare(dict)
     _sides = cython.declare(list)
 
@@ -138,6 +145,7 @@ class PulsarDecoder:
         # (side label, ts, offset, size, command, kind, detail): an anomaly of a side
         self._emit_anomaly = self._conversation.anomaly
         self._entries = EntryDecoder(self._sink, options, self._conversation.frame_anomaly)
+        self._hot = HotReader()
         self._fields: Row = {}
         self._sides = [_Side(0), _Side(1)]
         for side in self._sides:
@@ -194,8 +202,17 @@ class PulsarDecoder:
         """One whole frame, ``buf[start:end]``; nothing in it may stop the decoder."""
         try:
             command_end = start + 8 + size
-            hot = read_hot_command(buf, start + 8, command_end)
-            if hot is None:
+            hot = self._hot
+            row = None
+            type_number = hot.command(buf, start + 8, command_end)
+            if type_number >= 0:  # a hot command: its columns go straight into the row
+                kind = side.kinds.get(type_number)
+                if kind is None:
+                    kind = self._new_kind(side, _SPECS[type_number])
+                row = kind.template.copy()
+                if not hot.columns(row):
+                    row = None  # the general path reads it, into a row of its own
+            if row is None:
                 try:
                     command = _parse_command(buf[start + 8 : command_end])
                 except DecodeError as exc:
@@ -204,32 +221,33 @@ class PulsarDecoder:
                     )
                     return
                 type_number = command.type
-                columns = None
+                kind = side.kinds.get(type_number)
+                if kind is None:
+                    kind = self._kind(
+                        side, command, type_number, buf, start, end, offset, ts_first, ts
+                    )
+                    if kind is None:
+                        return
             else:
                 command = None
-                type_number, columns = hot
-            kind = side.kinds.get(type_number)
-            if kind is None:
-                kind = self._kind(side, command, type_number, buf, start, end, offset, ts_first, ts)
-                if kind is None:
-                    return
             if size == BARE_COMMAND_SIZE and kind.needs_body:
                 self._bodiless(side, kind.spec, end - start, offset, ts_first, ts)
                 return
             if not self._roles_settled:
                 self._settle_from(side, kind.spec)
                 kind = self._new_kind(side, kind.spec)  # the direction may have changed
+                if row is not None:  # a hot command's, made from the previous template
+                    row["direction"] = kind.template["direction"]
             side.frames += 1
-            row = kind.template.copy()
+            if row is None:
+                row = kind.template.copy()
+                sub = kind.extract(command, row)
+            else:  # a hot command: no message object, its columns are read already
+                sub = None
             row["ts"] = ts
             row["ts_first"] = ts_first
             row["stream_offset"] = offset
             row["frame_size"] = end - start
-            if columns is None:
-                sub = kind.extract(command, row)
-            else:  # a hot command: no message object, its columns are read already
-                row.update(columns)
-                sub = None
             state = self._state
             pair = kind.pair
             if pair is not None:
@@ -253,7 +271,7 @@ class PulsarDecoder:
                 state.fill_names(row, True)
             if command_end < end:
                 if kind.payload:
-                    self._entries.decode(row, buf, command_end, end, side.label)
+                    self._entries.decode(row, kind.messages, buf, command_end, end, side.label)
                 else:
                     row["payload_size"] = end - command_end
             if kind.delivery:
@@ -293,7 +311,17 @@ class PulsarDecoder:
             "protocol": "pulsar",
             "command": spec.name,
             "command_type": spec.type,
+            # Every frame sets these: present in the copy, they are replaced, not added.
+            "ts": None,
+            "ts_first": None,
+            "stream_offset": None,
+            "frame_size": None,
         }
+        # As are the columns of the command's required fields (both paths write them
+        # before the row is read). With them the template outgrows its first table, and
+        # a copy has room for the columns a frame adds without a resize on the way.
+        for column in spec.always:
+            template[column] = None
         state = self._state
         pair = state.pairers[spec.role] if spec.role is not None else None
         kind = _Kind(spec, template, pair, _EFFECTS.get(spec.name))
@@ -301,6 +329,8 @@ class PulsarDecoder:
             kind.id_column, kind.holders = "producer_id", state.producers
         elif "consumer_id" in spec.columns:
             kind.id_column, kind.holders = "consumer_id", state.consumers
+        if kind.payload:
+            kind.messages = self._entries.template(template)
         if spec.type != _CONNECT:
             side.kinds[spec.type] = kind
         return kind
@@ -413,6 +443,8 @@ class PulsarDecoder:
     def _on_flow(self, sub: Any, row: Row) -> None:
         self._state.grant(row["consumer_id"], row["permits"])
 
+    @cython.cfunc
+    @cython.locals(row=dict)
     def _spend_permits(self, row: Row) -> None:
         before = self._state.spend(row["consumer_id"], row.get("num_messages") or 1)
         if before is not None and before <= 0:

@@ -2,18 +2,17 @@
 """The commands of every message's path, read straight from their wire bytes.
 
 SEND, SEND_RECEIPT, MESSAGE, ACK and FLOW are most of the frames of any busy connection.
-:func:`read_hot_command` reads their column-worthy fields with a :class:`Fields` cursor
-and returns the same columns the generated extractor of :mod:`commands` would copy out
-of the parsed protobuf. Anything it is not sure to read exactly as protobuf does (another
-command, a field it does not map to a column, a repeated or merged message, a wire type
-out of place, an enum value the schema lacks, damage) makes it return None, and the frame
-takes the general path, which parses it with the generated classes. A test holds the two
-paths equal on every command it can generate and on damaged ones.
+A :class:`HotReader` reads their column-worthy fields with a :class:`Fields` cursor and
+writes the same columns the generated extractor of :mod:`commands` would copy out of the
+parsed protobuf, straight into the frame's row. Anything it is not sure to read exactly
+as protobuf does (another command, a field it does not map to a column, a repeated or
+merged message, a wire type out of place, an enum value the schema lacks, damage) makes
+it decline, and the frame takes the general path, which parses it with the generated
+classes. A test holds the two paths equal on every command it can generate and on
+damaged ones.
 """
 
 from __future__ import annotations
-
-from typing import Any
 
 import cython
 from pwcap.decode.pulsar._pb.pulsar_api_pb2 import BaseCommand, CommandAck
@@ -49,48 +48,280 @@ BODY_FIELDS = {
         (FLOW, "flow"),
     )
 }
-_BODY_NUMBERS = frozenset(BODY_FIELDS.values())
 ACK_TYPES = {v.number: v.name for v in CommandAck.AckType.DESCRIPTOR.values}
 VALIDATION_ERRORS = {v.number: v.name for v in CommandAck.ValidationError.DESCRIPTOR.values}
+# BODY_FIELDS as C constants when compiled (every frame's fields are compared with them),
+# and the enum tables as typed C globals (an untyped global is a dict lookup plus a method
+# call per use).
+SEND_BODY = cython.declare(cython.int, BODY_FIELDS[SEND])
+SEND_RECEIPT_BODY = cython.declare(cython.int, BODY_FIELDS[SEND_RECEIPT])
+MESSAGE_BODY = cython.declare(cython.int, BODY_FIELDS[MESSAGE])
+ACK_BODY = cython.declare(cython.int, BODY_FIELDS[ACK])
+FLOW_BODY = cython.declare(cython.int, BODY_FIELDS[FLOW])
+_ACK_TYPES = cython.declare(dict, ACK_TYPES)
+_VALIDATION_ERRORS = cython.declare(dict, VALIDATION_ERRORS)
 
-Columns = dict[str, Any]
 
+@cython.cclass
+class HotReader:
+    """Reads the hot commands of one connection's frames in two steps: :meth:`command`
+    finds a frame's type (which picks the row template), :meth:`columns` then writes its
+    command message's columns into the row.
 
-def read_hot_command(data: bytes, start: int, end: int) -> tuple[int, Columns] | None:
-    """``(type, columns)`` of the BaseCommand in ``data[start:end]``, or None when it is not
-    a hot command this reader takes (the general path then parses it)."""
-    fields: Fields = cursor(data, start, end)
-    command_type: cython.longlong = -1
-    body: cython.int = -1
-    number: cython.int
-    body_start = body_stop = 0
-    while True:
-        number = fields.next()
-        if number == 0:
-            break
-        if number == TYPE_FIELD and fields.wire_type == WIRE_VARINT:
-            value: cython.ulonglong = fields.value
-            command_type = value if value <= I63 else -1
-        elif number in _BODY_NUMBERS and fields.wire_type == WIRE_LENGTH_DELIMITED and body < 0:
-            body, body_start, body_stop = number, fields.start, fields.stop
+    Its two cursors are moved from message to message, so a frame costs no cursor
+    allocation; they let go of a frame's bytes once it is read (a connection may sit
+    idle long after its last frame, which may be megabytes). Its C fields (in
+    ``hot.pxd``) are where :meth:`_message_id` leaves the MessageIdData it read, as C
+    integers.
+    """
+
+    def __init__(self) -> None:
+        self._fields = cursor(b"", 0, 0)
+        self._id = cursor(b"", 0, 0)
+        self._type = -1
+        self._ledger = self._entry = 0
+        self._partition = self._batch_index = -1
+
+    @cython.ccall
+    def command(self, data: bytes, start: cython.Py_ssize_t, end: cython.Py_ssize_t) -> cython.int:
+        """The type of the BaseCommand in ``data[start:end]`` when it is a hot command
+        this reader takes, its command message then the one :meth:`columns` reads; -1
+        otherwise (the general path then parses it)."""
+        self._type = self._find(data, start, end)
+        if self._type < 0:
+            self._release()
+        return self._type
+
+    @cython.cfunc
+    def _find(self, data: bytes, start: cython.Py_ssize_t, end: cython.Py_ssize_t) -> cython.int:
+        """:meth:`command`'s walk of the BaseCommand's fields; the cursor is left on the
+        command message."""
+        fields: Fields = self._fields
+        fields.place(data, start, end)
+        command_type: cython.longlong = -1
+        body: cython.int = -1
+        number: cython.int
+        body_start: cython.Py_ssize_t = 0
+        body_stop: cython.Py_ssize_t = 0
+        while True:
+            number = fields.next()
+            if number == 0:
+                break
+            if number == TYPE_FIELD and fields.wire_type == WIRE_VARINT:
+                value: cython.ulonglong = fields.value
+                command_type = value if value <= I63 else -1
+            elif (
+                number in (SEND_BODY, SEND_RECEIPT_BODY, MESSAGE_BODY, ACK_BODY, FLOW_BODY)
+                and fields.wire_type == WIRE_LENGTH_DELIMITED
+                and body < 0
+            ):
+                body, body_start, body_stop = number, fields.start, fields.stop
+            else:
+                return -1
+        if fields.broken or body < 0 or _body_field(command_type) != body:
+            return -1
+        fields.place(data, body_start, body_stop)
+        return command_type
+
+    @cython.ccall
+    def columns(self, row: dict) -> cython.bint:
+        """Write the columns of the command message :meth:`command` found into ``row``;
+        False when the general path must read it (``row`` may then hold some of them:
+        it is to be dropped)."""
+        fields: Fields = self._fields
+        command_type: cython.int = self._type
+        self._type = -1  # each command is read once
+        ok: cython.bint
+        if command_type == SEND:
+            ok = _send(fields, row)
+        elif command_type == SEND_RECEIPT:
+            ok = self._send_receipt(row)
+        elif command_type == MESSAGE:
+            ok = self._message(row)
+        elif command_type == ACK:
+            ok = self._ack(row)
+        elif command_type == FLOW:
+            ok = _flow(fields, row)
         else:
-            return None
-    if fields.broken or BODY_FIELDS.get(command_type) != body:
-        return None
-    body_fields: Fields = cursor(data, body_start, body_stop)
+            ok = False
+        ok = ok and not fields.broken
+        self._release()
+        return ok
+
+    @cython.cfunc
+    def _release(self) -> cython.void:
+        """Let go of the frame's bytes (see the class doc)."""
+        self._fields.place(b"", 0, 0)
+        self._id.place(b"", 0, 0)
+
+    @cython.cfunc
+    @cython.locals(number=cython.int)
+    def _send_receipt(self, row: dict) -> cython.bint:
+        fields: Fields = self._fields
+        found: cython.int = 0  # bit 1: producer_id, bit 2: sequence_id
+        seen_id: cython.bint = False
+        while True:
+            number = fields.next()
+            if number == 0:
+                break
+            if number == 3 and fields.wire_type == WIRE_LENGTH_DELIMITED and not seen_id:
+                seen_id = True
+                if not self._message_id():
+                    return False
+                self._put_message_id(row)
+            elif fields.wire_type != WIRE_VARINT:
+                return False
+            elif number == 1:
+                row["producer_id"] = _signed(fields.value)
+                found |= 1
+            elif number == 2:
+                row["sequence_id"] = _signed(fields.value)
+                found |= 2
+            elif number == 4:
+                row["highest_sequence_id"] = _signed(fields.value)
+            else:
+                return False
+        return found == 3  # producer and sequence ids are required
+
+    @cython.cfunc
+    @cython.locals(number=cython.int, value=cython.ulonglong)
+    def _message(self, row: dict) -> cython.bint:
+        fields: Fields = self._fields
+        seen_consumer: cython.bint = False
+        seen_id: cython.bint = False
+        while True:
+            number = fields.next()
+            if number == 0:
+                break
+            if number == 2 and fields.wire_type == WIRE_LENGTH_DELIMITED and not seen_id:
+                seen_id = True
+                if not self._message_id():
+                    return False
+                self._put_message_id(row)
+            elif fields.wire_type != WIRE_VARINT:
+                return False
+            elif number == 1:
+                row["consumer_id"] = _signed(fields.value)
+                seen_consumer = True
+            elif number == 3:
+                value = fields.value & U32_MASK  # a uint32 in an int32 column: null past it
+                row["redelivery_count"] = value if value <= I31 else None
+            else:  # ack_set, consumer_epoch (the `info` column): the general path
+                return False
+        return seen_consumer and seen_id
+
+    @cython.cfunc
+    @cython.locals(number=cython.int, value=cython.ulonglong)
+    def _ack(self, row: dict) -> cython.bint:
+        fields: Fields = self._fields
+        ids: list = []
+        found: cython.int = 0  # bit 1: consumer_id, bit 2: ack_type
+        while True:
+            number = fields.next()
+            if number == 0:
+                break
+            if number == 3 and fields.wire_type == WIRE_LENGTH_DELIMITED:
+                if not self._message_id():
+                    return False
+                if not ids:  # the first id also fills the frame's own columns
+                    self._put_message_id(row)
+                ids.append(
+                    {
+                        "ledger_id": self._ledger,
+                        "entry_id": self._entry,
+                        "partition": None if self._partition == -1 else self._partition,
+                        "batch_index": None if self._batch_index == -1 else self._batch_index,
+                    }
+                )
+            elif fields.wire_type != WIRE_VARINT:
+                return False
+            elif number == 1:
+                row["consumer_id"] = _signed(fields.value)
+                found |= 1
+            elif number == 2 and fields.value in _ACK_TYPES:
+                row["ack_type"] = _ACK_TYPES[fields.value]
+                found |= 2
+            elif number == 4 and fields.value in _VALIDATION_ERRORS:
+                row["validation_error"] = _VALIDATION_ERRORS[fields.value]
+            elif number == 6:
+                row["txnid_least_bits"] = _signed(fields.value)
+            elif number == 7:
+                row["txnid_most_bits"] = _signed(fields.value)
+            elif number == 8:
+                row["request_id"] = _signed(fields.value)
+            else:  # properties (the `info` column), an enum value the schema lacks
+                return False
+        if found != 3:  # consumer id and ack type are required
+            return False
+        row["num_message_ids"] = len(ids)
+        if ids:
+            row["message_ids"] = ids
+        return True
+
+    @cython.cfunc
+    @cython.locals(number=cython.int, value=cython.ulonglong)
+    def _message_id(self) -> cython.bint:
+        """The MessageIdData the command message's cursor is on, into this reader's
+        fields; False to leave it to the general path (another field, a missing required
+        one). A partition or batch index of -1 is their default, "not set", as is their
+        absence."""
+        fields: Fields = self._id
+        fields.place(self._fields.data, self._fields.start, self._fields.stop)
+        ledger: cython.ulonglong = 0
+        entry: cython.ulonglong = 0
+        found: cython.int = 0  # bit 1: the ledger, bit 2: the entry
+        self._partition = self._batch_index = -1
+        while True:
+            number = fields.next()
+            if number == 0:
+                break
+            if fields.wire_type != WIRE_VARINT:
+                return False
+            value = fields.value
+            if number == 1:
+                ledger = value
+                found |= 1
+            elif number == 2:
+                entry = value
+                found |= 2
+            elif number == 3:
+                self._partition = int32(value)
+            elif number == 4:
+                self._batch_index = int32(value)
+            else:  # ack_set, batch_size, first_chunk_message_id
+                return False
+        if fields.broken or found != 3:
+            return False
+        self._ledger = _signed(ledger)
+        self._entry = _signed(entry)
+        return True
+
+    @cython.cfunc
+    def _put_message_id(self, row: dict) -> cython.void:
+        """The message id :meth:`_message_id` read, as the frame's columns."""
+        row["ledger_id"] = self._ledger
+        row["entry_id"] = self._entry
+        if self._partition != -1:
+            row["partition"] = self._partition
+        if self._batch_index != -1:
+            row["batch_index"] = self._batch_index
+
+
+@cython.cfunc
+@cython.inline
+def _body_field(command_type: cython.longlong) -> cython.int:
+    """``BODY_FIELDS[command_type]``; -1 for a type this reader does not take."""
     if command_type == SEND:
-        columns = _send(body_fields)
-    elif command_type == SEND_RECEIPT:
-        columns = _send_receipt(body_fields)
-    elif command_type == MESSAGE:
-        columns = _message(body_fields, data)
-    elif command_type == ACK:
-        columns = _ack(body_fields, data)
-    else:
-        columns = _flow(body_fields)
-    if columns is None or body_fields.broken:
-        return None
-    return command_type, columns
+        return SEND_BODY
+    if command_type == SEND_RECEIPT:
+        return SEND_RECEIPT_BODY
+    if command_type == MESSAGE:
+        return MESSAGE_BODY
+    if command_type == ACK:
+        return ACK_BODY
+    if command_type == FLOW:
+        return FLOW_BODY
+    return -1
 
 
 # The two conversions below are written so that C integers (compiled) and Python's
@@ -117,204 +348,50 @@ def int32(value: cython.ulonglong) -> cython.int:
 
 @cython.cfunc
 @cython.locals(number=cython.int, value=cython.ulonglong)
-def _send(fields: Fields) -> object:
-    columns: Columns = {}
+def _send(fields: Fields, row: dict) -> cython.bint:
     found: cython.int = 0  # bit 1: producer_id, bit 2: sequence_id
     while True:
         number = fields.next()
         if number == 0:
             break
         if fields.wire_type != WIRE_VARINT:
-            return None
+            return False
         value = fields.value
         if number == 1:
-            columns["producer_id"] = _signed(value)
+            row["producer_id"] = _signed(value)
             found |= 1
         elif number == 2:
-            columns["sequence_id"] = _signed(value)
+            row["sequence_id"] = _signed(value)
             found |= 2
         elif number == 3:
-            columns["num_messages"] = int32(value)
+            row["num_messages"] = int32(value)
         elif number == 4:
-            columns["txnid_least_bits"] = _signed(value)
+            row["txnid_least_bits"] = _signed(value)
         elif number == 5:
-            columns["txnid_most_bits"] = _signed(value)
+            row["txnid_most_bits"] = _signed(value)
         elif number == 6:
-            columns["highest_sequence_id"] = _signed(value)
+            row["highest_sequence_id"] = _signed(value)
         else:  # is_chunk, marker (the `info` column), message_id: the general path
-            return None
-    if found != 3:  # producer and sequence ids are required
-        return None
-    return columns
+            return False
+    return found == 3  # producer and sequence ids are required
 
 
 @cython.cfunc
-@cython.locals(number=cython.int, value=cython.ulonglong)
-def _send_receipt(fields: Fields) -> object:
-    columns: Columns = {}
-    found: cython.int = 0  # bit 1: producer_id, bit 2: sequence_id
-    seen_id: cython.bint = False
-    while True:
-        number = fields.next()
-        if number == 0:
-            break
-        if number == 3 and fields.wire_type == WIRE_LENGTH_DELIMITED and not seen_id:
-            seen_id = True
-            if not _message_id(cursor(fields.data, fields.start, fields.stop), columns):
-                return None
-        elif fields.wire_type != WIRE_VARINT:
-            return None
-        elif number == 1:
-            columns["producer_id"] = _signed(fields.value)
-            found |= 1
-        elif number == 2:
-            columns["sequence_id"] = _signed(fields.value)
-            found |= 2
-        elif number == 4:
-            columns["highest_sequence_id"] = _signed(fields.value)
-        else:
-            return None
-    if found != 3:  # producer and sequence ids are required
-        return None
-    return columns
-
-
-@cython.cfunc
-@cython.locals(number=cython.int, value=cython.ulonglong)
-def _message(fields: Fields, data: bytes) -> object:
-    columns: Columns = {}
-    seen_consumer: cython.bint = False
-    seen_id: cython.bint = False
-    while True:
-        number = fields.next()
-        if number == 0:
-            break
-        if number == 2 and fields.wire_type == WIRE_LENGTH_DELIMITED and not seen_id:
-            seen_id = True
-            if not _message_id(cursor(data, fields.start, fields.stop), columns):
-                return None
-        elif fields.wire_type != WIRE_VARINT:
-            return None
-        elif number == 1:
-            columns["consumer_id"] = _signed(fields.value)
-            seen_consumer = True
-        elif number == 3:
-            value = fields.value & U32_MASK  # a uint32 in an int32 column: null past it
-            columns["redelivery_count"] = value if value <= I31 else None
-        else:  # ack_set, consumer_epoch (the `info` column): the general path
-            return None
-    if not seen_consumer or not seen_id:
-        return None
-    return columns
-
-
-@cython.cfunc
-@cython.locals(number=cython.int, value=cython.ulonglong)
-def _ack(fields: Fields, data: bytes) -> object:
-    columns: Columns = {}
-    ids: list[Columns] = []
-    while True:
-        number = fields.next()
-        if number == 0:
-            break
-        if number == 3 and fields.wire_type == WIRE_LENGTH_DELIMITED:
-            listed: Columns = {}
-            if not _message_id(cursor(data, fields.start, fields.stop), listed):
-                return None
-            ids.append(
-                {
-                    "ledger_id": listed["ledger_id"],
-                    "entry_id": listed["entry_id"],
-                    "partition": listed.get("partition"),
-                    "batch_index": listed.get("batch_index"),
-                }
-            )
-        elif fields.wire_type != WIRE_VARINT:
-            return None
-        elif number == 1:
-            columns["consumer_id"] = _signed(fields.value)
-        elif number == 2 and fields.value in ACK_TYPES:
-            columns["ack_type"] = ACK_TYPES[fields.value]
-        elif number == 4 and fields.value in VALIDATION_ERRORS:
-            columns["validation_error"] = VALIDATION_ERRORS[fields.value]
-        elif number == 6:
-            columns["txnid_least_bits"] = _signed(fields.value)
-        elif number == 7:
-            columns["txnid_most_bits"] = _signed(fields.value)
-        elif number == 8:
-            columns["request_id"] = _signed(fields.value)
-        else:  # properties (the `info` column), an enum value the schema lacks
-            return None
-    if "consumer_id" not in columns or "ack_type" not in columns:
-        return None
-    columns["num_message_ids"] = len(ids)
-    if ids:
-        columns["message_ids"] = ids
-        first = ids[0]
-        columns["ledger_id"] = first["ledger_id"]
-        columns["entry_id"] = first["entry_id"]
-        if first["partition"] is not None:
-            columns["partition"] = first["partition"]
-        if first["batch_index"] is not None:
-            columns["batch_index"] = first["batch_index"]
-    return columns
-
-
-@cython.cfunc
-def _message_id(fields: Fields, columns: dict) -> cython.bint:
-    """A MessageIdData's ledger and entry, and its partition and batch index unless they
-    hold -1 (their default, "not set"), into ``columns``; False to leave it to the general
-    path (another field, a missing required one)."""
-    ledger: cython.ulonglong = 0
-    entry: cython.ulonglong = 0
-    found: cython.int = 0  # bit 1: the ledger, bit 2: the entry
-    number: cython.int
-    value: cython.ulonglong
+@cython.locals(number=cython.int)
+def _flow(fields: Fields, row: dict) -> cython.bint:
+    found: cython.int = 0  # bit 1: consumer_id, bit 2: permits
     while True:
         number = fields.next()
         if number == 0:
             break
         if fields.wire_type != WIRE_VARINT:
             return False
-        value = fields.value
         if number == 1:
-            ledger = value
+            row["consumer_id"] = _signed(fields.value)
             found |= 1
         elif number == 2:
-            entry = value
+            row["permits"] = fields.value & U32_MASK
             found |= 2
-        elif number == 3:
-            columns["partition"] = int32(value)
-        elif number == 4:
-            columns["batch_index"] = int32(value)
-        else:  # ack_set, batch_size, first_chunk_message_id
-            return False
-    if fields.broken or found != 3:
-        return False
-    columns["ledger_id"] = _signed(ledger)
-    columns["entry_id"] = _signed(entry)
-    for column in ("partition", "batch_index"):
-        if columns.get(column) == -1:
-            del columns[column]
-    return True
-
-
-@cython.cfunc
-@cython.locals(number=cython.int, value=cython.ulonglong)
-def _flow(fields: Fields) -> object:
-    columns: Columns = {}
-    while True:
-        number = fields.next()
-        if number == 0:
-            break
-        if fields.wire_type != WIRE_VARINT:
-            return None
-        if number == 1:
-            columns["consumer_id"] = _signed(fields.value)
-        elif number == 2:
-            columns["permits"] = fields.value & U32_MASK
         else:
-            return None
-    if "consumer_id" not in columns or "permits" not in columns:
-        return None
-    return columns
+            return False
+    return found == 3  # consumer id and permits are required

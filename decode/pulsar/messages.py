@@ -18,8 +18,13 @@ from pwcap.decode.pulsar.batch import BadBatch, split_batch
 from pwcap.decode.pulsar.chunks import ChunkAssembler
 from pwcap.decode.pulsar.commands import text
 from pwcap.decode.pulsar.compression import CODEC_NAMES, DecompressionError, decompress
-from pwcap.decode.pulsar.payload import PayloadError, parse_entry
+from pwcap.decode.pulsar.payload import PayloadError
 from pwcap.tables.schema import kept_payload
+
+if cython.compiled:  # the entry parser's C declaration (payload.pxd): a C call
+    from cython.cimports.pwcap.decode.pulsar.payload import parse_entry
+else:
+    from pwcap.decode.pulsar.payload import parse_entry
 
 Row = dict[str, Any]
 AnomalyFn = Callable[[str, Row, str], None]  # kind, frame row, detail
@@ -27,13 +32,38 @@ AnomalyFn = Callable[[str, Row, str], None]  # kind, frame row, detail
 # What every entry uses, as C globals when compiled (a module global is a dict lookup at
 # each use); the integers exceed C's.
 _sha256 = cython.declare(object, hashlib.sha256)
-_parse_entry = cython.declare(object, parse_entry)
 _text = cython.declare(object, text)
 _CODEC_NAMES = cython.declare(dict, CODEC_NAMES)
 I63 = cython.declare(object, (1 << 63) - 1)
 U64 = cython.declare(object, 1 << 64)
 # The largest millisecond time a microsecond int64 holds.
 MAX_MILLIS = cython.declare(object, ((1 << 63) - 1) // 1000)
+# The columns every entry's row has (the decoder's and _emit's aside), in a row template
+# (see EntryDecoder.template).
+_ENTRY_COLUMNS = cython.declare(
+    tuple,
+    (
+        "ts",
+        "capture",
+        "conn_id",
+        "direction",
+        "protocol",
+        "stream_offset",
+        "command",
+        "topic",
+        "producer_id",
+        "producer_name",
+        "sequence_id",
+        "publish_time",
+        "event_time",
+        "key",
+        "compression",
+        "batch_size",
+        "checksum_ok",
+        "broker_timestamp",
+        "broker_index",
+    ),
+)
 # Frame columns a MESSAGE's rows repeat besides those every message row has.
 _DELIVERY_COLUMNS = cython.declare(
     tuple,
@@ -66,13 +96,27 @@ class EntryDecoder:
         self._anomaly = anomaly
         self._chunks = ChunkAssembler(options.max_decompressed_size)
 
-    @cython.locals(frame=dict, row=dict)
-    def decode(self, frame: Row, buf: bytes, start: int, end: int, label: int) -> None:
-        """Fill ``frame``'s entry columns from ``buf[start:end]`` and emit its messages;
-        ``label`` is the frame's direction (0 or 1)."""
+    def template(self, frame: Row) -> Row:
+        """The row the entries of frames like ``frame`` (a frame row template) start
+        from: the columns they share set, every other column of an entry's row there
+        too (None), so that an entry's copy has its values replaced, not keys added."""
+        row = dict.fromkeys(_ENTRY_COLUMNS)
+        if frame["command"] == "MESSAGE":
+            row.update(dict.fromkeys(_DELIVERY_COLUMNS))
+        for column in ("capture", "conn_id", "direction", "protocol", "command"):
+            row[column] = frame[column]
+        return row
+
+    @cython.locals(frame=dict, template=dict, row=dict)
+    def decode(
+        self, frame: Row, template: Row, buf: bytes, start: int, end: int, label: int
+    ) -> None:
+        """Fill ``frame``'s entry columns from ``buf[start:end]`` and emit its messages,
+        their rows copies of ``template`` (from :meth:`template`); ``label`` is the
+        frame's direction (0 or 1)."""
         frame["payload_size"] = end - start
         try:
-            md, payload, checksum_ok, broker_timestamp, broker_index = _parse_entry(buf, start, end)
+            md, payload, checksum_ok, broker_timestamp, broker_index = parse_entry(buf, start, end)
         except PayloadError as exc:
             self._anomaly(exc.kind, frame, str(exc))
             return
@@ -85,6 +129,23 @@ class EntryDecoder:
         sequence_id = md.sequence_id
         if sequence_id > I63:
             sequence_id -= U64
+        row = template.copy()
+        row["ts"] = frame["ts"]
+        row["stream_offset"] = frame["stream_offset"]
+        row["topic"] = frame.get("topic")
+        row["producer_id"] = frame.get("producer_id")
+        row["producer_name"] = producer_name
+        row["sequence_id"] = sequence_id
+        row["publish_time"] = micros(md.publish_time)
+        event_time = micros(md.event_time)
+        if event_time:
+            row["event_time"] = event_time
+        key = md.partition_key
+        if key:
+            row["key"] = key if key.__class__ is str else _text(key)
+        row["compression"] = compression
+        row["batch_size"] = count
+        row["checksum_ok"] = checksum_ok
         frame["checksum_ok"] = checksum_ok
         frame["compression"] = compression
         if "num_messages" not in frame:
@@ -93,39 +154,16 @@ class EntryDecoder:
             frame["producer_name"] = producer_name
         if broker_timestamp is not None:
             broker_timestamp = micros(broker_timestamp)
-            frame["broker_timestamp"] = broker_timestamp
+            frame["broker_timestamp"] = row["broker_timestamp"] = broker_timestamp
         if broker_index is not None:
             if broker_index > I63:
                 broker_index -= U64
-            frame["broker_index"] = broker_index
+            frame["broker_index"] = row["broker_index"] = broker_index
         if checksum_ok is False:
             self._anomaly("bad_checksum", frame, "CRC32-C of metadata and payload mismatch")
-        row = {
-            "ts": frame["ts"],
-            "capture": frame["capture"],
-            "conn_id": frame["conn_id"],
-            "direction": frame["direction"],
-            "protocol": "pulsar",
-            "stream_offset": frame["stream_offset"],
-            "command": frame["command"],
-            "topic": frame.get("topic"),
-            "producer_id": frame.get("producer_id"),
-            "producer_name": producer_name,
-            "sequence_id": sequence_id,
-            "publish_time": micros(md.publish_time),
-            "event_time": micros(md.event_time) or None,
-            "key": md.partition_key or None,
-            "compression": compression,
-            "batch_size": count,
-            "checksum_ok": checksum_ok,
-            "broker_timestamp": broker_timestamp,
-            "broker_index": broker_index,
-        }
         if frame["command"] == "MESSAGE":
             for column in _DELIVERY_COLUMNS:
                 row[column] = frame.get(column)
-        if row["key"] is not None and row["key"].__class__ is not str:
-            row["key"] = _text(row["key"])
         _rare_metadata(md, row)
         if md.encryption_keys:
             row["encrypted"] = True
@@ -205,6 +243,7 @@ class EntryDecoder:
         self._emit(row, payload)
 
     @cython.cfunc
+    @cython.locals(row=dict)
     def _emit(self, row: Row, payload: bytes | memoryview) -> cython.void:
         row["payload_size"] = len(payload)
         row["payload_sha256"] = _sha256(payload).hexdigest()

@@ -16,19 +16,22 @@ from __future__ import annotations
 
 import cython
 from pwcap.decode.pulsar._pb.pulsar_api_pb2 import CompressionType
-from pwcap.decode.pulsar.hot import int32
 from pwcap.decode.wire import LENGTH_DELIMITED, VARINT
 
-if cython.compiled:  # the cursor's C declarations (wire.pxd): its methods are C calls
+if cython.compiled:  # the C declarations (wire.pxd, hot.pxd): these are C calls
+    from cython.cimports.pwcap.decode.pulsar.hot import int32
     from cython.cimports.pwcap.decode.wire import Fields, cursor
 else:
+    from pwcap.decode.pulsar.hot import int32
     from pwcap.decode.wire import Fields, cursor
 
 # Compiled, C constants: a module global is a dict lookup at every use.
 WIRE_VARINT = cython.declare(cython.int, VARINT)
 WIRE_LENGTH_DELIMITED = cython.declare(cython.int, LENGTH_DELIMITED)
-CODECS = frozenset(value.number for value in CompressionType.DESCRIPTOR.values)
-U32_MASK = (1 << 32) - 1
+CODECS = cython.declare(
+    frozenset, frozenset(value.number for value in CompressionType.DESCRIPTOR.values)
+)
+U32_MASK = cython.declare(cython.ulonglong, (1 << 32) - 1)
 # MessageMetadata: producer_name, sequence_id and publish_time are required.
 _REQUIRED = (1 << 1) | (1 << 2) | (1 << 3)
 _PAYLOAD_SIZE = 1 << 3  # SingleMessageMetadata's one required field
@@ -127,7 +130,8 @@ class PlainMetadata(_Plain):
         self._start(_REQUIRED, 4)
 
     def HasField(self, name: str) -> bool:
-        return bool(self.seen & (1 << _METADATA_NUMBERS[name]))
+        number: cython.int = _METADATA_NUMBERS[name]
+        return (self.seen >> number) & 1 == 1
 
     @cython.ccall
     def put(self, number: cython.int, fields: Fields, data: bytes) -> cython.bint:
@@ -182,7 +186,8 @@ class PlainSingle(_Plain):
         self._start(_PAYLOAD_SIZE, 1)
 
     def HasField(self, name: str) -> bool:
-        return bool(self.seen & (1 << _SINGLE_NUMBERS[name]))
+        number: cython.int = _SINGLE_NUMBERS[name]
+        return (self.seen >> number) & 1 == 1
 
     @cython.ccall
     def put(self, number: cython.int, fields: Fields, data: bytes) -> cython.bint:

@@ -44,6 +44,7 @@ class PayloadError(Exception):
 Entry = tuple[MessageMetadata | PlainMetadata, memoryview, bool | None, int | None, int | None]
 
 
+@cython.ccall
 def parse_entry(buf: bytes, start: cython.Py_ssize_t, end: cython.Py_ssize_t) -> Entry:
     """Parse ``buf[start:end]``, the bytes of a payload frame after its command."""
     if start < 0 or end > len(buf) or start > end:

@@ -21,6 +21,7 @@ from collections import deque
 from collections.abc import Callable
 from typing import Any
 
+import cython
 from pwcap.decode.pulsar import commands as c
 
 MAX_PENDING = 100_000  # outstanding requests kept per table before the oldest are dropped
@@ -150,9 +151,11 @@ class ConnectionState:
         if consumer is not None and consumer.permits is not None:
             consumer.permits += permits
 
+    @cython.locals(consumers=dict)
     def spend(self, consumer_id: int, messages: int) -> int | None:
         """Charge a delivered entry; return the balance before it (None if unknown)."""
-        consumer = self.consumers.get(consumer_id)
+        consumers = self.consumers
+        consumer = consumers.get(consumer_id)
         if consumer is None or consumer.permits is None:
             return None
         before = consumer.permits
@@ -166,11 +169,14 @@ class ConnectionState:
             self._add_request(Request(row))
         return True
 
+    # Typed locals (compiled): every SEND and receipt passes here, and the operations on
+    # a dict or list known as such are C calls, not attribute lookups and method calls.
+    @cython.locals(row=dict, sends=dict, waiting=list)
     def _pair_send(self, row: dict[str, Any], direction: int, final: bool) -> bool:
         key = (row["producer_id"], row["sequence_id"])
-        waiting = self._sends.get(key)
+        sends = self._sends
+        waiting = sends.get(key)
         if waiting is None:
-            sends = self._sends
             if len(sends) >= MAX_PENDING:
                 _drop_oldest(sends, self)
             sends[key] = [row["ts"]]
@@ -178,17 +184,20 @@ class ConnectionState:
             waiting.append(row["ts"])
         return True
 
+    @cython.locals(row=dict, sends=dict, waiting=list)
     def _pair_receipt(self, row: dict[str, Any], direction: int, final: bool) -> bool:
         key = (row["producer_id"], row["sequence_id"])
-        waiting = self._sends.get(key)
+        sends = self._sends
+        waiting = sends.get(key)
         if waiting is None:
             return False
         row["answers"] = "SEND"
         row["request_ts"] = waiting.pop(0)
         if not waiting:
-            del self._sends[key]
+            del sends[key]
         return True
 
+    @cython.locals(row=dict)
     def _pair_ack(self, row: dict[str, Any], direction: int, final: bool) -> bool:
         request_id = row.get("request_id")
         if request_id is not None:
