@@ -19,9 +19,12 @@ JAVA = 17  # the oldest Java the Spark that pwcap depends on runs on
 # took a third of the CPU of a job over ten million frames; raised, it compiles only the
 # hottest code (a tenth less CPU, the tasks as fast). The loop threshold (on-stack
 # replacement of a running loop) too: the latency job took 36-38 s with it, 40-43 s without.
+# The throughput collector: a batch of tasks minds no pause, and G1's concurrent marking
+# took cores from the tasks (`pwcap analyze` over ten million frames: 58-63 s, against
+# 68-73 s with G1; the serial collector 62-65 s).
 JVM_OPTIONS = (
     "-XX:Tier4InvocationThreshold=50000 -XX:Tier4CompileThreshold=50000"
-    " -XX:Tier4BackEdgeThreshold=200000"
+    " -XX:Tier4BackEdgeThreshold=200000 -XX:+UseParallelGC"
 )
 INSTALL_JAVA = "apt-get install openjdk-17-jre-headless, brew install openjdk@17"
 
