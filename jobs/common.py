@@ -35,6 +35,7 @@ from pyspark.sql import types as T
 Table = DataFrame | Callable[[Mapping[str, DataFrame]], DataFrame]
 Tables = dict[str, Table]
 Result = TypeVar("Result")
+CANCEL_POLL_SECONDS = 0.1  # how often at_once looks for an error to cancel the jobs for
 LOG4J = Path(__file__).with_name("log4j2.properties")  # Spark's logging when pwcap starts it
 
 
@@ -335,9 +336,8 @@ def _build_and_write(
 
 def at_once(calls: Sequence[Callable[[], Result]]) -> list[Result]:
     """Each call's result, the calls run in threads of their own: their Spark jobs run side
-    by side. The first error cancels every Spark job still running and is raised once all
-    the threads have stopped."""
-    spark = SparkSession.active()
+    by side. After the first error (or Ctrl-C), every Spark job is cancelled, those the
+    other threads start later too, until all the threads have stopped; then it is raised."""
     results: list[Any] = [None] * len(calls)
     errors: list[BaseException] = []
 
@@ -346,22 +346,29 @@ def at_once(calls: Sequence[Callable[[], Result]]) -> list[Result]:
             results[index] = calls[index]()
         except BaseException as error:  # handed to the caller's thread, which raises it
             errors.append(error)
-            spark.sparkContext.cancelAllJobs()
 
     threads = [InheritableThread(target=run, args=(i,)) for i in range(len(calls))]
     for thread in threads:
         thread.start()
     try:
-        for thread in threads:
-            thread.join()
+        _wait(threads, lambda: bool(errors))
     except BaseException:  # Ctrl-C: stop the jobs, let their threads see it and end
-        spark.sparkContext.cancelAllJobs()
-        for thread in threads:
-            thread.join()
+        _wait(threads, lambda: True)
         raise
     if errors:
         raise errors[0]
     return results
+
+
+def _wait(threads: list[InheritableThread], stopping: Callable[[], bool]) -> None:
+    """Wait for ``threads``; while ``stopping()``, cancel every Spark job, again and again:
+    a thread may start its next job after a cancel."""
+    spark_context = SparkSession.active().sparkContext
+    while any(thread.is_alive() for thread in threads):
+        if stopping():
+            spark_context.cancelAllJobs()
+        for thread in threads:
+            thread.join(CANCEL_POLL_SECONDS)
 
 
 def _write(spark: SparkSession, frame: DataFrame, output: str, name: str) -> str:
