@@ -111,35 +111,22 @@ def summary(results: dict[str, Any]) -> str:
     subscriptions, computed from the written tables."""
     from pyspark.sql import functions as F
 
+    from pwcap.jobs.latency import DELIVERY_ACK
+
     lines = ["Worst latencies (p99 by kind, microseconds):"]
-    by_kind = (
-        results["latency_pairs"]
-        .groupBy("kind")
-        .agg(
-            F.count("latency_us").alias("n"),
-            F.count(F.when(F.col("outcome") == "unanswered", 1)).alias("unanswered"),
-            F.percentile("latency_us", F.array(F.lit(0.5), F.lit(0.99))).alias("q"),
-            F.max("latency_us").alias("max"),
-        )
-        .orderBy(F.desc_nulls_last(F.col("q")[1]))
-        .limit(TOP)
-    )
-    for row in by_kind.collect():
+    kinds = latency_by_kind(results["latency_pairs"])
+    for row in sorted(kinds, key=_p99_first)[:TOP]:
         p50, p99 = row.q or (None, None)
         lines.append(
             f"  {row.kind:22} n={row.n:<8} p50={_num(p50):>10} p99={_num(p99):>10}"
             f" max={_num(row.max):>10} unanswered={row.unanswered}"
         )
-    unanswered = (
-        results["latency_pairs"]
-        .where((F.col("outcome") == "unanswered") & (F.col("kind") != "delivery_ack"))
-        .groupBy("kind")
-        .count()
-        .orderBy(F.desc("count"))
-        .collect()
+    never = sorted(
+        (row for row in kinds if row.unanswered and row.kind != DELIVERY_ACK),
+        key=lambda row: (-row.unanswered, row.kind),
     )
-    if unanswered:
-        listed = ", ".join(f"{row.kind} {row['count']}" for row in unanswered)
+    if never:
+        listed = ", ".join(f"{row.kind} {row.unanswered}" for row in never)
         lines.append(f"  requests never answered: {listed}")
     lines.append("Most-starved consumers:")
     starved = (
@@ -175,6 +162,39 @@ def summary(results: dict[str, Any]) -> str:
     if not redelivered:
         lines.append("  none")
     return "\n".join(lines)
+
+
+def latency_by_kind(pairs: Any) -> list[Any]:
+    """Per kind of pair: answered pairs ``n``, ``unanswered`` ones, the exact median and
+    99th percentile ``q`` and the ``max`` latency; one pass over the pairs. Counted per
+    distinct latency first (whole microseconds repeat), as ``latency_summary`` does, so the
+    percentile sees each value once with its count: the whole summary took 2.2 s over ten
+    million frames' pairs when it sorted every latency, and two passes."""
+    from pyspark.sql import functions as F
+
+    per_value = pairs.groupBy("kind", "latency_us").agg(
+        F.count("*").alias("pairs"),
+        F.count(F.when(F.col("outcome") == "unanswered", 1)).alias("unanswered"),
+    )
+    latency = F.col("latency_us")
+    answered = F.when(latency.isNotNull(), F.col("pairs")).otherwise(0)
+    quantiles = F.percentile(latency, F.array(F.lit(0.5), F.lit(0.99)), F.col("pairs"))
+    return (
+        per_value.groupBy("kind")
+        .agg(
+            F.sum(answered).alias("n"),
+            F.sum("unanswered").alias("unanswered"),
+            quantiles.alias("q"),
+            F.max(latency).alias("max"),
+        )
+        .collect()
+    )
+
+
+def _p99_first(row: Any) -> tuple[bool, float, str]:
+    """Sort key: the highest 99th percentile first, kinds without one last, ties by name."""
+    p99 = row.q[1] if row.q else None
+    return (p99 is None, -(p99 or 0), row.kind)
 
 
 def _num(value: float | None) -> str:

@@ -17,6 +17,7 @@ from pwcap.tables.analytics import ANALYTICS
 from pyspark.sql import types as T
 
 from pwcap.analyze_progress import AnalyzeProgress
+from pwcap.cli_analyze import latency_by_kind, summary
 
 EPOCH = datetime(2026, 1, 1, tzinfo=UTC)
 SUB = {"topic": "persistent://t/n/topic", "subscription": "sub", "capture": "unit.pcap"}
@@ -168,11 +169,15 @@ def exact_percentile(values: list[int], q: float) -> float:
     return ordered[low] + (ordered[high] - ordered[low]) * (rank - low)
 
 
-def test_summary_percentiles_and_counts_hold_when_latencies_repeat(spark):
-    # Two groups; latencies repeat within each, unanswered and redelivered pairs have none.
-    latencies = {"SEND": [5, 5, 5, 7, 7, 100, 5, 3], "delivery_ack": [40, 40, 41, 40, 2000]}
+# Two kinds; latencies repeat within each, unanswered and redelivered pairs have none.
+REPEATING = {"SEND": [5, 5, 5, 7, 7, 100, 5, 3], "delivery_ack": [40, 40, 41, 40, 2000]}
+
+
+def repeating_pairs(spark):
+    """``latency_pairs`` rows of :data:`REPEATING`: one SEND failed, one unanswered, one
+    delivery redelivered."""
     rows = []
-    for kind, values in latencies.items():
+    for kind, values in REPEATING.items():
         for i, value in enumerate(values):
             outcome = "error:ServiceNotReady" if kind == "SEND" and i == 5 else "success"
             rows.append(
@@ -180,14 +185,23 @@ def test_summary_percentiles_and_counts_hold_when_latencies_repeat(spark):
             )
     rows.append({"kind": "SEND", "request_ts": at(1100), "outcome": "unanswered"})
     rows.append({"kind": "delivery_ack", "request_ts": at(1100), "outcome": "redelivered"})
-    rows = [{**SUB, "broker": "10.0.0.2:6650", **row} for row in rows]
-    columns = ANALYTICS["latency_pairs"]
+    return analytics_table(
+        spark, "latency_pairs", [{**SUB, "broker": "10.0.0.2:6650", **row} for row in rows]
+    )
+
+
+def analytics_table(spark, name: str, rows: list[dict[str, Any]]):
+    """An analytics table of the given rows, columns left out null."""
+    columns = ANALYTICS[name]
     schema = T.StructType([T.StructField(c.name, spark_type(c.type)) for c in columns])
-    pairs = spark.createDataFrame([tuple(row.get(c.name) for c in columns) for row in rows], schema)
-    summary = latency.latency_summary(pairs, "1 minute")
+    return spark.createDataFrame([tuple(row.get(c.name) for c in columns) for row in rows], schema)
+
+
+def test_summary_percentiles_and_counts_hold_when_latencies_repeat(spark):
+    summary = latency.latency_summary(repeating_pairs(spark), "1 minute")
     got = {row.kind: row for row in summary.collect()}
-    assert set(got) == set(latencies)
-    for kind, values in latencies.items():
+    assert set(got) == set(REPEATING)
+    for kind, values in REPEATING.items():
         row = got[kind]
         assert row["count"] == len(values)
         assert (row.min_us, row.max_us) == (min(values), max(values))
@@ -195,6 +209,21 @@ def test_summary_percentiles_and_counts_hold_when_latencies_repeat(spark):
             assert row[column] == pytest.approx(exact_percentile(values, q)), (kind, column)
     assert (got["SEND"].errors, got["SEND"].unanswered, got["SEND"].redelivered) == (1, 1, 0)
     assert (got["delivery_ack"].errors, got["delivery_ack"].redelivered) == (0, 1)
+
+
+def test_analyze_prints_each_kinds_exact_percentiles_worst_first_and_the_unanswered(spark):
+    pairs = repeating_pairs(spark)
+    got = {row.kind: row for row in latency_by_kind(pairs)}
+    for kind, values in REPEATING.items():
+        assert (got[kind].n, got[kind].max) == (len(values), max(values))
+        assert got[kind].q == pytest.approx([exact_percentile(values, q) for q in (0.5, 0.99)])
+    assert (got["SEND"].unanswered, got["delivery_ack"].unanswered) == (1, 0)
+    others = {
+        name: analytics_table(spark, name, []) for name in ANALYTICS if name != "latency_pairs"
+    }
+    printed = summary({"latency_pairs": pairs, **others}).splitlines()
+    assert [line.split()[0] for line in printed[1:3]] == ["delivery_ack", "SEND"]
+    assert printed[3] == "  requests never answered: SEND 1"
 
 
 def test_a_cumulative_ack_answers_every_earlier_delivery_up_to_its_position(spark):
