@@ -132,10 +132,11 @@ def _starvation_marks(timeline: DataFrame, order: WindowSpec) -> DataFrame:
     )
 
 
-def starvation_intervals(timeline: DataFrame, frames: DataFrame) -> DataFrame:
-    """Runs of starved events (:func:`permit_timeline`), each ended by the next event,
-    with the consumer's receiver queue size and usual refill (what a span is measured
-    against). A run's first and last events are all it takes: they are paired in order."""
+def starvation_intervals(timeline: DataFrame, ends: DataFrame) -> DataFrame:
+    """Runs of starved events (:func:`permit_timeline`), each ended by the next event (or
+    the connection's end, ``ends``: :func:`connection_ends`), with the consumer's receiver
+    queue size and usual refill (what a span is measured against). A run's first and last
+    events are all it takes: they are paired in order."""
     bounds = timeline.where(F.col("starts_span") | F.col("ends_span"))
     order = Window.partitionBy(*CONSUMER).orderBy("ts", "direction", "stream_offset")
     running = order.rowsBetween(Window.unboundedPreceding, Window.currentRow)
@@ -153,14 +154,13 @@ def starvation_intervals(timeline: DataFrame, frames: DataFrame) -> DataFrame:
             "later_delivery",
         )
     )
-    capture_end = _capture_end(frames)
     end_ts = F.coalesce("next_ts", "capture_end")
     # The first delivery after the span's last event is the first after a FLOW ending it.
     flow_to_delivery = micros("later_delivery") - micros("next_ts")
     ended_by_flow = F.col("next_event") == "flow"
     pattern = _refill_pattern(timeline).select(*CONSUMER, "receiver_queue_size", "refill_permits")
     return (
-        spans.join(capture_end, CONNECTION)
+        spans.join(ends, CONNECTION)
         .join(pattern, CONSUMER, "left")
         .select(
             *CONSUMER,
@@ -179,8 +179,9 @@ def starvation_intervals(timeline: DataFrame, frames: DataFrame) -> DataFrame:
     )
 
 
-def _capture_end(frames: DataFrame) -> DataFrame:
-    """The last time each connection was seen: where spans still open at the end stop."""
+def connection_ends(frames: DataFrame) -> DataFrame:
+    """The last time each connection was seen (``capture_end``): where spans still open at
+    the end stop, and where a consumer's life ends if it never closed."""
     return frames.groupBy(*CONNECTION).agg(F.max("ts").alias("capture_end"))
 
 
@@ -207,8 +208,9 @@ def _refill_pattern(timeline: DataFrame) -> DataFrame:
     return first.join(refills, CONSUMER, "left")
 
 
-def permit_summary(timeline: DataFrame, intervals: DataFrame, frames: DataFrame) -> DataFrame:
-    """Per consumer: grants, deliveries, starvation and deliveries beyond the permits."""
+def permit_summary(timeline: DataFrame, intervals: DataFrame, ends: DataFrame) -> DataFrame:
+    """Per consumer: grants, deliveries, starvation and deliveries beyond the permits
+    (``ends``: :func:`connection_ends`)."""
     beyond = (F.col("event") == "delivery") & (F.col("balance_before") <= 0)
     # Counted per consumer and names first, then per consumer: an aggregate of strings
     # (the names) sorts its input, here only the few rows of the first step.
@@ -242,13 +244,12 @@ def permit_summary(timeline: DataFrame, intervals: DataFrame, frames: DataFrame)
         F.max("duration_us").alias("longest_starvation_us"),
         F.count(F.when(F.col("backlog_waiting"), 1)).alias("spans_with_backlog_waiting"),
     )
-    capture_end = _capture_end(frames)
     lifetime = micros(F.coalesce("closed_ts", "capture_end")) - micros("first_ts")
     zero = F.lit(0).cast("long")
     return (
         per_consumer.join(_refill_pattern(timeline), CONSUMER, "left")
         .join(starvation, CONSUMER, "left")
-        .join(capture_end, CONNECTION)
+        .join(ends, CONNECTION)
         .select(
             *CONSUMER,
             *NAMES,
@@ -278,11 +279,14 @@ def _fraction(part: Column, whole: Column) -> Column:
 
 def tables(frames: DataFrame) -> Tables:
     timeline = permit_timeline(frames).cache()
-    intervals = starvation_intervals(timeline, frames).cache()
+    # A row per connection, kept: the intervals and the summary both need it, and each
+    # would otherwise aggregate every frame again.
+    ends = connection_ends(frames).cache()
+    intervals = starvation_intervals(timeline, ends).cache()
     return {
         "permit_timeline": timeline.select(*TIMELINE_COLUMNS),
         "starvation_intervals": intervals,
-        "permit_summary": permit_summary(timeline, intervals, frames),
+        "permit_summary": permit_summary(timeline, intervals, ends),
     }
 
 

@@ -338,12 +338,13 @@ def test_a_batch_overspends_permits_and_the_next_flow_ends_the_starvation(spark,
     timeline = permits.permit_timeline(frames)
     balances = [r.balance for r in timeline.orderBy("ts").collect()]
     assert balances == [0, 2, -1, -2, 2, 1]
-    (span,) = permits.starvation_intervals(timeline, frames).collect()
+    ends = permits.connection_ends(frames)
+    (span,) = permits.starvation_intervals(timeline, ends).collect()
     assert (us(span.start_ts), us(span.end_ts), span.duration_us) == (1_000, 30_000, 29_000)
     assert span.ended_by == "flow"
     assert span.backlog_waiting is not late_refill
     (summary,) = permits.permit_summary(
-        timeline, permits.starvation_intervals(timeline, frames), frames
+        timeline, permits.starvation_intervals(timeline, ends), ends
     ).collect()
     assert (summary.permits_granted, summary.messages_delivered) == (6, 5)
     assert summary.deliveries_beyond_permits == 1
@@ -367,7 +368,8 @@ def test_a_span_ends_at_the_event_after_its_last_one_when_two_share_a_microsecon
             flow(3_000, 5),  # 5: the span ends
         ],
     )
-    (span,) = permits.starvation_intervals(permits.permit_timeline(frames), frames).collect()
+    timeline = permits.permit_timeline(frames)
+    (span,) = permits.starvation_intervals(timeline, permits.connection_ends(frames)).collect()
     assert (us(span.start_ts), us(span.end_ts), span.ended_by) == (1_000, 3_000, "flow")
 
 
