@@ -252,6 +252,14 @@ def broker_addresses(connections: DataFrame) -> DataFrame:
     ).dropDuplicates(["capture", "conn_id"])
 
 
+def connection_ends(frames: DataFrame) -> DataFrame:
+    """The last frame time of each connection (``capture_end``), a row per connection,
+    kept once computed. The permit and redelivery jobs both need it; Spark finds a kept
+    result by its plan, so in one session (``pwcap analyze``) the frames are aggregated
+    for it once, not once per query that uses it."""
+    return frames.groupBy("capture", "conn_id").agg(F.max("ts").alias("capture_end")).cache()
+
+
 def message_ids(frames: DataFrame) -> DataFrame:
     """One row per message id a frame names: the ``message_ids`` list when the decoder
     wrote it, else the frame's scalar id columns. Adds ``ledger_id``, ``entry_id``,

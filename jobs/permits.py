@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import sys
 
-from pwcap.jobs.common import Tables, micros, read_table, run_job
+from pwcap.jobs.common import Tables, connection_ends, micros, read_table, run_job
 from pyspark.sql import Column, DataFrame, SparkSession, Window, WindowSpec
 from pyspark.sql import functions as F
 
@@ -179,12 +179,6 @@ def starvation_intervals(timeline: DataFrame, ends: DataFrame) -> DataFrame:
     )
 
 
-def connection_ends(frames: DataFrame) -> DataFrame:
-    """The last time each connection was seen (``capture_end``): where spans still open at
-    the end stop, and where a consumer's life ends if it never closed."""
-    return frames.groupBy(*CONNECTION).agg(F.max("ts").alias("capture_end"))
-
-
 def _refill_pattern(timeline: DataFrame) -> DataFrame:
     """Receiver queue size (a consumer's first FLOW) and its most common later FLOW."""
     flows = timeline.where(F.col("event") == "flow").withColumn(
@@ -279,9 +273,7 @@ def _fraction(part: Column, whole: Column) -> Column:
 
 def tables(frames: DataFrame) -> Tables:
     timeline = permit_timeline(frames).cache()
-    # A row per connection, kept: the intervals and the summary both need it, and each
-    # would otherwise aggregate every frame again.
-    ends = connection_ends(frames).cache()
+    ends = connection_ends(frames)
     intervals = starvation_intervals(timeline, ends).cache()
     return {
         "permit_timeline": timeline.select(*TIMELINE_COLUMNS),

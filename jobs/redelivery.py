@@ -19,7 +19,15 @@ import sys
 from functools import reduce
 
 from pwcap.jobs import acks
-from pwcap.jobs.common import Tables, message_ids, micros, read_table, run_job, window_start
+from pwcap.jobs.common import (
+    Tables,
+    connection_ends,
+    message_ids,
+    micros,
+    read_table,
+    run_job,
+    window_start,
+)
 from pyspark.sql import Column, DataFrame, SparkSession, Window
 from pyspark.sql import functions as F
 
@@ -106,8 +114,10 @@ def _trigger_rank(repeated: DataFrame, frames: DataFrame) -> DataFrame:
         .groupBy(*SUBSCRIPTION)
         .agg(F.collect_list(F.struct("ts", "rank")).alias("wide"))
     )
-    connection_end = frames.groupBy("capture", F.col("conn_id").alias("previous_conn_id")).agg(
-        F.max("ts").alias("previous_conn_end")
+    connection_end = connection_ends(frames).select(
+        "capture",
+        F.col("conn_id").alias("previous_conn_id"),
+        F.col("capture_end").alias("previous_conn_end"),
     )
 
     def between(ts: Column) -> Column:

@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 from pwcap.jobs import acks, latency, permits, redelivery
-from pwcap.jobs.common import spark_schema, spark_type, write_concurrently
+from pwcap.jobs.common import connection_ends, spark_schema, spark_type, write_concurrently
 from pwcap.tables.analytics import ANALYTICS
 from pyspark.sql import types as T
 
@@ -338,7 +338,7 @@ def test_a_batch_overspends_permits_and_the_next_flow_ends_the_starvation(spark,
     timeline = permits.permit_timeline(frames)
     balances = [r.balance for r in timeline.orderBy("ts").collect()]
     assert balances == [0, 2, -1, -2, 2, 1]
-    ends = permits.connection_ends(frames)
+    ends = connection_ends(frames)
     (span,) = permits.starvation_intervals(timeline, ends).collect()
     assert (us(span.start_ts), us(span.end_ts), span.duration_us) == (1_000, 30_000, 29_000)
     assert span.ended_by == "flow"
@@ -369,7 +369,7 @@ def test_a_span_ends_at_the_event_after_its_last_one_when_two_share_a_microsecon
         ],
     )
     timeline = permits.permit_timeline(frames)
-    (span,) = permits.starvation_intervals(timeline, permits.connection_ends(frames)).collect()
+    (span,) = permits.starvation_intervals(timeline, connection_ends(frames)).collect()
     assert (us(span.start_ts), us(span.end_ts), span.ended_by) == (1_000, 3_000, "flow")
 
 
@@ -514,3 +514,11 @@ def test_a_failing_group_stops_the_others_and_its_error_is_raised(spark, tmp_pat
         write_concurrently([lambda: {"slow": slow}, failing], str(tmp_path))
     assert time.monotonic() - began < 15  # cancelled, not run to its end
     assert not (tmp_path / "slow").exists()
+
+
+def test_the_connection_ends_are_aggregated_once_for_every_job_of_a_session(spark):
+    frames = table(spark, "frames", [frame(10, "FLOW", "c2b"), frame(20, "PING", "b2c")])
+    (end,) = connection_ends(frames).collect()
+    assert us(end.capture_end) == 20
+    again = connection_ends(frames).select("conn_id", "capture_end")
+    assert "InMemoryTableScan" in again._jdf.queryExecution().executedPlan().toString()
