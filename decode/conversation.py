@@ -13,13 +13,13 @@ from __future__ import annotations
 from pwcap.capture.events import LABELS, Direction
 from pwcap.decode.api import RowSink
 from pwcap.tables.columns import ColumnBuffer
-from pwcap.tables.schema import position
+from pwcap.tables.schema import positions
 
 MAX_SUSPECTS = 10_000  # unmatched responses awaiting proof, kept per connection
 
 _TS, _CAPTURE, _CONN_ID, _DIRECTION, _PROTOCOL, _KIND, _OFFSET, _SIZE, _COMMAND, _DETAIL = (
-    position("anomalies", column)
-    for column in (
+    positions(
+        "anomalies",
         "ts",
         "capture",
         "conn_id",
@@ -33,9 +33,8 @@ _TS, _CAPTURE, _CONN_ID, _DIRECTION, _PROTOCOL, _KIND, _OFFSET, _SIZE, _COMMAND,
     )
 )
 # The columns of a frame an anomaly of that frame repeats.
-_FRAME_TS, _FRAME_DIRECTION, _FRAME_OFFSET, _FRAME_SIZE, _FRAME_COMMAND = (
-    position("frames", column)
-    for column in ("ts", "direction", "stream_offset", "frame_size", "command")
+_FRAME_TS, _FRAME_DIRECTION, _FRAME_OFFSET, _FRAME_SIZE, _FRAME_COMMAND = positions(
+    "frames", "ts", "direction", "stream_offset", "frame_size", "command"
 )
 # An anomaly's values: direction label, ts, offset, size, command, kind, detail.
 Anomaly = tuple[str | None, int, int | None, int | None, str | None, str, str]

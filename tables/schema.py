@@ -305,6 +305,11 @@ def position(table: str, column: str) -> int:
     return [c.name for c in TABLES[table]].index(column)
 
 
+def positions(table: str, *columns: str) -> tuple[int, ...]:
+    """:func:`position` of each of ``columns``."""
+    return tuple(position(table, column) for column in columns)
+
+
 def markdown() -> str:
     """The reference of every table pwcap writes, as ``docs/schema.md`` holds it."""
     from pwcap.tables.analytics import ANALYTICS  # it builds on this module's columns

@@ -63,7 +63,7 @@ from pwcap.decode.kafka07.wire import (
     split_parts,
 )
 from pwcap.tables.columns import ColumnBuffer
-from pwcap.tables.schema import position
+from pwcap.tables.schema import positions
 
 _REQUESTS = KafkaFrames(find_request_start)
 _RESPONSES = KafkaFrames(find_response_start)
@@ -88,26 +88,24 @@ Handler = Callable[[bytes, int, int, int, int, int], bool]
     REQUEST_TS,
     INFO,
     TRUNCATED_TAIL,
-) = (
-    position("frames", column)
-    for column in (
-        "ts",
-        "capture",
-        "conn_id",
-        "direction",
-        "protocol",
-        "ts_first",
-        "stream_offset",
-        "command",
-        "command_type",
-        "frame_size",
-        "payload_size",
-        "error_code",
-        "answers",
-        "request_ts",
-        "info",
-        "truncated_tail",
-    )
+) = positions(
+    "frames",
+    "ts",
+    "capture",
+    "conn_id",
+    "direction",
+    "protocol",
+    "ts_first",
+    "stream_offset",
+    "command",
+    "command_type",
+    "frame_size",
+    "payload_size",
+    "error_code",
+    "answers",
+    "request_ts",
+    "info",
+    "truncated_tail",
 )
 
 

@@ -21,18 +21,14 @@ from pwcap.decode.kafka07.wire import (
     Part,
 )
 from pwcap.tables.columns import ColumnBuffer, pairs
-from pwcap.tables.schema import kept_payload, position
+from pwcap.tables.schema import kept_payload, positions
 
 MAX_INFO_PARTS = 8  # parts of a MULTI* frame listed in `info`
 _TIMES = {LATEST_TIME: "latest", EARLIEST_TIME: "earliest"}
 
 
-def _columns(table: str, *names: str) -> tuple[int, ...]:
-    return tuple(position(table, name) for name in names)
-
-
 _OF_FRAME = pairs("frames", "messages", FRAME_OF_MESSAGE)  # what each message repeats
-TOPIC, PARTITION, OFFSET, MAX_SIZE, INFO, NUM_MESSAGES, CHECKSUM_OK, COMPRESSION = _columns(
+TOPIC, PARTITION, OFFSET, MAX_SIZE, INFO, NUM_MESSAGES, CHECKSUM_OK, COMPRESSION = positions(
     "frames",
     "topic",
     "partition",
@@ -55,7 +51,7 @@ TOPIC, PARTITION, OFFSET, MAX_SIZE, INFO, NUM_MESSAGES, CHECKSUM_OK, COMPRESSION
     M_PAYLOAD_SIZE,
     M_PAYLOAD_SHA256,
     M_PAYLOAD,
-) = _columns(
+) = positions(
     "messages",
     "topic",
     "partition",
