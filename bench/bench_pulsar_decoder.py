@@ -3,8 +3,8 @@
 Shapes: ``mixed`` is an async producer and a consumer sharing one connection: SEND (one
 small message each) / SEND_RECEIPT, MESSAGE / ACK and a FLOW every 500 messages;
 ``produce`` only SEND / SEND_RECEIPT; ``control`` no payload frames. The streams are cut
-into 64 KiB records as TCP would deliver them. Rows go to a sink that only counts, so the
-figure is the decoder's own cost.
+into 64 KiB records as TCP would deliver them. Rows are built as the dataset writer has
+them built, then counted and dropped, so the figure is the decoder's own cost.
 
     python bench/bench_pulsar_decoder.py [--frames N] [--shape S] [--profile]
 """
@@ -15,28 +15,37 @@ import argparse
 import struct
 import sys
 import time
+from functools import partial
 
 import crc32c
 from pwcap.capture.events import ClientBy, Connection, Direction
 from pwcap.decode.api import DecodeOptions
 from pwcap.decode.pulsar._pb import pulsar_api_pb2 as pb
 from pwcap.decode.pulsar.decoder import PulsarDecoder
+from pwcap.tables.columns import ColumnBuffer, RowSink
+from pwcap.tables.dataset import BATCH_ROWS
+from pwcap.tables.schema import arrow_schema
 
 RECORD = 64 * 1024
 
 
+TABLES = ("frames", "messages", "anomalies")
+
+
 class CountingSink:
+    """Counts the rows built in its :attr:`rows`: each batch is counted, then dropped."""
+
     def __init__(self) -> None:
-        self.frames = self.messages = self.anomalies = 0
+        self.counts = dict.fromkeys(TABLES, 0)
+        self.rows = RowSink(*(self._builder(table) for table in TABLES))
 
-    def frame(self, row: dict) -> None:
-        self.frames += 1
+    def _builder(self, table: str) -> ColumnBuffer:
+        return ColumnBuffer(arrow_schema(table), BATCH_ROWS, on_full=partial(self.count, table))
 
-    def message(self, row: dict) -> None:
-        self.messages += 1
-
-    def anomaly(self, row: dict) -> None:
-        self.anomalies += 1
+    def count(self, table: str) -> None:
+        """The rows ``table`` holds are counted (as Arrow, as the dataset writer takes them)."""
+        batch = getattr(self.rows, table).take_batch()
+        self.counts[table] += len(batch) if batch is not None else 0
 
 
 def _frame(cmd: pb.BaseCommand, tail: bytes = b"") -> bytes:
@@ -117,7 +126,7 @@ def run(c2b: bytes, b2c: bytes, record: int) -> tuple[CountingSink, float]:
     be shared, so wall time would measure the neighbours too)."""
     conn = Connection(1, "10.0.0.1", 40000, "10.0.0.2", 6650, 0, ClientBy.SYN)
     sink = CountingSink()
-    decoder = PulsarDecoder(conn, sink, DecodeOptions(capture="bench"), conn.flip)
+    decoder = PulsarDecoder(conn, sink.rows, DecodeOptions(capture="bench"), conn.flip)
     # Both directions advance in proportion, the broker's a little behind the client's
     # (responses vary in size, so exact proportion would let some overtake their requests).
     records = max(1, max(len(c2b), len(b2c)) // record)
@@ -132,6 +141,8 @@ def run(c2b: bytes, b2c: bytes, record: int) -> tuple[CountingSink, float]:
             decoder.on_data(Direction.C2B, ts, client[i], c2b[client[i] : client[i + 1]])
         decoder.on_data(Direction.B2C, ts, broker[i], b2c[broker[i] : broker[i + 1]])
     decoder.on_close(ts)
+    for table in TABLES:
+        sink.count(table)
     return sink, time.process_time() - started
 
 
@@ -154,9 +165,9 @@ def main() -> None:
         profiler.print(file=sys.stderr)
     mb = (len(c2b) + len(b2c)) / 1e6
     print(
-        f"{args.shape}: {sink.frames} frames, {sink.messages} messages, "
-        f"{sink.anomalies} anomalies, "
-        f"{mb:.1f} MB in {elapsed:.2f} CPU s: {sink.frames / elapsed:,.0f} frames/s, "
+        f"{args.shape}: {sink.counts['frames']} frames, {sink.counts['messages']} messages, "
+        f"{sink.counts['anomalies']} anomalies, "
+        f"{mb:.1f} MB in {elapsed:.2f} CPU s: {sink.counts['frames'] / elapsed:,.0f} frames/s, "
         f"{mb / elapsed:.1f} MB/s"
     )
 

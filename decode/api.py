@@ -2,11 +2,12 @@
 
 A decoder is created for one TCP connection once its protocol is known, is fed that
 connection's reassembled byte stream (exactly the :class:`pwcap.capture.events.StreamSink`
-calls, minus the connection argument) and emits rows into a :class:`RowSink`. It never
+calls, minus the connection argument) and builds rows in a :class:`RowSink`. It never
 opens files or sockets, so tests, the CLI and a Spark task drive it the same way.
 
-Rows are plain dicts keyed by the column names of :mod:`pwcap.tables.schema`; a column
-left out of a row is null. Timestamps in rows are integer microseconds since the epoch.
+A row is built in its table's :class:`~pwcap.tables.columns.ColumnBuffer`, column by
+column (a column is named by its position in :mod:`pwcap.tables.schema`); a column left
+unset is null. Timestamps are integer microseconds since the epoch.
 """
 
 from __future__ import annotations
@@ -17,18 +18,11 @@ from typing import Protocol
 
 from pwcap.capture.events import Connection, Direction
 from pwcap.decode import MAX_FRAME_SIZE
+from pwcap.tables.columns import RowSink  # where decoders build rows: kept with the tables
 from pwcap.tables.schema import Row
 
-
-class RowSink(Protocol):
-    """Where decoders put rows; the dataset writer and tests implement it."""
-
-    def frame(self, row: Row) -> None: ...
-
-    def message(self, row: Row) -> None: ...
-
-    def anomaly(self, row: Row) -> None: ...
-
+# The columns of its frame that every `messages` row repeats, whatever the protocol.
+FRAME_OF_MESSAGE = ("ts", "capture", "conn_id", "direction", "protocol", "stream_offset", "command")
 
 MAX_PENDING_TOTAL = 64 << 20  # bytes of incomplete frames all connections hold together
 

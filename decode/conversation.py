@@ -11,9 +11,33 @@ request was never sent), or the connection ends. A gap in that direction acquits
 from __future__ import annotations
 
 from pwcap.capture.events import LABELS, Direction
-from pwcap.decode.api import Row, RowSink
+from pwcap.decode.api import RowSink
+from pwcap.tables.columns import ColumnBuffer
+from pwcap.tables.schema import positions
 
 MAX_SUSPECTS = 10_000  # unmatched responses awaiting proof, kept per connection
+
+_TS, _CAPTURE, _CONN_ID, _DIRECTION, _PROTOCOL, _KIND, _OFFSET, _SIZE, _COMMAND, _DETAIL = (
+    positions(
+        "anomalies",
+        "ts",
+        "capture",
+        "conn_id",
+        "direction",
+        "protocol",
+        "kind",
+        "stream_offset",
+        "size",
+        "command",
+        "detail",
+    )
+)
+# The columns of a frame an anomaly of that frame repeats.
+_FRAME_TS, _FRAME_DIRECTION, _FRAME_OFFSET, _FRAME_SIZE, _FRAME_COMMAND = positions(
+    "frames", "ts", "direction", "stream_offset", "frame_size", "command"
+)
+# An anomaly's values: direction label, ts, offset, size, command, kind, detail.
+Anomaly = tuple[str | None, int, int | None, int | None, str | None, str, str]
 
 
 class Conversation:
@@ -26,20 +50,21 @@ class Conversation:
         "_suspects",
         "_unmatched",
         "anomalies",
-        "sink",
+        "rows",
     )
 
     def __init__(
         self, sink: RowSink, capture: str, conn_id: int, protocol: str, unmatched: str
     ) -> None:
-        self.sink = sink  # where anomaly rows go (a decoder may hold rows back for a while)
+        # Where anomaly rows are built (a decoder may hold rows back for a while).
+        self.rows: ColumnBuffer = sink.anomalies
         self.anomalies = 0  # rows reported so far
         self._capture = capture
         self._conn_id = conn_id
         self._protocol = protocol
         self._unmatched = unmatched  # the `detail` of an unmatched_response
-        # (direction of the missing request, ts of the response, its anomaly row)
-        self._suspects: list[tuple[Direction, int, Row]] = []
+        # (direction of the missing request, ts of the response, its anomaly)
+        self._suspects: list[tuple[Direction, int, Anomaly]] = []
 
     # -- anomalies -------------------------------------------------------------------------
 
@@ -53,57 +78,49 @@ class Conversation:
         kind: str,
         detail: str,
     ) -> None:
-        self.report(self._row(LABELS[direction], ts, offset, size, command, kind, detail))
+        self.report((LABELS[direction], ts, offset, size, command, kind, detail))
 
-    def frame_anomaly(self, kind: str, row: Row, detail: str) -> None:
-        """An anomaly of the frame ``row``: its direction, time, place and command."""
-        self.report(self._frame_anomaly_row(kind, row, detail))
+    def frame_anomaly(self, kind: str, frame: ColumnBuffer, detail: str) -> None:
+        """An anomaly of the frame being built in ``frame``: its direction, time, place
+        and command."""
+        self.report(self._frame_anomaly(kind, frame, detail))
 
-    def report(self, anomaly: Row) -> None:
+    def report(self, anomaly: Anomaly) -> None:
+        """Its row, built and ended."""
+        label, ts, offset, size, command, kind, detail = anomaly
         self.anomalies += 1
-        self.sink.anomaly(anomaly)
+        rows = self.rows
+        rows.set(_TS, ts)
+        rows.set(_CAPTURE, self._capture)
+        rows.set(_CONN_ID, self._conn_id)
+        rows.set(_DIRECTION, label)
+        rows.set(_PROTOCOL, self._protocol)
+        rows.set(_KIND, kind)
+        rows.set(_OFFSET, offset)
+        rows.set(_SIZE, size)
+        rows.set(_COMMAND, command)
+        rows.set(_DETAIL, detail)
+        rows.end_row()
 
-    def _frame_anomaly_row(self, kind: str, row: Row, detail: str) -> Row:
-        return self._row(
-            row["direction"],
-            row["ts"],
-            row["stream_offset"],
-            row["frame_size"],
-            row["command"],
+    def _frame_anomaly(self, kind: str, frame: ColumnBuffer, detail: str) -> Anomaly:
+        return (
+            frame.get(_FRAME_DIRECTION),
+            frame.get(_FRAME_TS),
+            frame.get(_FRAME_OFFSET),
+            frame.get(_FRAME_SIZE),
+            frame.get(_FRAME_COMMAND),
             kind,
             detail,
         )
 
-    def _row(
-        self,
-        label: str,
-        ts: int,
-        offset: int | None,
-        size: int | None,
-        command: str | None,
-        kind: str,
-        detail: str,
-    ) -> Row:
-        return {
-            "ts": ts,
-            "capture": self._capture,
-            "conn_id": self._conn_id,
-            "direction": label,
-            "protocol": self._protocol,
-            "kind": kind,
-            "stream_offset": offset,
-            "size": size,
-            "command": command,
-            "detail": detail,
-        }
-
     # -- responses without their request ---------------------------------------------------
 
-    def unmatched(self, row: Row, request: Direction) -> None:
-        """The response ``row`` matched no request, which ``request`` would have sent."""
-        anomaly = self._frame_anomaly_row("unmatched_response", row, self._unmatched)
+    def unmatched(self, frame: ColumnBuffer, request: Direction) -> None:
+        """The response being built in ``frame`` matched no request, which ``request``
+        would have sent."""
+        anomaly = self._frame_anomaly("unmatched_response", frame, self._unmatched)
         suspects = self._suspects
-        suspects.append((request, row["ts"], anomaly))
+        suspects.append((request, anomaly[1], anomaly))
         if len(suspects) > MAX_SUSPECTS:  # a silent peer: judge the oldest now
             self.report(suspects.pop(0)[2])
 

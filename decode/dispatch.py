@@ -134,7 +134,7 @@ class Dispatcher:
     ) -> None:
         """An ``anomalies`` row the dispatcher itself finds, counted on its connection."""
         tracked.anomalies += 1
-        self._rows.anomaly(
+        self._rows.anomalies.add(
             {
                 "ts": ts,
                 "capture": self._options.capture,

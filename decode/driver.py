@@ -26,8 +26,10 @@ from pwcap.decode.registry import Registry
 from pwcap.tables.dataset import DatasetWriter
 
 
-class TableSink(RowSink, Protocol):
+class TableSink(Protocol):
     """Where a capture's rows go: the decoders' rows and the ``connections`` rows."""
+
+    rows: RowSink
 
     def connection(self, row: Row) -> None: ...
 
@@ -159,7 +161,7 @@ def decode_capture(
     registry = Registry(options.hints)
     # Its rows carry its name; its connections' incomplete frames share a budget of their own.
     options = replace(options, capture=capture.name, frames=FrameBudget(options.frames.limit))
-    dispatcher = Dispatcher(sink, sink.connection, registry, options, progress.tick)
+    dispatcher = Dispatcher(sink.rows, sink.connection, registry, options, progress.tick)
     path = Path(capture.shown)
     progress.capture(path, done, dispatcher.stream_bytes)
     started = time.perf_counter()
@@ -190,7 +192,7 @@ def decode_capture(
     )
     if share is None:
         for row in capture_rows(capture.name, result):
-            sink.anomaly(row)
+            sink.rows.anomalies.add(row)
     return result
 
 

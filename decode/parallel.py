@@ -339,7 +339,7 @@ def _gather(
     with DatasetWriter(tmp / f"w{len(results)}") as writer:
         for index in sorted(shared):
             for row in capture_rows(captures[index].name, merged[index]):
-                writer.anomaly(row)
+                writer.rows.anomalies.add(row)
                 anomalies[row["kind"]] += 1
                 rows["anomalies"] += 1
     return Summary(

@@ -22,7 +22,7 @@ import pyarrow as pa
 from pwcap.capture import CaptureError, ClientBy, Connection, Direction, read_streams
 from pwcap.capture.reassembly import Reassembler
 from pwcap.capture.stats import CaptureStats
-from pwcap.decode.api import MAX_PENDING_TOTAL, DecodeOptions, FrameBudget
+from pwcap.decode.api import MAX_PENDING_TOTAL, DecodeOptions, FrameBudget, RowSink
 from pwcap.decode.kafka07 import Kafka07Decoder
 from pwcap.decode.pulsar import PulsarDecoder
 from pwcap.tables.schema import Row, arrow_schema
@@ -123,19 +123,11 @@ Factory = Callable[[Connection, "Rows", DecodeOptions, Callable[[], None]], obje
 
 
 class Rows:
-    """The rows a decoder emits, by table."""
+    """The rows a decoder builds in :attr:`sink`, by table."""
 
     def __init__(self) -> None:
         self.tables: dict[str, list[Row]] = {"frames": [], "messages": [], "anomalies": []}
-
-    def frame(self, row: Row) -> None:
-        self.tables["frames"].append(row)
-
-    def message(self, row: Row) -> None:
-        self.tables["messages"].append(row)
-
-    def anomaly(self, row: Row) -> None:
-        self.tables["anomalies"].append(row)
+        self.sink = RowSink.calling(*(found.append for found in self.tables.values()))
 
 
 def pulsar(data: bytes) -> None:
@@ -158,7 +150,7 @@ def _decode(factory: Factory, data: bytes, port: int) -> None:
         max_frame_size=1 << 16 if data[0] & 4 else 5 << 20,
         frames=FrameBudget(256 if data[0] & 8 else MAX_PENDING_TOTAL),  # frames given up
     )
-    decoder = factory(conn, rows, options, conn.flip)
+    decoder = factory(conn, rows.sink, options, conn.flip)
     offsets = [0, 0]
     ts = T0
     for direction, gap, pause, payload in _events(data[1:]):

@@ -43,7 +43,7 @@ from pwcap.decode.driver import CaptureResult, capture_rows, decode_capture, mer
 from pwcap.decode.inputs import InputError, distinct_names, expand_inputs, head_not_a_capture
 from pwcap.decode.series import head_timestamp, in_time_order, rotated_groups, series_name
 from pwcap.jobs.common import no_java, session
-from pwcap.tables.columns import ColumnBuffer
+from pwcap.tables.columns import ColumnBuffer, RowSink
 from pwcap.tables.dataset import (
     BATCH_BYTES,
     BATCH_ROWS,
@@ -271,7 +271,7 @@ PACKED_COMPRESSION = "lz4"
 
 
 class PackedRows:
-    """The RowSink of a task: rows gathered per table, each full batch (:data:`BATCH_ROWS`
+    """The sink of a task: rows gathered per table, each full batch (:data:`BATCH_ROWS`
     rows, fewer when their text reaches :data:`BATCH_BYTES`) handed on packed as one row
     of the :data:`PACKED` frame."""
 
@@ -279,20 +279,17 @@ class PackedRows:
         self._emit = emit
         self._packing = pa.ipc.IpcWriteOptions(compression=PACKED_COMPRESSION)
         self._buffers = {
-            table: ColumnBuffer(arrow_schema(table), BATCH_ROWS, BATCH_BYTES) for table in TABLES
+            table: ColumnBuffer(
+                arrow_schema(table), BATCH_ROWS, BATCH_BYTES, partial(self._send, table)
+            )
+            for table in TABLES
         }
-        self.frame, self.message, self.anomaly, self.connection = (
-            self._appender(table) for table in ("frames", "messages", "anomalies", "connections")
+        self.rows = RowSink(
+            self._buffers["frames"], self._buffers["messages"], self._buffers["anomalies"]
         )
 
-    def _appender(self, table: str) -> Callable[[Row], None]:
-        buffer = self._buffers[table]
-
-        def append(row: Row) -> None:
-            if buffer.add(row):
-                self._send(table)
-
-        return append
+    def connection(self, row: Row) -> None:
+        self._buffers["connections"].add(row)
 
     def flush_all(self) -> None:
         for table in TABLES:

@@ -292,17 +292,14 @@ def _capture_frames(
 ) -> None:
     """Decode the capture on the fly (the decode driver, its rules for a capture cut off
     or no capture at all), showing each frame as its decoder emits it."""
-    from pwcap.decode.api import DecodeOptions
+    from pwcap.decode.api import DecodeOptions, RowSink
     from pwcap.decode.capture_anomalies import link_warnings
     from pwcap.decode.driver import decode_capture
     from pwcap.decode.inputs import STDIN, CaptureInput, InputError
 
     class _Rows:
-        frame = staticmethod(on_frame)
-        anomaly = staticmethod(on_anomaly)
-
-        def message(self, row: dict[str, Any]) -> None:
-            """Messages are not shown: their frames are."""
+        # Messages are not shown: their frames are.
+        rows = RowSink.calling(on_frame, lambda row: None, on_anomaly)
 
         def connection(self, row: dict[str, Any]) -> None:
             """Nor connections: their frames are."""

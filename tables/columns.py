@@ -1,10 +1,12 @@
 # cython: annotation_typing=True
-"""Rows of one table held column by column, handed to Arrow as ready-made buffers.
+"""The row builder of one table: rows set column by column, held in the layout Arrow
+reads, handed to Arrow as ready-made buffers.
 
-Converting a list of dicts to an Arrow struct array looks every field of the schema up
-in every dict and boxes nothing less than a Python call per value; it cost more than
-decoding the frame. Here a row's set values go straight to where their column keeps
-them, in the layout Arrow reads, as the row arrives:
+Decoders build their rows here directly (:class:`pwcap.decode.api.RowSink`): a column is
+named by its position in its table (:func:`pwcap.tables.schema.position`, resolved once),
+its value set with a typed setter (:meth:`ColumnBuffer.set_int`, :meth:`set_text`) or
+the generic :meth:`set`, and :meth:`end_row` ends the row. No dict per row, no walk over
+its items: a value goes straight to where its column keeps it, as the row is built:
 
 - integers, timestamps and booleans into one 64-bit slot per row of their column (a
   block of C ``long long`` when compiled), with a validity byte beside it;
@@ -15,36 +17,37 @@ them, in the layout Arrow reads, as the row arrives:
 
 A batch then becomes Arrow arrays over those bytes without a conversion per value, and a
 column no row set costs nothing per row, which suits tables of 40-odd columns of which a
-row sets a dozen. Compiled by Cython, :meth:`ColumnBuffer.add` walks the row's items on
-C integers; interpreted, the same code runs over memoryviews.
+row sets a dozen. Rows that are rare (connections, most anomalies) may come whole as a
+dict (:meth:`add`); the row being built can be read back (:meth:`get`) and taken out as
+a dict (:meth:`take_row`) for the decoders' few uses of that.
 """
 
 from __future__ import annotations
 
 import sys
+from collections.abc import Callable
 from typing import Any
 
 import cython
 import pyarrow as pa
+from pwcap.tables.schema import Row, arrow_schema
+from pwcap.tables.schema import position as schema_position
 
 if cython.compiled:  # a text value is copied to its column's bytes with memcpy
     from cython.cimports.cpython.bytearray import PyByteArray_AS_STRING, PyByteArray_Resize
     from cython.cimports.cpython.bytes import PyBytes_AS_STRING
-    from cython.cimports.cpython.dict import PyDict_Next
-    from cython.cimports.cpython.object import PyObject
     from cython.cimports.cpython.unicode import PyUnicode_AsUTF8AndSize
     from cython.cimports.libc.string import memcpy
 
 # How a column keeps its values: the low two bits of its place (the rest: its index
 # among the columns kept that way).
 # (C constants when compiled: a Python object here would be looked up and compared as one
-# for every value added.)
+# for every value set.)
 SLOT = cython.declare(cython.Py_ssize_t, 0)
 STRING = cython.declare(cython.Py_ssize_t, 1)
 BINARY = cython.declare(cython.Py_ssize_t, 2)
 NESTED = cython.declare(cython.Py_ssize_t, 3)
 MAX_OFFSET = cython.declare(cython.Py_ssize_t, 0x7FFFFFFF)  # Arrow's offsets are int32
-SEEN_SLOTS = cython.declare(cython.Py_ssize_t, 1024)  # a power of two
 _TEXT_TYPES = (bytes, bytearray, memoryview)
 
 
@@ -58,56 +61,32 @@ def _storage(kind: pa.DataType) -> int:
     return NESTED
 
 
-@cython.final  # its C methods are called directly, not through a vtable
-@cython.cclass
+@cython.cclass  # final (columns.pxd): its C methods are called directly, not via a vtable
 class ColumnBuffer:
-    """The pending rows of one table; :meth:`add` says when a batch's worth is held.
+    """The pending rows of one table, and the row being built.
 
-    A row is a dict keyed by column name: a column it lacks is null, a key the schema
-    lacks is ignored. ``byte_limit`` (0 for none) also ends a batch once the rows' string
-    and binary values held add up to it, so large values (kept payloads, long names)
-    cannot pile up in memory.
+    ``on_full`` (the owner's conversion: it takes the batch) is called by the
+    :meth:`end_row` that completes a batch's worth: ``limit`` rows, or fewer once their
+    string and binary values add up to ``byte_limit`` (0 for none), so large values (kept
+    payloads, long names) cannot pile up in memory.
     """
 
-    schema = cython.declare(object, visibility="readonly")
-    count = cython.declare(cython.Py_ssize_t, visibility="readonly")
-    held_bytes = cython.declare(cython.Py_ssize_t, visibility="readonly")
-    _limit = cython.declare(cython.Py_ssize_t)
-    _byte_limit = cython.declare(cython.Py_ssize_t)
-    _places = cython.declare(dict)  # column name -> index << 2 | storage
-    # Compiled: the places of the keys seen last, found and told by the key's address (a
-    # row's keys are the same str objects row after row), so most keys cost no dict
-    # lookup and no call. A key cached is held, so its address stays its own.
-    _seen_keys = cython.declare(list)  # per cache slot: the key, or None
-    _seen = cython.declare(cython.longlong[:, ::1])  # per cache slot: its address, its place
-    _positions = cython.declare(list)  # per storage: schema positions of its columns
-    # Slots: [slot, row] values and validity bytes, and per slot the rows that set it.
-    _data = cython.declare(cython.longlong[:, ::1])
-    _valid = cython.declare(cython.uchar[:, ::1])
-    _data_bytes = cython.declare(bytearray)
-    _valid_bytes = cython.declare(bytearray)
-    _set = cython.declare(cython.longlong[::1])
-    # Texts (strings, then binaries): per text column its bytes, [text, row + 1] the end
-    # offset of each row's value, how many rows have their end recorded, and validity.
-    _text = cython.declare(list)
-    _ends = cython.declare(cython.int[:, ::1])
-    _ends_bytes = cython.declare(bytearray)
-    _recorded = cython.declare(cython.longlong[::1])
-    _text_valid = cython.declare(cython.uchar[:, ::1])
-    _text_valid_bytes = cython.declare(bytearray)
-    _text_set = cython.declare(cython.longlong[::1])
-    _strings = cython.declare(cython.Py_ssize_t)  # text columns below this index are strings
-    # Nested: per column the rows that set it and their values.
-    _rows = cython.declare(list)
-    _values = cython.declare(list)
-
-    def __init__(self, schema: pa.Schema, limit: int, byte_limit: int = 0) -> None:
+    def __init__(
+        self,
+        schema: pa.Schema,
+        limit: int,
+        byte_limit: int = 0,
+        on_full: Callable[[], None] | None = None,
+    ) -> None:
         self.schema = schema
         self._limit = max(1, limit)
         self._byte_limit = byte_limit
-        self._places = {}
-        self._seen_keys = [None] * SEEN_SLOTS
-        self._seen = memoryview(bytearray(16 * SEEN_SLOTS)).cast("q", (SEEN_SLOTS, 2))
+        self._on_full = on_full
+        self._names = {sys.intern(field.name): at for at, field in enumerate(schema)}
+        self._columns = [field.name for field in schema]
+        self._booleans = frozenset(
+            at for at, field in enumerate(schema) if pa.types.is_boolean(field.type)
+        )
         by_storage: list[list[int]] = [[], [], [], []]
         for position, field in enumerate(schema):
             by_storage[_storage(field.type)].append(position)
@@ -115,12 +94,12 @@ class ColumnBuffer:
         # Strings and binaries share one index space: text index = place >> 2 for both.
         texts = by_storage[STRING] + by_storage[BINARY]
         self._positions = [by_storage[SLOT], texts, by_storage[NESTED]]
+        self._place = memoryview(bytearray(8 * len(schema))).cast("q")
         for storage, positions in ((SLOT, by_storage[SLOT]), (NESTED, by_storage[NESTED])):
             for index, position in enumerate(positions):
-                self._places[sys.intern(schema.field(position).name)] = index << 2 | storage
+                self._place[position] = index << 2 | storage
         for index, position in enumerate(texts):
-            storage = STRING if index < self._strings else BINARY
-            self._places[sys.intern(schema.field(position).name)] = index << 2 | storage
+            self._place[position] = index << 2 | (STRING if index < self._strings else BINARY)
         self._reset()
 
     def _reset(self) -> None:
@@ -149,82 +128,228 @@ class ColumnBuffer:
     def __len__(self) -> int:
         return self.count
 
-    @cython.ccall
-    def add(self, row: dict) -> cython.bint:
-        """Take one row; True once the buffer holds a batch's worth."""
+    # -- the row being built ---------------------------------------------------------------
+
+    @cython.cfunc
+    @cython.exceptval(-1, check=True)
+    def _index(self, column: cython.Py_ssize_t, storage: cython.Py_ssize_t) -> cython.Py_ssize_t:
+        """Where column ``column`` keeps its values, checked to be kept as ``storage``
+        (text: either kind) in a buffer with room for the row."""
+        code: cython.Py_ssize_t = self._place[column]
+        kept: cython.Py_ssize_t = code & 3
+        if kept != storage and not (storage == STRING and kept == BINARY):
+            raise TypeError(f"{self._columns[column]}: not a column of that type")
         if self.count >= self._limit:
             raise OverflowError("a full ColumnBuffer takes no row before take_batch()")
-        at: cython.Py_ssize_t = self.count
-        if cython.compiled:  # the dict's own walk: no iterator, no size check per item
-            position: cython.Py_ssize_t = 0
-            key_at = cython.declare(cython.pointer(PyObject))
-            value_at = cython.declare(cython.pointer(PyObject))
-            while PyDict_Next(
-                row, cython.address(position), cython.address(key_at), cython.address(value_at)
-            ):
-                if value_at is not cython.cast(cython.pointer(PyObject), None):
-                    key = cython.cast(object, key_at)  # held while added: the row may change
-                    value = cython.cast(object, value_at)
-                    self._add_item(at, key, value)
+        return code >> 2
+
+    @cython.ccall
+    def set_int(self, column: cython.Py_ssize_t, value: cython.longlong) -> cython.void:
+        """An integer, timestamp (microseconds) or boolean (0 or 1) column's value."""
+        self._put_slot(self._index(column, SLOT), value)
+
+    @cython.ccall
+    def set_text(self, column: cython.Py_ssize_t, value: str) -> cython.void:
+        """A string column's value."""
+        self._add_text(self._index(column, STRING), column, value)
+
+    @cython.ccall
+    def set(self, column: cython.Py_ssize_t, value: object) -> cython.void:
+        """Any column's value, of any type its column takes; None makes it null again."""
+        code: cython.Py_ssize_t = self._place[column]
+        storage: cython.Py_ssize_t = code & 3
+        if value is None:
+            self._clear(code)
+        elif storage == SLOT:
+            self._put_slot(self._index(column, SLOT), value)
+        elif storage == NESTED:
+            self._index(column, NESTED)
+            self._clear(code)
+            cython.cast(list, self._rows[code >> 2]).append(self.count)
+            cython.cast(list, self._values[code >> 2]).append(value)
         else:
-            for key, value in row.items():
-                if value is not None:
-                    self._add_item(at, key, value)
-        self.count = at + 1
+            self._add_text(self._index(column, STRING), column, value)
+
+    @cython.ccall
+    def has(self, column: cython.Py_ssize_t) -> cython.bint:
+        """Whether the row being built has a value in ``column``."""
+        return self._has(self._place[column], self.count)
+
+    @cython.ccall
+    def get(self, column: cython.Py_ssize_t) -> object:
+        """The value the row being built has in ``column`` (None: null), as :meth:`set`
+        takes it (a string column's as str, a binary column's as bytes)."""
+        return self._value(column, self.count)
+
+    @cython.ccall
+    def copy(
+        self, source: ColumnBuffer, source_column: cython.Py_ssize_t, column: cython.Py_ssize_t
+    ) -> cython.void:
+        """Set ``column`` to the value ``source``'s row being built has in
+        ``source_column`` (a column kept the same way): a frame's columns repeated on its
+        messages' rows are copied as they are kept, text without a str made."""
+        code: cython.Py_ssize_t = source._place[source_column]
+        storage: cython.Py_ssize_t = code & 3
+        at: cython.Py_ssize_t = source.count
+        index: cython.Py_ssize_t = code >> 2
+        if not source._has(code, at):
+            self.set(column, None)
+        elif storage == SLOT:
+            self._put_slot(self._index(column, SLOT), source._data[index, at])
+        elif storage == NESTED:
+            self.set(column, source._value(source_column, at))
+        else:
+            start: cython.Py_ssize_t = source._ends[index, at]
+            stop: cython.Py_ssize_t = source._ends[index, at + 1]
+            data: bytearray = source._text[index]
+            own: cython.Py_ssize_t = self._index(column, storage)
+            if cython.compiled:
+                self._append(own, column, PyByteArray_AS_STRING(data) + start, stop - start, None)
+            else:
+                self._append(own, column, None, stop - start, bytes(data[start:stop]))
+
+    @cython.ccall
+    def copy_columns(self, source: ColumnBuffer, pairs: cython.longlong[:, ::1]) -> cython.void:
+        """:meth:`copy` for each (source column, column) of ``pairs`` (see :func:`pairs`)."""
+        i: cython.Py_ssize_t
+        for i in range(pairs.shape[0]):
+            self.copy(source, pairs[i, 0], pairs[i, 1])
+
+    @cython.ccall
+    @cython.exceptval(-1, check=True)
+    def end_row(self) -> cython.bint:
+        """The row being built is complete; True when it completed a batch's worth (the
+        ``on_full`` given, if any, has then been called)."""
+        if self.count >= self._limit:
+            raise OverflowError("a full ColumnBuffer takes no row before take_batch()")
+        self.count += 1
+        full: cython.bint = self.count >= self._limit
         if self._byte_limit and self.held_bytes >= self._byte_limit:
-            return True
-        return self.count >= self._limit
+            full = True
+        if full and self._on_full is not None:
+            self._on_full()
+        return full
+
+    @cython.ccall
+    def discard_row(self) -> cython.void:
+        """Forget the row being built (a frame that turned out damaged midway)."""
+        if self.count >= self._limit:
+            return
+        position: cython.Py_ssize_t
+        for position in range(len(self._columns)):
+            self._clear(self._place[position])
+
+    @cython.ccall
+    def take_row(self) -> dict:
+        """The row being built, as a dict of every column (None: null); then forgotten."""
+        row: dict = self._row(self.count) if self.count < self._limit else {}
+        self.discard_row()
+        return row
+
+    @cython.ccall
+    @cython.exceptval(-1, check=True)
+    def add(self, row: dict) -> cython.bint:
+        """A whole row given as a dict keyed by column name (rare rows: a column it lacks
+        is null, a key the schema lacks is ignored); as :meth:`end_row`."""
+        for key, value in row.items():
+            if value is not None:
+                position = self._names.get(key)
+                if position is not None:
+                    self.set(position, value)
+        return self.end_row()
+
+    def take_rows(self) -> list[dict]:
+        """The complete rows held, as dicts of every column (None: null); then empty."""
+        rows = [self._row(at) for at in range(self.count)]
+        self._reset()
+        return rows
+
+    # -- storage ---------------------------------------------------------------------------
 
     @cython.cfunc
-    @cython.boundscheck(False)  # indices below: `at` < the limit (add checks); places' own
+    @cython.boundscheck(False)  # a slot's index from _index; the row: below the limit
     @cython.wraparound(False)
-    def _add_item(self, at: cython.Py_ssize_t, key: object, value: object):
-        """Put one set value of row ``at`` where its column keeps it (a key the schema
-        lacks: nowhere)."""
-        place: Any
-        code: cython.Py_ssize_t
-        if cython.compiled:
-            address: cython.Py_ssize_t = cython.cast(
-                cython.Py_ssize_t, cython.cast(cython.p_void, key)
-            )
-            slot: cython.Py_ssize_t = (address >> 4 ^ address >> 14) & (SEEN_SLOTS - 1)
-            if self._seen[slot, 0] == address:
-                code = self._seen[slot, 1]
-            else:
-                place = self._places.get(key)
-                code = -1 if place is None else place
-                self._seen_keys[slot] = key
-                self._seen[slot, 0] = address
-                self._seen[slot, 1] = code
-            if code < 0:
-                return
-        else:
-            place = self._places.get(key)
-            if place is None:
-                return
-            code = place
-        index: cython.Py_ssize_t = code >> 2
-        code &= 3
-        if code == SLOT:
-            self._data[index, at] = value
+    def _put_slot(self, index: cython.Py_ssize_t, value: cython.longlong) -> cython.void:
+        at: cython.Py_ssize_t = self.count
+        self._data[index, at] = value
+        if not self._valid[index, at]:
             self._valid[index, at] = 1
             self._set[index] += 1
-        elif code == NESTED:
-            cython.cast(list, self._rows[index]).append(at)
-            cython.cast(list, self._values[index]).append(value)
-        else:
-            self._add_text(index, at, key, value)
 
     @cython.cfunc
-    @cython.boundscheck(False)  # called by add: its indices are in range
+    @cython.boundscheck(False)  # an index from a place; the row: below the limit
     @cython.wraparound(False)
-    def _add_text(self, index: cython.Py_ssize_t, at: cython.Py_ssize_t, key: str, value: object):
-        """Append one string or binary value; the rows since the column's last value are
-        null (their end offsets stay where it ended).
+    def _has(self, code: cython.Py_ssize_t, at: cython.Py_ssize_t) -> cython.bint:
+        storage: cython.Py_ssize_t = code & 3
+        index: cython.Py_ssize_t = code >> 2
+        if at >= self._limit:
+            return False
+        if storage == SLOT:
+            return self._valid[index, at] != 0
+        if storage == NESTED:
+            rows: list = self._rows[index]
+            return len(rows) > 0 and rows[len(rows) - 1] == at
+        return self._text_valid[index, at] != 0
 
-        Compiled, a column's bytearray grows by doubling and only its first ``end`` bytes
-        are values (cut to them at :meth:`take_batch`): resizing it for every value cost
-        more than copying the value."""
+    @cython.cfunc
+    @cython.boundscheck(False)  # as _has
+    @cython.wraparound(False)
+    def _clear(self, code: cython.Py_ssize_t) -> cython.void:
+        """Make the row being built null in the column of place ``code``."""
+        at: cython.Py_ssize_t = self.count
+        if not self._has(code, at):
+            return
+        storage: cython.Py_ssize_t = code & 3
+        index: cython.Py_ssize_t = code >> 2
+        if storage == SLOT:
+            self._valid[index, at] = 0
+            self._set[index] -= 1
+        elif storage == NESTED:
+            cython.cast(list, self._rows[index]).pop()
+            cython.cast(list, self._values[index]).pop()
+        else:  # its end goes back to where the row's value began
+            start: cython.Py_ssize_t = self._ends[index, at]
+            self.held_bytes -= self._ends[index, at + 1] - start
+            self._recorded[index] = at
+            self._text_valid[index, at] = 0
+            self._text_set[index] -= 1
+            if not cython.compiled:  # interpreted, a column's bytes end where its values do
+                del cython.cast(bytearray, self._text[index])[start:]
+
+    @cython.cfunc
+    def _value(self, position: cython.Py_ssize_t, at: cython.Py_ssize_t) -> object:
+        """Row ``at``'s value in column ``position`` (None: null)."""
+        code: cython.Py_ssize_t = self._place[position]
+        if not self._has_at(code, at):
+            return None
+        storage: cython.Py_ssize_t = code & 3
+        index: cython.Py_ssize_t = code >> 2
+        if storage == SLOT:
+            value = self._data[index, at]
+            return bool(value) if position in self._booleans else value
+        if storage == NESTED:
+            rows: list = self._rows[index]
+            return self._values[index][rows.index(at)]
+        data: bytearray = self._text[index]
+        value = bytes(data[self._ends[index, at] : self._ends[index, at + 1]])
+        return value.decode() if storage == STRING else value
+
+    @cython.cfunc
+    def _has_at(self, code: cython.Py_ssize_t, at: cython.Py_ssize_t) -> cython.bint:
+        """:meth:`_has` for any row held, not only the last."""
+        if code & 3 == NESTED:
+            return at in self._rows[code >> 2]
+        return self._has(code, at)
+
+    def _row(self, at: cython.Py_ssize_t) -> dict:
+        """Row ``at`` as a dict of every column (None: null), as the table will hold it."""
+        return {name: self._value(position, at) for position, name in enumerate(self._columns)}
+
+    @cython.cfunc
+    def _add_text(
+        self, index: cython.Py_ssize_t, column: cython.Py_ssize_t, value: object
+    ) -> cython.void:
+        """Set a string or binary value (str for a string column: its UTF-8)."""
         size: cython.Py_ssize_t = 0
         encoded: bytes = None
         if cython.compiled:  # a str's UTF-8 is read where the str keeps it: no bytes made
@@ -232,16 +357,39 @@ class ColumnBuffer:
             if type(value) is str:
                 source = PyUnicode_AsUTF8AndSize(value, cython.address(size))
             else:
-                encoded = _encoded(value, index < self._strings, key)
+                encoded = _encoded(value, index < self._strings, self._columns[column])
                 source = PyBytes_AS_STRING(encoded)
                 size = len(encoded)
+            self._append(index, column, source, size, encoded)
         else:
-            encoded = _encoded(value, index < self._strings, key)
-            size = len(encoded)
+            encoded = _encoded(value, index < self._strings, self._columns[column])
+            self._append(index, column, None, len(encoded), encoded)
+
+    @cython.cfunc
+    @cython.boundscheck(False)  # a text column's index, the row below the limit (_index)
+    @cython.wraparound(False)
+    def _append(
+        self,
+        index: cython.Py_ssize_t,
+        column: cython.Py_ssize_t,
+        source: cython.p_const_char,
+        size: cython.Py_ssize_t,
+        encoded: object,
+    ) -> cython.void:
+        """Append one value's ``size`` bytes (compiled: at ``source``; interpreted:
+        ``encoded``) as the row's value, replacing one it had; the rows since the
+        column's last value are null (their end offsets stay where it ended).
+
+        Compiled, a column's bytearray grows by doubling and only its first ``end`` bytes
+        are values (cut to them at :meth:`take_batch`): resizing it for every value cost
+        more than copying the value."""
+        at: cython.Py_ssize_t = self.count
+        if self._recorded[index] == at + 1:  # the row has a value already: it goes
+            self._clear(index << 2 | STRING)
         data: bytearray = self._text[index]
         end: cython.Py_ssize_t = self._end_nulls(index, at) + size
         if end > MAX_OFFSET:
-            raise OverflowError(f"{key}: over 2 GiB of values in one batch")
+            raise OverflowError(f"{self._columns[column]}: over 2 GiB of values in one batch")
         if cython.compiled:  # what `data += encoded` does, without its buffer protocol
             if end > len(data):
                 PyByteArray_Resize(data, max(end, min(2 * len(data), MAX_OFFSET)))
@@ -335,6 +483,60 @@ class ColumnBuffer:
             row = rows[i]
             full[row] = values[i]
         return pa.array(full, type=kind)
+
+
+def pairs(source: str, table: str, columns: tuple[str, ...]) -> memoryview:
+    """(position in table ``source``, position in ``table``) of each of ``columns``, for
+    :meth:`ColumnBuffer.copy_columns`: the columns a row repeats from another table's."""
+    found = memoryview(bytearray(16 * len(columns))).cast("q", (len(columns), 2))
+    for i, column in enumerate(columns):
+        found[i, 0] = schema_position(source, column)
+        found[i, 1] = schema_position(table, column)
+    return found
+
+
+class RowSink:
+    """Where decoders put rows: the row builder of each table they fill. Its owner (the
+    dataset writer, a Spark task) gives each builder the ``on_full`` that takes its
+    batches; :meth:`calling` makes one that hands rows on one by one."""
+
+    __slots__ = ("anomalies", "frames", "messages")
+
+    def __init__(
+        self, frames: ColumnBuffer, messages: ColumnBuffer, anomalies: ColumnBuffer
+    ) -> None:
+        self.frames = frames
+        self.messages = messages
+        self.anomalies = anomalies
+
+    @classmethod
+    def calling(
+        cls,
+        frame: Callable[[Row], None],
+        message: Callable[[Row], None],
+        anomaly: Callable[[Row], None],
+    ) -> RowSink:
+        """A sink whose rows, each as a dict once ended, go to the callable of their table
+        (``pwcap show`` prints frames as they are decoded; rows held back wait in a list)."""
+        return cls(
+            _OneByOne("frames", frame).buffer,
+            _OneByOne("messages", message).buffer,
+            _OneByOne("anomalies", anomaly).buffer,
+        )
+
+
+class _OneByOne:
+    """A builder of one row at a time, each handed on as a dict when it ends."""
+
+    __slots__ = ("_each", "buffer")
+
+    def __init__(self, table: str, each: Callable[[Row], None]) -> None:
+        self._each = each
+        self.buffer = ColumnBuffer(arrow_schema(table), 1, 0, self._ended)
+
+    def _ended(self) -> None:
+        for row in self.buffer.take_rows():
+            self._each(row)
 
 
 def _list_of_structs(

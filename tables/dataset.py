@@ -1,11 +1,10 @@
 """The Parquet dataset: one directory per table, rows streamed out in row groups.
 
-Decoders hand over rows as dicts (:class:`pwcap.decode.api.RowSink`); the writer's
-``frame`` / ``message`` / ``anomaly`` split them into the columns of a
-:class:`pwcap.tables.columns.ColumnBuffer`, and every ``batch_rows`` rows (or fewer, once
-their string and binary values reach :data:`BATCH_BYTES`) become one Arrow record batch
-against the schema of :mod:`pwcap.tables.schema`, at the append that fills the buffer:
-one capture record may yield any number of rows. Batches are written as a row group once
+Decoders build their rows in the writer's :attr:`DatasetWriter.rows` (a
+:class:`pwcap.tables.columns.ColumnBuffer` per table), and every ``batch_rows`` rows (or
+fewer, once their string and binary values reach :data:`BATCH_BYTES`) become one Arrow
+record batch against the schema of :mod:`pwcap.tables.schema`, at the row that fills the
+buffer: one capture record may yield any number of rows. Batches are written as a row group once
 ``row_group_rows`` have gathered, so memory holds at most one row group per table in
 Arrow form plus one buffer of rows, whatever the capture size.
 
@@ -27,7 +26,7 @@ from types import TracebackType
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
-from pwcap.tables.columns import ColumnBuffer
+from pwcap.tables.columns import ColumnBuffer, RowSink
 from pwcap.tables.interrupts import Interrupted, interrupts_deferred
 from pwcap.tables.schema import TABLES, Row, arrow_schema
 from pyarrow import fs as pafs
@@ -50,10 +49,10 @@ class DatasetError(Exception):
 
 
 class TableWriter:
-    """One table: dict rows (:meth:`append`) or Arrow batches (:meth:`add_batch`) in,
-    ``part-NNNNN.parquet`` files of whole row groups out, on the local filesystem or
-    another of pyarrow's (a Spark task writes to the cluster's; ``part_name`` keeps the
-    tasks' files apart).
+    """One table: rows built in its :attr:`buffer` (or whole, :meth:`append`) or Arrow
+    batches (:meth:`add_batch`) in, ``part-NNNNN.parquet`` files of whole row groups out,
+    on the local filesystem or another of pyarrow's (a Spark task writes to the cluster's;
+    ``part_name`` keeps the tasks' files apart).
 
     Parquet encoding and compression release the GIL, so row groups are written by one
     background thread (shared by the tables, in order) while decoding goes on; at most
@@ -76,7 +75,7 @@ class TableWriter:
         self._part_name = part_name
         self.files: list[str] = []  # paths of the part files written, in that filesystem
         self.schema = arrow_schema(table)
-        self.buffer = ColumnBuffer(self.schema, batch_rows, BATCH_BYTES)
+        self.buffer = ColumnBuffer(self.schema, batch_rows, BATCH_BYTES, self.convert)
         self._row_group_rows = row_group_rows
         self._file_rows = file_rows
         self._background = background
@@ -101,9 +100,8 @@ class TableWriter:
         return self.written + self._pending + len(self.buffer)
 
     def append(self, row: Row) -> None:
-        """One row; the append that fills the buffer converts it."""
-        if self.buffer.add(row):
-            self.convert()
+        """One whole row (a rare one: a connection's, a capture's anomaly)."""
+        self.buffer.add(row)
 
     def convert(self) -> None:
         """Turn the buffered rows into one Arrow batch (a row's missing column is null)."""
@@ -237,9 +235,11 @@ class DatasetWriter:
             raise
         self.tmp = tmp
         self._background = background
-        self.frame = self.tables["frames"].append
-        self.message = self.tables["messages"].append
-        self.anomaly = self.tables["anomalies"].append
+        self.rows = RowSink(
+            self.tables["frames"].buffer,
+            self.tables["messages"].buffer,
+            self.tables["anomalies"].buffer,
+        )
         self.connection = self.tables["connections"].append
 
     def row_counts(self) -> dict[str, int]:

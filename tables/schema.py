@@ -17,7 +17,7 @@ from typing import Any
 
 import pyarrow as pa
 
-Row = dict[str, Any]  # one row as a decoder emits it: column name -> value (absent: null)
+Row = dict[str, Any]  # one whole row: column name -> value (absent: null)
 
 TS = pa.timestamp("us", tz="UTC")
 STR = pa.string()
@@ -297,6 +297,17 @@ def kept_payload(payload: bytes | memoryview) -> bytes:
 
 def arrow_schema(table: str) -> pa.Schema:
     return pa.schema([pa.field(c.name, c.type) for c in TABLES[table]])
+
+
+def position(table: str, column: str) -> int:
+    """Where ``column`` is in ``table``: how a row builder (:mod:`pwcap.tables.columns`)
+    names it, resolved once by each decoder."""
+    return [c.name for c in TABLES[table]].index(column)
+
+
+def positions(table: str, *columns: str) -> tuple[int, ...]:
+    """:func:`position` of each of ``columns``."""
+    return tuple(position(table, column) for column in columns)
 
 
 def markdown() -> str:

@@ -97,7 +97,7 @@ def decoder(
 ) -> tuple[Kafka07Decoder, RecordingSink, Connection]:
     sink = RecordingSink()
     conn = connection(client_by)
-    return Kafka07Decoder(conn, sink, DecodeOptions(**options), conn.flip), sink, conn
+    return Kafka07Decoder(conn, sink.rows, DecodeOptions(**options), conn.flip), sink, conn
 
 
 class Conversation:

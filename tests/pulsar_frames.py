@@ -97,7 +97,9 @@ def decoder(
 ) -> tuple[PulsarDecoder, RecordingSink, Connection]:
     sink = RecordingSink()
     conn = connection(client_by)
-    decoded = PulsarDecoder(conn, sink, DecodeOptions(capture="test.pcap", **options), conn.flip)
+    decoded = PulsarDecoder(
+        conn, sink.rows, DecodeOptions(capture="test.pcap", **options), conn.flip
+    )
     return decoded, sink, conn
 
 
@@ -142,7 +144,7 @@ class DecodingStreams:
         self._by_id: dict[int, PulsarDecoder] = {}
 
     def on_open(self, conn: Connection) -> None:
-        decoder = PulsarDecoder(conn, self.sink, self.options, conn.flip)
+        decoder = PulsarDecoder(conn, self.sink.rows, self.options, conn.flip)
         self.decoders.append(decoder)
         self.clients[conn.conn_id] = f"{conn.client_ip}:{conn.client_port}"
         self._by_id[conn.conn_id] = decoder

@@ -36,8 +36,8 @@ def test_rows_are_written_in_row_groups_in_the_order_given(tmp_path):
     out = tmp_path / "ds"
     with DatasetWriter(out, batch_rows=10, row_group_rows=20, file_rows=40) as writer:
         for i in range(137):
-            writer.frame(frame_row(i))
-            assert len(writer.tables["frames"].buffer) < 10  # converted at the append that fills it
+            writer.rows.frames.add(frame_row(i))
+            assert len(writer.tables["frames"].buffer) < 10  # converted at the row that fills it
     files = sorted((out / "frames").iterdir())
     assert [f.name for f in files] == [f"part-{i:05d}.parquet" for i in range(4)]
     groups = [[g.num_rows for g in _row_groups(f)] for f in files]
@@ -48,7 +48,7 @@ def test_rows_are_written_in_row_groups_in_the_order_given(tmp_path):
 def test_every_table_has_exactly_the_schema_columns_even_when_empty(tmp_path):
     out = tmp_path / "ds"
     with DatasetWriter(out) as writer:
-        writer.frame(frame_row(0))
+        writer.rows.frames.add(frame_row(0))
     for table in TABLES:
         assert pq.read_schema(next((out / table).iterdir())) == arrow_schema(table)
     assert read(out, "messages").num_rows == 0
@@ -58,7 +58,7 @@ def test_stream_offsets_are_written_without_a_dictionary_and_the_rest_with_one(t
     out = tmp_path / "ds"
     with DatasetWriter(out) as writer:
         for i in range(10):
-            writer.frame(
+            writer.rows.frames.add(
                 {**frame_row(i), "stream_offset": 100 * i, "message_ids": [{"entry_id": i}]}
             )
     group = _row_groups(next((out / "frames").iterdir()))[0]
@@ -72,7 +72,7 @@ def test_stream_offsets_are_written_without_a_dictionary_and_the_rest_with_one(t
 def test_a_column_missing_from_a_row_is_null(tmp_path):
     out = tmp_path / "ds"
     with DatasetWriter(out) as writer:
-        writer.frame(frame_row(0))
+        writer.rows.frames.add(frame_row(0))
     row = read(out, "frames").to_pylist()[0]
     assert row["sequence_id"] == 0
     assert row["producer_name"] is None and row["message_ids"] is None
@@ -81,7 +81,7 @@ def test_a_column_missing_from_a_row_is_null(tmp_path):
 def test_message_properties_are_a_map(tmp_path):
     out = tmp_path / "ds"
     with DatasetWriter(out) as writer:
-        writer.message({"ts": T0, "conn_id": 1, "properties": {"k": "v", "a": "b"}})
+        writer.rows.messages.add({"ts": T0, "conn_id": 1, "properties": {"k": "v", "a": "b"}})
     assert dict(read(out, "messages").column("properties").to_pylist()[0]) == {
         "k": "v",
         "a": "b",
@@ -91,8 +91,8 @@ def test_message_properties_are_a_map(tmp_path):
 def test_the_summary_counts_frames_by_command_and_anomalies_by_kind(tmp_path):
     with DatasetWriter(tmp_path / "ds", batch_rows=4) as writer:
         for i in range(30):
-            writer.frame(frame_row(i))
-        writer.anomaly({"kind": "gap"})
+            writer.rows.frames.add(frame_row(i))
+        writer.rows.anomalies.add({"kind": "gap"})
     assert writer.tables["frames"].counted == {"FLOW": 10, "SEND": 20}
     assert writer.tables["anomalies"].counted == {"gap": 1}
     assert writer.row_counts() == {"frames": 30, "messages": 0, "connections": 0, "anomalies": 1}
@@ -102,7 +102,7 @@ def test_an_interrupted_run_leaves_nothing_behind(tmp_path):
     out = tmp_path / "ds"
     with pytest.raises(KeyboardInterrupt), DatasetWriter(out, batch_rows=2) as writer:
         for i in range(10):
-            writer.frame(frame_row(i))
+            writer.rows.frames.add(frame_row(i))
         raise KeyboardInterrupt
     assert list(tmp_path.iterdir()) == []
 
@@ -110,7 +110,7 @@ def test_an_interrupted_run_leaves_nothing_behind(tmp_path):
 def test_an_existing_output_is_kept_without_overwrite(tmp_path):
     out = tmp_path / "ds"
     with DatasetWriter(out) as writer:
-        writer.frame(frame_row(0))
+        writer.rows.frames.add(frame_row(0))
     with pytest.raises(DatasetError, match="already exists"):
         DatasetWriter(out)
     assert read(out, "frames").num_rows == 1
@@ -120,10 +120,10 @@ def test_an_existing_output_is_kept_without_overwrite(tmp_path):
 def test_overwrite_replaces_an_earlier_dataset(tmp_path):
     out = tmp_path / "ds"
     with DatasetWriter(out) as writer:
-        writer.frame(frame_row(0))
+        writer.rows.frames.add(frame_row(0))
     with DatasetWriter(out, overwrite=True) as writer:
-        writer.frame(frame_row(1))
-        writer.frame(frame_row(2))
+        writer.rows.frames.add(frame_row(1))
+        writer.rows.frames.add(frame_row(2))
     assert read(out, "frames").column("sequence_id").to_pylist() == [1, 2]
     assert sorted(p.name for p in tmp_path.iterdir()) == ["ds"]
 
@@ -144,9 +144,9 @@ def test_overwrite_never_replaces_something_that_is_not_a_dataset(tmp_path):
 def test_a_failed_overwrite_keeps_the_earlier_dataset(tmp_path):
     out = tmp_path / "ds"
     with DatasetWriter(out) as writer:
-        writer.frame(frame_row(0))
+        writer.rows.frames.add(frame_row(0))
     with pytest.raises(RuntimeError), DatasetWriter(out, overwrite=True) as writer:
-        writer.frame(frame_row(5))
+        writer.rows.frames.add(frame_row(5))
         raise RuntimeError("decoding failed")
     assert read(out, "frames").column("sequence_id").to_pylist() == [0]
 
@@ -158,7 +158,7 @@ def test_payload_bytes_held_in_memory_are_bounded(tmp_path, monkeypatch):
     out = tmp_path / "ds"
     with DatasetWriter(out) as writer:
         for i in range(20):
-            writer.message({"ts": T0 + i, "conn_id": 1, "payload": payload})
+            writer.rows.messages.add({"ts": T0 + i, "conn_id": 1, "payload": payload})
             held = writer.tables["messages"].buffer.held_bytes
             assert held < (1 << 20) + len(payload)
     (part,) = (out / "messages").iterdir()
@@ -186,7 +186,7 @@ def test_an_interruption_while_parts_are_open_stays_an_interruption_and_leaves_n
         DatasetWriter(tmp_path / "ds", batch_rows=10, row_group_rows=20) as writer,
     ):
         for i in range(45):
-            writer.frame(frame_row(i))
+            writer.rows.frames.add(frame_row(i))
         monkeypatch.setattr(pq.ParquetWriter, "close", close_failing_once)
         raise KeyboardInterrupt
     assert failed and list(tmp_path.iterdir()) == []

@@ -30,7 +30,7 @@ class Harness:
         self.rows = RecordingSink()
         self.connections: list[dict] = []
         self.dispatcher = Dispatcher(
-            self.rows,
+            self.rows.rows,
             self.connections.append,
             Registry(hints),
             DecodeOptions(capture="test.pcap"),

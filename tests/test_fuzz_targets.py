@@ -52,7 +52,7 @@ def test_an_input_atheris_found_failing_passes_now(name: str, path: Path) -> Non
 def test_a_decoder_target_refuses_rows_that_break_a_promise() -> None:
     conn = Connection(7, "10.0.0.1", 40000, "10.0.0.2", 6650, 0, ClientBy.SYN)
     rows = Rows()
-    rows.anomaly({"ts": 1, "capture": "fuzz", "conn_id": 7, "kind": "sideways"})
+    rows.tables["anomalies"].append({"ts": 1, "capture": "fuzz", "conn_id": 7, "kind": "sideways"})
     with pytest.raises(Broken, match="'sideways' is not documented"):
         check_rows(rows, {"anomalies": 1}, conn, "pulsar")
     with pytest.raises(Broken, match="counts 2 anomalies, 1 rows name it"):

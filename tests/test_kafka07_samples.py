@@ -72,7 +72,7 @@ class KafkaStreams:
 
     def on_open(self, conn: Connection) -> None:
         self.conns.append(conn)
-        self._decoders[conn.conn_id] = Kafka07Decoder(conn, self.sink, self.options, conn.flip)
+        self._decoders[conn.conn_id] = Kafka07Decoder(conn, self.sink.rows, self.options, conn.flip)
 
     def on_data(self, conn: Connection, direction: Direction, ts: int, offset: int, data: bytes):
         self._decoders[conn.conn_id].on_data(direction, ts, offset, data)
@@ -281,7 +281,11 @@ def assert_pairs_only_with_their_own_request(truth: dict, decoded: Decoded) -> N
         if m["direction"] == "b2c":
             ours[(m["conn_id"], m["stream_offset"])].append((m["payload_sha256"], m["offset"]))
     for row in decoded.sink.frames:
-        if row["direction"] == "b2c" and row.get("answers") == "FETCH" and "offset" in row:
+        if (
+            row["direction"] == "b2c"
+            and row.get("answers") == "FETCH"
+            and row["offset"] is not None
+        ):
             conn = truth_conn[row["conn_id"]]
             key = (conn, row["topic"], row["partition"], row["offset"], row["max_size"])
             found = ours[(row["conn_id"], row["stream_offset"])]

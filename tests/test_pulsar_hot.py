@@ -18,11 +18,14 @@ from pwcap.decode.pulsar._pb import pulsar_api_pb2 as pb
 from pwcap.decode.pulsar.commands import SPECS
 from pwcap.decode.pulsar.hot import BODY_FIELDS, HotReader
 from pwcap.decode.wire import Fields, WireError, cursor, read_varint
+from pwcap.tables.columns import ColumnBuffer
+from pwcap.tables.schema import arrow_schema
 
 U64_EDGES = [0, 1, 127, 128, 300, (1 << 31) - 1, 1 << 32, (1 << 63) - 1, 1 << 63, (1 << 64) - 1]
 I32_EDGES = [0, 1, -1, -2, 127, 128, (1 << 31) - 1, -(1 << 31)]
 U32_EDGES = [0, 1, 1000, (1 << 31) - 1, 1 << 31, (1 << 32) - 1]
 ROUNDS = 3000
+ROWS = ColumnBuffer(arrow_schema("frames"), 1)  # where either path builds a frame's columns
 
 
 def general_path(data: bytes) -> tuple[int, dict] | None:
@@ -34,9 +37,8 @@ def general_path(data: bytes) -> tuple[int, dict] | None:
     spec = SPECS.get(command.type)
     if spec is None:
         return None
-    row: dict = {}
-    spec.extract(command, row)
-    return command.type, row
+    spec.extract(command, ROWS)
+    return command.type, ROWS.take_row()
 
 
 def message_id(rng: random.Random, target: pb.MessageIdData) -> None:
@@ -130,10 +132,10 @@ READER = HotReader()  # one for every command, as a decoder keeps one for its fr
 def hot_path(data: bytes, start: int, end: int) -> tuple[int, dict] | None:
     """(type, columns) as the wire reader reads them; None when it declines."""
     command_type = READER.command(data, start, end)
-    row: dict = {}
-    if command_type < 0 or not READER.columns(row):
+    if command_type < 0 or not READER.columns(ROWS):
+        ROWS.discard_row()
         return None
-    return command_type, row
+    return command_type, ROWS.take_row()
 
 
 def assert_same_as_general_path(data: bytes) -> bool:

@@ -46,7 +46,7 @@ def test_single_message_with_good_checksum():
     assert row["producer_name"] == "prod-a"
     assert row["publish_time"] == 1_700_000_000
     assert row.get("batch_index") is None
-    assert "payload" not in row
+    assert row["payload"] is None
     assert sink.anomalies == []
 
 

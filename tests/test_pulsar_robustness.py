@@ -153,7 +153,7 @@ def test_damaged_real_conversations_never_raise_and_rows_stay_typed(name):
         for conn_id, events in streams.events.items():
             original = streams.connections[conn_id]
             conn = dataclasses.replace(original, client_by=rng.choice(list(ClientBy)))
-            dec = PulsarDecoder(conn, sink, options, conn.flip)
+            dec = PulsarDecoder(conn, sink.rows, options, conn.flip)
             for kind, direction, ts, offset, data in damaged(events, rng):
                 if kind == "data":
                     dec.on_data(direction, ts, offset, data)

@@ -13,7 +13,7 @@ import random
 import pyarrow as pa
 import pytest
 from pwcap.tables.columns import ColumnBuffer
-from pwcap.tables.schema import TABLES, arrow_schema
+from pwcap.tables.schema import TABLES, arrow_schema, position
 
 I64_EDGES = [0, 1, -1, (1 << 63) - 1, -(1 << 63), 1_700_000_000_000_000]
 I32_EDGES = [0, 1, -1, (1 << 31) - 1, -(1 << 31)]
@@ -139,3 +139,94 @@ def test_nested_values_of_another_shape_are_left_to_arrows_conversion():
     buffer.add({"properties": {"k": "v"}})  # a dict, not (key, value) pairs
     buffer.add({"properties": [("k2", None)]})
     assert buffer.take_batch().column("properties").to_pylist() == [[("k", "v")], [("k2", None)]]
+
+
+def frames_builder(limit: int = 8) -> ColumnBuffer:
+    return ColumnBuffer(arrow_schema("frames"), limit)
+
+
+def test_a_row_built_column_by_column_is_the_row_added_whole():
+    rng = random.Random(5)
+    schema = arrow_schema("frames")
+    built, added = frames_builder(50), frames_builder(50)
+    for row in random_rows(rng, schema, 50):
+        for name, value in row.items():
+            if name in schema.names:  # `add` ignores the others
+                built.set(position("frames", name), value)
+        built.end_row()
+        added.add(row)
+    assert built.take_batch().equals(added.take_batch())
+
+
+def test_a_column_set_again_holds_the_last_value_and_none_makes_it_null():
+    rows = frames_builder()
+    topic, permits, ids = (position("frames", c) for c in ("topic", "permits", "message_ids"))
+    rows.set_text(topic, "first")
+    rows.set_text(topic, "second")
+    rows.set_int(permits, 5)
+    rows.set(permits, None)
+    rows.set(ids, [{"ledger_id": 1, "entry_id": 2}])
+    assert (rows.get(topic), rows.has(permits), rows.get(ids)) == ("second", False, rows.get(ids))
+    rows.end_row()
+    batch = rows.take_batch()
+    assert batch.column("topic").to_pylist() == ["second"]
+    assert batch.column("permits").to_pylist() == [None]
+    assert batch.column("message_ids").to_pylist()[0][0]["entry_id"] == 2
+
+
+def test_a_discarded_row_leaves_nothing_behind():
+    rows = frames_builder()
+    topic, ts = position("frames", "topic"), position("frames", "ts")
+    rows.set_text(topic, "kept")
+    rows.set_int(ts, 1)
+    rows.end_row()
+    rows.set_text(topic, "dropped")
+    rows.set_int(ts, 2)
+    rows.discard_row()
+    rows.set_int(ts, 3)
+    rows.end_row()
+    batch = rows.take_batch()
+    assert batch.column("topic").to_pylist() == ["kept", None]
+    assert rows.held_bytes == 0
+
+
+def test_a_row_taken_out_reads_back_every_column_and_is_forgotten():
+    rows = frames_builder()
+    rows.set_int(position("frames", "ts"), 7)
+    rows.set_int(position("frames", "checksum_ok"), True)
+    rows.set_text(position("frames", "command"), "SEND")
+    taken = rows.take_row()
+    assert taken["ts"] == 7 and taken["checksum_ok"] is True and taken["command"] == "SEND"
+    assert set(taken) == set(arrow_schema("frames").names) and taken["topic"] is None
+    assert rows.take_row()["command"] is None
+
+
+def test_a_column_copied_from_another_builder_keeps_its_value_and_nulls():
+    frames, messages = frames_builder(), ColumnBuffer(arrow_schema("messages"), 8)
+    frames.set_text(position("frames", "topic"), "t")
+    for column in ("topic", "consumer_id"):
+        messages.copy(frames, position("frames", column), position("messages", column))
+    messages.end_row()
+    batch = messages.take_batch()
+    assert batch.column("topic").to_pylist() == ["t"]
+    assert batch.column("consumer_id").to_pylist() == [None]
+
+
+def test_a_typed_setter_refuses_a_column_kept_another_way():
+    rows = frames_builder()
+    with pytest.raises(TypeError, match="topic"):
+        rows.set_int(position("frames", "topic"), 1)
+    with pytest.raises(TypeError, match="ts"):
+        rows.set_text(position("frames", "ts"), "1")
+
+
+def test_the_row_that_fills_a_batch_hands_it_to_the_owner():
+    batches = []
+    rows = ColumnBuffer(
+        pa.schema([("n", pa.int64())]), 2, on_full=lambda: batches.append(rows.take_batch())
+    )
+    for n in range(5):
+        rows.set_int(0, n)
+        rows.end_row()
+    assert [b.column("n").to_pylist() for b in batches] == [[0, 1], [2, 3]]
+    assert len(rows) == 1

@@ -62,12 +62,51 @@ from pwcap.decode.kafka07.wire import (
     read_request,
     split_parts,
 )
+from pwcap.tables.columns import ColumnBuffer
+from pwcap.tables.schema import positions
 
 _REQUESTS = KafkaFrames(find_request_start)
 _RESPONSES = KafkaFrames(find_response_start)
 # A request or response handler: (buf, start, end, offset, ts_first, ts) -> False when the
 # frame does not parse (the framing is off).
 Handler = Callable[[bytes, int, int, int, int, int], bool]
+# The `frames` columns set here.
+(
+    TS,
+    CAPTURE,
+    CONN_ID,
+    DIRECTION,
+    PROTOCOL,
+    TS_FIRST,
+    STREAM_OFFSET,
+    COMMAND,
+    COMMAND_TYPE,
+    FRAME_SIZE,
+    PAYLOAD_SIZE,
+    ERROR_CODE,
+    ANSWERS,
+    REQUEST_TS,
+    INFO,
+    TRUNCATED_TAIL,
+) = positions(
+    "frames",
+    "ts",
+    "capture",
+    "conn_id",
+    "direction",
+    "protocol",
+    "ts_first",
+    "stream_offset",
+    "command",
+    "command_type",
+    "frame_size",
+    "payload_size",
+    "error_code",
+    "answers",
+    "request_ts",
+    "info",
+    "truncated_tail",
+)
 
 
 class Kafka07Decoder:
@@ -85,7 +124,8 @@ class Kafka07Decoder:
     def __init__(
         self, conn: Connection, sink: RowSink, options: DecodeOptions, flip_roles: FlipRoles
     ) -> None:
-        self._sink = sink
+        self._rows = sink.frames  # where frame rows are built
+        self._messages = sink.messages
         self._capture = options.capture
         self._flip_roles = flip_roles
         self._conn_id = conn.conn_id
@@ -199,6 +239,8 @@ class Kafka07Decoder:
         try:
             return handler(buf, start, end, offset, ts_first, ts)
         except Exception as exc:
+            for rows in (self._rows, self._messages, self._conversation.rows):
+                rows.discard_row()  # what the frame left half built
             self._conversation.anomaly(
                 label, ts, offset, end - start, None, "decode_error", repr(exc)
             )
@@ -210,27 +252,28 @@ class Kafka07Decoder:
         self, buf: bytes, start: int, end: int, offset: int, ts_first: int, ts: int
     ) -> bool:
         """One whole request frame; False when it does not parse (the framing is off)."""
-        row = self._frame_row(0, start, end, offset, ts_first, ts)
+        rows = self._frame_row(0, start, end, offset, ts_first, ts)
         try:
             request_type, parts = read_request(buf, start, end)
         except WireError as exc:
             kind = "unknown_command" if "request type" in str(exc) else "protocol_violation"
-            self._conversation.frame_anomaly(kind, row, str(exc))
+            self._conversation.frame_anomaly(kind, rows, str(exc))
+            rows.discard_row()
             return False
         self._roles_settled = True
         name = REQUEST_NAMES[request_type]
-        row["command"] = name
-        row["command_type"] = request_type
+        rows.set(COMMAND, name)
+        rows.set(COMMAND_TYPE, request_type)
         self._frames[0] += 1
-        describe_parts(row, parts, request_type)
+        describe_parts(rows, parts, request_type)
         if parts and parts[0].kind == PRODUCE:
-            self._produced(row, buf, parts)
+            self._produced(buf, parts)
         if request_type in ANSWERED:
             self._pairing.request(Pending(request_type, name, ts, parts))
-        self._sink.frame(row)
+        rows.end_row()
         return True
 
-    def _produced(self, row: Row, buf: bytes, parts: list[Part]) -> None:
+    def _produced(self, buf: bytes, parts: list[Part]) -> None:
         sets = []
         budget = Budget(self._limit)
         for part in parts:
@@ -239,12 +282,12 @@ class Kafka07Decoder:
             if found.tail:
                 self._conversation.frame_anomaly(
                     "protocol_violation",
-                    row,
+                    self._rows,
                     f"produced set for {part.topic}:{part.partition} ends in {found.tail} "
                     "bytes of a partial message (the broker drops them)",
                 )
-        row["payload_size"] = sum(part.end - part.start for part in parts)
-        self._messages(row, sets)
+        self._rows.set(PAYLOAD_SIZE, sum(part.end - part.start for part in parts))
+        self._emit_messages(sets)
 
     # -- responses -----------------------------------------------------------------------
 
@@ -252,73 +295,72 @@ class Kafka07Decoder:
         self, buf: bytes, start: int, end: int, offset: int, ts_first: int, ts: int
     ) -> bool:
         """One whole response frame; False when its error code is not a 0.7 one."""
-        row = self._frame_row(1, start, end, offset, ts_first, ts)
+        rows = self._frame_row(1, start, end, offset, ts_first, ts)
         error = HEAD.unpack_from(buf, start)[1]
         if not MIN_ERROR <= error <= MAX_ERROR:
             self._conversation.frame_anomaly(
-                "protocol_violation", row, f"error code {error} is not 0.7's"
+                "protocol_violation", rows, f"error code {error} is not 0.7's"
             )
+            rows.discard_row()
             return False
         body = start + HEAD.size
         self._roles_settled = True
         self._frames[1] += 1
-        row["error_code"] = error_name(error)
-        row["payload_size"] = end - body
+        rows.set(ERROR_CODE, error_name(error))
+        rows.set(PAYLOAD_SIZE, end - body)
         pending, broke = self._pairing.response(
             ts_first, partial(fits, buf=buf, body=body, end=end, error=error)
         )
         if pending is not None:
             request_type = pending.type
-            row["answers"] = pending.name
+            rows.set(ANSWERS, pending.name)
             parts: list[Part | None] = [None]
             if pending.parts is None:  # its time of sending is unknown: no latency
-                row["info"] = "answers a request lost in missing bytes"
+                rows.set(INFO, "answers a request lost in missing bytes")
             else:
-                row["request_ts"] = pending.ts
+                rows.set(REQUEST_TS, pending.ts)
                 parts = list(pending.parts)
-                describe_parts(row, pending.parts, pending.type)
+                describe_parts(rows, pending.parts, pending.type)
         else:
             request_type = guess_kind(buf, body, end, error)
             parts = [None]
-        row["command"] = REQUEST_NAMES[request_type] + "_RESPONSE"
+        rows.set(COMMAND, REQUEST_NAMES[request_type] + "_RESPONSE")
         if pending is None:
-            row["info"] = "unpaired"
+            rows.set(INFO, "unpaired")
             if broke:
                 self._conversation.frame_anomaly(
                     "protocol_violation",
-                    row,
+                    rows,
                     "response does not fit the request it answers in order; pairing stops",
                 )
             elif self._pairing.in_step:
-                self._conversation.unmatched(row, Direction.C2B)
+                self._conversation.unmatched(rows, Direction.C2B)
         if request_type == OFFSETS:
-            self._offsets(row, buf, body, end)
+            self._offsets(buf, body, end)
         elif request_type == MULTIFETCH:
-            self._multifetch(row, buf, body, end, parts)
+            self._multifetch(buf, body, end, parts)
         else:
             budget = Budget(self._limit)
             found = read_message_set(buf, body, end, _fetch_offset(parts[0]), budget)
-            row["truncated_tail"] = found.tail
-            self._messages(row, [(parts[0], found)])
-        self._sink.frame(row)
+            rows.set(TRUNCATED_TAIL, found.tail)
+            self._emit_messages([(parts[0], found)])
+        rows.end_row()
         return True
 
-    def _offsets(self, row: Row, buf: bytes, body: int, end: int) -> None:
+    def _offsets(self, buf: bytes, body: int, end: int) -> None:
         offsets = read_offsets(buf, body, end)
         if offsets is None:
             self._conversation.frame_anomaly(
-                "protocol_violation", row, "OFFSETS answer is not an offset array"
+                "protocol_violation", self._rows, "OFFSETS answer is not an offset array"
             )
             return
-        add_info(row, f"offsets={offsets}")
+        add_info(self._rows, f"offsets={offsets}")
 
-    def _multifetch(
-        self, row: Row, buf: bytes, body: int, end: int, fetches: list[Part | None]
-    ) -> None:
+    def _multifetch(self, buf: bytes, body: int, end: int, fetches: list[Part | None]) -> None:
         found = split_parts(buf, body, end)
         if found is None:
             self._conversation.frame_anomaly(
-                "protocol_violation", row, "MULTIFETCH answer does not split into parts"
+                "protocol_violation", self._rows, "MULTIFETCH answer does not split into parts"
             )
             return
         if len(fetches) != len(found):
@@ -331,16 +373,16 @@ class Kafka07Decoder:
                 where = f"{fetch.topic}:{fetch.partition}" if fetch is not None else "?"
                 errors.append(f"part {index} {where} {error_name(error)}")
             sets.append((fetch, read_message_set(buf, start, stop, _fetch_offset(fetch), budget)))
-        row["truncated_tail"] = sum(message_set.tail for _, message_set in sets)
+        self._rows.set(TRUNCATED_TAIL, sum(message_set.tail for _, message_set in sets))
         if errors:
-            add_info(row, "; ".join(errors))
-        self._messages(row, sets)
+            add_info(self._rows, "; ".join(errors))
+        self._emit_messages(sets)
 
-    def _messages(self, row: Row, sets: Sets) -> None:
+    def _emit_messages(self, sets: Sets) -> None:
         for _, message_set in sets:
             for kind, detail in message_set.problems:
-                self._conversation.frame_anomaly(kind, row, detail)
-        emit_messages(self._sink.message, row, sets, self._payloads)
+                self._conversation.frame_anomaly(kind, self._rows, detail)
+        emit_messages(self._messages, self._rows, sets, self._payloads)
 
     # -- pairing and anomalies -----------------------------------------------------------
 
@@ -366,18 +408,18 @@ class Kafka07Decoder:
 
     def _frame_row(
         self, label: int, start: int, end: int, offset: int, ts_first: int, ts: int
-    ) -> Row:
-        return {
-            "ts": ts,
-            "capture": self._capture,
-            "conn_id": self._conn_id,
-            "direction": LABELS[label],
-            "protocol": "kafka07",
-            "ts_first": ts_first,
-            "stream_offset": offset,
-            "command": None,
-            "frame_size": end - start,
-        }
+    ) -> ColumnBuffer:
+        """The columns every frame's row has, set in the row begun: its builder."""
+        rows = self._rows
+        rows.set(TS, ts)
+        rows.set(CAPTURE, self._capture)
+        rows.set(CONN_ID, self._conn_id)
+        rows.set(DIRECTION, LABELS[label])
+        rows.set(PROTOCOL, "kafka07")
+        rows.set(TS_FIRST, ts_first)
+        rows.set(STREAM_OFFSET, offset)
+        rows.set(FRAME_SIZE, end - start)
+        return rows
 
 
 def _fetch_offset(part: Part | None) -> int | None:

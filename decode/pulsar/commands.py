@@ -17,7 +17,8 @@ from google.protobuf.descriptor import Descriptor, FieldDescriptor
 from pwcap.decode.pulsar._pb.pulsar_api_pb2 import BaseCommand, MessageIdData
 from pwcap.decode.pulsar.info import is_secret, summarize
 from pwcap.decode.wire import text
-from pwcap.tables.schema import FRAMES, I32
+from pwcap.tables.columns import ColumnBuffer
+from pwcap.tables.schema import FRAMES, I32, position
 
 _I32_COLUMNS = frozenset(column.name for column in FRAMES if column.type == I32)
 
@@ -199,8 +200,9 @@ _ENUM_COLUMNS = {
 }
 # Message-id fields whose ledger / entry / partition / batch index become columns.
 _MESSAGE_ID_FIELDS = ("message_id", "last_message_id", "message_ids")
-# (BaseCommand, row) -> the command's own message, after copying its fields into the row.
-Extractor = Callable[[Any, dict[str, Any]], Any]
+# (BaseCommand, frame row being built) -> the command's own message, after copying its
+# fields into the row.
+Extractor = Callable[[Any, ColumnBuffer], Any]
 
 
 @dataclass(frozen=True, slots=True)
@@ -231,16 +233,22 @@ def _compile_extractor(name: str, field: str, lines: list[str], names: dict[str,
     return namespace[f"extract_{name}"]
 
 
+def _set(column: str, value: str) -> str:
+    """The statement setting a `frames` column of the row being built (named by its
+    position, resolved here once) to the expression ``value``."""
+    return f"row.set({position('frames', column)}, {value})  # {column}"
+
+
 def _copy(column: str, value: str, field_type: int) -> list[str]:
     """Statements copying one field into its column, as a value the column's type holds."""
     if field_type == FieldDescriptor.TYPE_STRING:
-        return [f"v = {value}", f"row[{column!r}] = v if v.__class__ is str else text(v)"]
+        return [f"v = {value}", _set(column, "v if v.__class__ is str else text(v)")]
     if field_type == FieldDescriptor.TYPE_UINT64:  # int64 columns: as Java reads them
-        return [f"v = {value}", f"row[{column!r}] = v - U64 if v > I63 else v"]
+        return [f"v = {value}", _set(column, "v - U64 if v > I63 else v")]
     if field_type == FieldDescriptor.TYPE_UINT32 and column in _I32_COLUMNS:
         # redelivery_count is a uint32 in an int32 column: null when it does not fit.
-        return [f"v = {value}", f"row[{column!r}] = v if v <= I31 else None"]
-    return [f"row[{column!r}] = {value}"]
+        return [f"v = {value}", _set(column, "v if v <= I31 else None")]
+    return [_set(column, value)]
 
 
 def _message_id(target: str) -> list[str]:
@@ -251,10 +259,10 @@ def _message_id(target: str) -> list[str]:
         *_copy("entry_id", "m.entryId", FieldDescriptor.TYPE_UINT64),
         "v = m.partition",
         "if v != -1:",
-        "    row['partition'] = v",
+        "    " + _set("partition", "v"),
         "v = m.batch_index",
         "if v != -1:",
-        "    row['batch_index'] = v",
+        "    " + _set("batch_index", "v"),
     ]
 
 
@@ -290,16 +298,16 @@ def _build(type_number: int, name: str) -> CommandSpec:
                 # Read each id once, into its struct; the scalar columns copy the first.
                 lines += [
                     f"ids = [_id_struct(m) for m in {attr}]",
-                    "row['num_message_ids'] = len(ids)",
+                    _set("num_message_ids", "len(ids)"),
                     "if ids:",
-                    "    row['message_ids'] = ids",
+                    "    " + _set("message_ids", "ids"),
                     "    first = ids[0]",
-                    "    row['ledger_id'] = first['ledger_id']",
-                    "    row['entry_id'] = first['entry_id']",
+                    "    " + _set("ledger_id", "first['ledger_id']"),
+                    "    " + _set("entry_id", "first['entry_id']"),
                     "    if first['partition'] is not None:",
-                    "        row['partition'] = first['partition']",
+                    "        " + _set("partition", "first['partition']"),
                     "    if first['batch_index'] is not None:",
-                    "        row['batch_index'] = first['batch_index']",
+                    "        " + _set("batch_index", "first['batch_index']"),
                 ]
                 names["_id_struct"] = _id_struct
             else:
@@ -312,7 +320,7 @@ def _build(type_number: int, name: str) -> CommandSpec:
             lines += [
                 f"if sub.HasField({fd.name!r}):",
                 f"    v = {attr}",
-                f"    row[{column!r}] = {table}.get(v) or str(v)",
+                "    " + _set(column, f"{table}.get(v) or str(v)"),
             ]
         elif fd.name in _PLAIN_COLUMNS and not repeated and fd.message_type is None:
             columns.add(_PLAIN_COLUMNS[fd.name])
@@ -333,7 +341,7 @@ def _build(type_number: int, name: str) -> CommandSpec:
             f"if {present}:",
             "    summary = summarize(sub, INFO)",
             "    if summary is not None:",
-            "        row['info'] = summary",
+            "        " + _set("info", "summary"),
         ]
         names.update(summarize=summarize, INFO=tuple(info))
     return CommandSpec(

@@ -20,11 +20,16 @@ from pwcap.decode.pulsar.messages import EntryDecoder
 from pwcap.decode.pulsar.sniff import looks_like_command
 from pwcap.decode.pulsar.state import CONSUMER_NAMES, PRODUCER_NAMES, ConnectionState, Pairer
 from pwcap.decode.wire import WireError, read_varint, text
+from pwcap.tables.schema import position
 
-if cython.compiled:  # the hot reader's C declarations (hot.pxd): its methods are C calls
+if cython.compiled:  # C declarations (.pxd files): C calls
     from cython.cimports.pwcap.decode.pulsar.hot import HotReader
+    from cython.cimports.pwcap.decode.pulsar.state import merge_names
+    from cython.cimports.pwcap.tables.columns import ColumnBuffer
 else:
     from pwcap.decode.pulsar.hot import HotReader
+    from pwcap.decode.pulsar.state import merge_names
+    from pwcap.tables.columns import ColumnBuffer
 
 # A command holding only its `type` (tag byte + one-byte varint: every type is < 128)
 # cannot carry the command message its type names.
@@ -36,6 +41,22 @@ _PRODUCER_SUCCESS = cython.declare(cython.int, BaseCommand.PRODUCER_SUCCESS)
 _CONNECT = BaseCommand.CONNECT
 _NAME_COLUMNS = frozenset(PRODUCER_NAMES + CONSUMER_NAMES)
 _FRAMES = PulsarFrames(looks_like_command)
+# The `frames` columns this module sets or reads (C constants when compiled).
+TS = cython.declare(cython.Py_ssize_t, position("frames", "ts"))
+CAPTURE = cython.declare(cython.Py_ssize_t, position("frames", "capture"))
+CONN_ID = cython.declare(cython.Py_ssize_t, position("frames", "conn_id"))
+DIRECTION = cython.declare(cython.Py_ssize_t, position("frames", "direction"))
+PROTOCOL = cython.declare(cython.Py_ssize_t, position("frames", "protocol"))
+TS_FIRST = cython.declare(cython.Py_ssize_t, position("frames", "ts_first"))
+STREAM_OFFSET = cython.declare(cython.Py_ssize_t, position("frames", "stream_offset"))
+COMMAND = cython.declare(cython.Py_ssize_t, position("frames", "command"))
+COMMAND_TYPE = cython.declare(cython.Py_ssize_t, position("frames", "command_type"))
+FRAME_SIZE = cython.declare(cython.Py_ssize_t, position("frames", "frame_size"))
+PAYLOAD_SIZE = cython.declare(cython.Py_ssize_t, position("frames", "payload_size"))
+PRODUCER_ID = cython.declare(cython.Py_ssize_t, position("frames", "producer_id"))
+CONSUMER_ID = cython.declare(cython.Py_ssize_t, position("frames", "consumer_id"))
+PERMITS = cython.declare(cython.Py_ssize_t, position("frames", "permits"))
+NUM_MESSAGES = cython.declare(cython.Py_ssize_t, position("frames", "num_messages"))
 
 
 @cython.cclass
@@ -59,12 +80,13 @@ class _Kind:
     """Everything about one command type on one side that does not change per frame.
 
     Resolved once, on the type's first frame, so the per-frame path does attribute
-    reads (compiled: of C struct fields) instead of table lookups, and copies a ready
-    row template.
+    reads (compiled: of C struct fields) instead of table lookups.
     """
 
     spec = cython.declare(object, visibility="public")
-    template = cython.declare(dict, visibility="public")
+    command = cython.declare(str, visibility="public")
+    command_type = cython.declare(cython.int, visibility="public")
+    direction = cython.declare(str, visibility="public")
     extract = cython.declare(object, visibility="public")
     pair = cython.declare(object, visibility="public")
     effect = cython.declare(object, visibility="public")
@@ -72,15 +94,16 @@ class _Kind:
     payload = cython.declare(cython.bint, visibility="public")
     delivery = cython.declare(cython.bint, visibility="public")
     named = cython.declare(cython.bint, visibility="public")
-    id_column = cython.declare(str, visibility="public")
+    id_column = cython.declare(cython.Py_ssize_t, visibility="public")
     holders = cython.declare(dict, visibility="public")
-    messages = cython.declare(dict, visibility="public")
 
     def __init__(
-        self, spec: c.CommandSpec, template: Row, pair: Pairer | None, effect: Any
+        self, spec: c.CommandSpec, direction: str, pair: Pairer | None, effect: Any
     ) -> None:
         self.spec = spec
-        self.template = template
+        self.command = spec.name
+        self.command_type = spec.type
+        self.direction = direction
         self.extract = spec.extract
         self.pair = pair
         self.effect = effect
@@ -91,9 +114,8 @@ class _Kind:
         # those a response takes over from its request.
         self.named = bool(spec.columns & _NAME_COLUMNS) or spec.role == c.RESPONSE
         # Where the names behind the command's own producer / consumer id are kept.
-        self.id_column = ""
+        self.id_column = -1
         self.holders = None  # producer or consumer id -> its names, when the command has one
-        self.messages = None  # the `messages` row template of a payload command's entries
 
 
 @cython.cclass
@@ -114,7 +136,7 @@ class PulsarDecoder:
     _flip_roles = cython.declare(object)
     _out = cython.declare(object)
     _held = cython.declare(object)
-    _sink = cython.declare(object)
+    _rows = cython.declare(ColumnBuffer)  # where frame rows are built
     _capture = cython.declare(object)
     _conn_id = cython.declare(object)
     _roles_settled = cython.declare(cython.bint)
@@ -134,17 +156,18 @@ class PulsarDecoder:
         self._out = sink
         # Rows wait until the content confirms which end is the client (see the class doc).
         self._held = None if in_sync else HeldRows()
-        self._sink: RowSink = sink if self._held is None else self._held
+        building: RowSink = sink if self._held is None else self._held.sink
+        self._rows = building.frames
         self._capture = options.capture
         self._conn_id = conn.conn_id
         self._roles_settled = in_sync
         self._state = ConnectionState(complete=in_sync)
         self._conversation = Conversation(
-            self._sink, options.capture, conn.conn_id, self.protocol, "no matching request was seen"
+            building, options.capture, conn.conn_id, self.protocol, "no matching request was seen"
         )
         # (side label, ts, offset, size, command, kind, detail): an anomaly of a side
         self._emit_anomaly = self._conversation.anomaly
-        self._entries = EntryDecoder(self._sink, options, self._conversation.frame_anomaly)
+        self._entries = EntryDecoder(building, options, self._conversation.frame_anomaly)
         self._hot = HotReader()
         self._fields: Row = {}
         self._sides = [_Side(0), _Side(1)]
@@ -187,7 +210,7 @@ class PulsarDecoder:
 
     # -- frames --------------------------------------------------------------------------
 
-    @cython.locals(side=_Side, kind=_Kind)
+    @cython.locals(side=_Side, kind=_Kind, rows=ColumnBuffer)
     def _frame(
         self,
         side: _Side,
@@ -202,17 +225,21 @@ class PulsarDecoder:
         """One whole frame, ``buf[start:end]``; nothing in it may stop the decoder."""
         try:
             command_end = start + 8 + size
-            hot = self._hot
-            row = None
-            type_number = hot.command(buf, start + 8, command_end)
+            rows = self._rows
+            command = None
+            # Until the roles are settled a frame may send the rows built so far elsewhere
+            # (see _settle_from): the general path reads it, building its row after that.
+            type_number = -1
+            if self._roles_settled:
+                type_number = self._hot.command(buf, start + 8, command_end)
             if type_number >= 0:  # a hot command: its columns go straight into the row
                 kind = side.kinds.get(type_number)
                 if kind is None:
                     kind = self._new_kind(side, _SPECS[type_number])
-                row = kind.template.copy()
-                if not hot.columns(row):
-                    row = None  # the general path reads it, into a row of its own
-            if row is None:
+                if not self._hot.columns(rows):
+                    rows.discard_row()  # the general path reads it, into a row of its own
+                    type_number = -1
+            if type_number < 0:
                 try:
                     command = _parse_command(buf[start + 8 : command_end])
                 except DecodeError as exc:
@@ -228,57 +255,79 @@ class PulsarDecoder:
                     )
                     if kind is None:
                         return
-            else:
-                command = None
             if size == BARE_COMMAND_SIZE and kind.needs_body:
                 self._bodiless(side, kind.spec, end - start, offset, ts_first, ts)
                 return
             if not self._roles_settled:
                 self._settle_from(side, kind.spec)
                 kind = self._new_kind(side, kind.spec)  # the direction may have changed
-                if row is not None:  # a hot command's, made from the previous template
-                    row["direction"] = kind.template["direction"]
+                rows = self._rows
             side.frames += 1
-            if row is None:
-                row = kind.template.copy()
-                sub = kind.extract(command, row)
-            else:  # a hot command: no message object, its columns are read already
-                sub = None
-            row["ts"] = ts
-            row["ts_first"] = ts_first
-            row["stream_offset"] = offset
-            row["frame_size"] = end - start
+            self._begin(
+                kind.direction, kind.command, kind.command_type, end - start, offset, ts_first, ts
+            )
+            sub = None  # a hot command has no message object: its columns are read already
+            if command is not None:
+                sub = kind.extract(command, rows)
             state = self._state
             pair = kind.pair
             if pair is not None:
                 # A PRODUCER_SUCCESS with producer_ready false is followed by another.
-                final = kind.spec.type != _PRODUCER_SUCCESS or sub.producer_ready
-                if not pair(row, side.label, final) and state.complete:
-                    self._suspect_unmatched(row, side.label)
+                final = kind.command_type != _PRODUCER_SUCCESS or sub.producer_ready
+                if not pair(rows, side.label, final) and state.complete:
+                    self._suspect_unmatched(rows, side.label)
             effect = kind.effect
             if effect is not None:
-                effect(self, sub, row)
+                effect(self, sub, rows)
             holders = kind.holders
             if holders is not None:  # the names behind the command's producer / consumer id
-                holder = holders.get(row[kind.id_column])
+                holder = holders.get(rows.get(kind.id_column))
                 if holder is not None:
-                    if kind.named:
-                        for column, value in holder.names.items():
-                            row.setdefault(column, value)
-                    else:
-                        row.update(holder.names)
+                    merge_names(rows, holder.names, kind.named)
             elif pair is not None:  # a response: the ids it took over from its request
-                state.fill_names(row, True)
+                state.fill_names(rows, True)
             if command_end < end:
                 if kind.payload:
-                    self._entries.decode(row, kind.messages, buf, command_end, end, side.label)
+                    self._entries.decode(rows, kind.delivery, buf, command_end, end, side.label)
                 else:
-                    row["payload_size"] = end - command_end
+                    rows.set_int(PAYLOAD_SIZE, end - command_end)
             if kind.delivery:
-                self._spend_permits(row)
-            self._sink.frame(row)
+                self._spend_permits(rows)
+            rows.end_row()
         except Exception as exc:  # a frame may be damaged in any way: report, go on
+            self._discard_rows()
             self._emit_anomaly(side.label, ts, offset, end - start, None, "decode_error", repr(exc))
+
+    @cython.cfunc
+    def _begin(
+        self,
+        direction: str,
+        command: object,
+        command_type: object,
+        size: cython.longlong,
+        offset: cython.longlong,
+        ts_first: cython.longlong,
+        ts: cython.longlong,
+    ) -> cython.void:
+        """The columns every frame's row has."""
+        rows: ColumnBuffer = self._rows
+        rows.set_int(TS, ts)
+        rows.set_text(CAPTURE, self._capture)
+        rows.set_int(CONN_ID, self._conn_id)
+        rows.set_text(DIRECTION, direction)
+        rows.set_text(PROTOCOL, "pulsar")
+        rows.set(COMMAND, command)
+        rows.set(COMMAND_TYPE, command_type)
+        rows.set_int(TS_FIRST, ts_first)
+        rows.set_int(STREAM_OFFSET, offset)
+        rows.set_int(FRAME_SIZE, size)
+
+    @cython.cfunc
+    def _discard_rows(self) -> cython.void:
+        """Forget the rows a damaged frame left half built."""
+        self._rows.discard_row()
+        self._entries.messages.discard_row()
+        self._conversation.rows.discard_row()
 
     def _kind(
         self,
@@ -292,8 +341,8 @@ class PulsarDecoder:
         ts_first: int,
         ts: int,
     ) -> _Kind | None:
-        """First frame of a type on this side: its kind, or None once reported as unknown.
-        ``command`` is None for a hot command, read without a message object."""
+        """First frame of a type on this side, parsed: its kind, or None once reported as
+        unknown."""
         spec = _SPECS.get(type_number)
         if spec is None or (type_number == _CONNECT and not command.HasField("type")):
             self._unknown(side, buf, start, end, offset, ts_first, ts)
@@ -304,33 +353,13 @@ class PulsarDecoder:
         """The kind of ``spec``'s frames on ``side``, cached (but for CONNECT, whose type
         number is also what a command without any type reads as, so it is checked each
         time)."""
-        template = {
-            "capture": self._capture,
-            "conn_id": self._conn_id,
-            "direction": LABELS[side.label],
-            "protocol": "pulsar",
-            "command": spec.name,
-            "command_type": spec.type,
-            # Every frame sets these: present in the copy, they are replaced, not added.
-            "ts": None,
-            "ts_first": None,
-            "stream_offset": None,
-            "frame_size": None,
-        }
-        # As are the columns of the command's required fields (both paths write them
-        # before the row is read). With them the template outgrows its first table, and
-        # a copy has room for the columns a frame adds without a resize on the way.
-        for column in spec.always:
-            template[column] = None
         state = self._state
         pair = state.pairers[spec.role] if spec.role is not None else None
-        kind = _Kind(spec, template, pair, _EFFECTS.get(spec.name))
+        kind = _Kind(spec, LABELS[side.label], pair, _EFFECTS.get(spec.name))
         if "producer_id" in spec.columns:
-            kind.id_column, kind.holders = "producer_id", state.producers
+            kind.id_column, kind.holders = PRODUCER_ID, state.producers
         elif "consumer_id" in spec.columns:
-            kind.id_column, kind.holders = "consumer_id", state.consumers
-        if kind.payload:
-            kind.messages = self._entries.template(template)
+            kind.id_column, kind.holders = CONSUMER_ID, state.consumers
         if spec.type != _CONNECT:
             side.kinds[spec.type] = kind
         return kind
@@ -339,21 +368,21 @@ class PulsarDecoder:
         self, side: _Side, buf: bytes, start: int, end: int, offset: int, ts_first: int, ts: int
     ) -> None:
         type_number = _raw_type(buf, start + 8)
-        row = self._bare_row(side, None, type_number, end - start, offset, ts_first, ts)
+        self._bare_row(side, None, type_number, end - start, offset, ts_first, ts)
         self._conversation.frame_anomaly(
-            "unknown_command", row, f"command type {type_number} is not known"
+            "unknown_command", self._rows, f"command type {type_number} is not known"
         )
-        self._sink.frame(row)
+        self._rows.end_row()
 
     def _bodiless(
         self, side: _Side, spec: c.CommandSpec, size: int, offset: int, ts_first: int, ts: int
     ) -> None:
         """A known type without its command message: a row, but no made-up field values."""
-        row = self._bare_row(side, spec.name, spec.type, size, offset, ts_first, ts)
+        self._bare_row(side, spec.name, spec.type, size, offset, ts_first, ts)
         self._conversation.frame_anomaly(
-            "bad_protobuf", row, f"{spec.name} without its `{spec.field}` field"
+            "bad_protobuf", self._rows, f"{spec.name} without its `{spec.field}` field"
         )
-        self._sink.frame(row)
+        self._rows.end_row()
 
     def _bare_row(
         self,
@@ -364,20 +393,9 @@ class PulsarDecoder:
         offset: int,
         ts_first: int,
         ts: int,
-    ) -> Row:
+    ) -> None:
         side.frames += 1
-        return {
-            "ts": ts,
-            "capture": self._capture,
-            "conn_id": self._conn_id,
-            "direction": LABELS[side.label],
-            "protocol": "pulsar",
-            "ts_first": ts_first,
-            "stream_offset": offset,
-            "command": name,
-            "command_type": type_number,
-            "frame_size": size,
-        }
+        self._begin(LABELS[side.label], name, type_number, size, offset, ts_first, ts)
 
     def _settle_from(self, side: _Side, spec: c.CommandSpec) -> None:
         """Settle the roles on a command only one side sends; give up when too long."""
@@ -395,7 +413,7 @@ class PulsarDecoder:
         first, second = self._sides
         first.label, second.label = 1, 0
         self._sides = [second, first]
-        first.kinds.clear()  # their row templates name the old directions
+        first.kinds.clear()  # their kinds name the old directions
         second.kinds.clear()
         self._state.swap_directions()
         self._release_rows(swapped=True)
@@ -403,14 +421,16 @@ class PulsarDecoder:
     def _release_rows(self, swapped: bool) -> None:
         """Roles settled (or given up on): the held rows go out, later rows go straight."""
         self._roles_settled = True
-        self._sink = self._entries.sink = self._conversation.sink = self._out
+        self._rows = self._out.frames
+        self._entries.use(self._out)
+        self._conversation.rows = self._out.anomalies
         if self._held is not None:
             self._held.release(self._out, swapped)
             self._held = None
 
     # -- state effects of particular commands --------------------------------------------
 
-    def _on_connect(self, sub: Any, row: Row) -> None:
+    def _on_connect(self, sub: Any, rows: ColumnBuffer) -> None:
         fields = self._fields
         fields["client_version"] = text(sub.client_version)
         if sub.HasField("protocol_version"):
@@ -423,42 +443,42 @@ class PulsarDecoder:
         if sub.HasField("auth_data"):
             fields["auth_data_size"] = len(sub.auth_data)
 
-    def _on_connected(self, sub: Any, row: Row) -> None:
+    def _on_connected(self, sub: Any, rows: ColumnBuffer) -> None:
         self._fields["server_version"] = text(sub.server_version)
         if sub.HasField("protocol_version"):
             self._fields["protocol_version"] = sub.protocol_version
 
-    def _on_producer(self, sub: Any, row: Row) -> None:
-        self._state.add_producer(row)
+    def _on_producer(self, sub: Any, rows: ColumnBuffer) -> None:
+        self._state.add_producer(rows)
 
-    def _on_producer_success(self, sub: Any, row: Row) -> None:
+    def _on_producer_success(self, sub: Any, rows: ColumnBuffer) -> None:
         # The broker-chosen name belongs to the producer of the PRODUCER request answered.
-        producer = self._state.producers.get(row.get("producer_id"))
+        producer = self._state.producers.get(rows.get(PRODUCER_ID))
         if producer is not None:
             producer.rename(text(sub.producer_name))
 
-    def _on_subscribe(self, sub: Any, row: Row) -> None:
-        self._state.add_consumer(row)
+    def _on_subscribe(self, sub: Any, rows: ColumnBuffer) -> None:
+        self._state.add_consumer(rows)
 
-    def _on_flow(self, sub: Any, row: Row) -> None:
-        self._state.grant(row["consumer_id"], row["permits"])
+    def _on_flow(self, sub: Any, rows: ColumnBuffer) -> None:
+        self._state.grant(rows.get(CONSUMER_ID), rows.get(PERMITS))
 
     @cython.cfunc
-    @cython.locals(row=dict)
-    def _spend_permits(self, row: Row) -> None:
-        before = self._state.spend(row["consumer_id"], row.get("num_messages") or 1)
+    def _spend_permits(self, rows: ColumnBuffer) -> None:
+        consumer_id = rows.get(CONSUMER_ID)
+        before = self._state.spend(consumer_id, rows.get(NUM_MESSAGES) or 1)
         if before is not None and before <= 0:
             self._conversation.frame_anomaly(
                 "protocol_violation",
-                row,
-                f"MESSAGE delivered with {before} permits left for consumer {row['consumer_id']}",
+                rows,
+                f"MESSAGE delivered with {before} permits left for consumer {consumer_id}",
             )
 
     # -- anomalies -----------------------------------------------------------------------
 
-    def _suspect_unmatched(self, row: Row, label: int) -> None:
+    def _suspect_unmatched(self, rows: ColumnBuffer, label: int) -> None:
         """A response without its request, which the other side would have sent."""
-        self._conversation.unmatched(row, 1 - label)
+        self._conversation.unmatched(rows, 1 - label)
 
     def _stream_anomaly(self, side: _Side) -> Any:
         def report(kind: str, ts: int, offset: int, size: int, detail: str) -> None:

@@ -8,6 +8,8 @@ later row, instead of contradicting them.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from pwcap.decode.api import Row, RowSink
 
 MAX_HELD = 1_000  # rows held before the capture's guess is taken as it stands
@@ -15,21 +17,21 @@ _FLIPPED = {"c2b": "b2c", "b2c": "c2b"}
 
 
 class HeldRows:
-    """A :class:`RowSink` that keeps rows, in order, until :meth:`release`."""
+    """Keeps the rows built in its :attr:`sink`, in order, until :meth:`release`."""
 
-    __slots__ = ("_rows",)
+    __slots__ = ("_rows", "sink")
 
     def __init__(self) -> None:
-        self._rows: list[tuple[str, Row]] = []  # (sink method name, row)
+        self._rows: list[tuple[str, Row]] = []  # (table, row)
+        self.sink = RowSink.calling(
+            self._keeper("frames"), self._keeper("messages"), self._keeper("anomalies")
+        )
 
-    def frame(self, row: Row) -> None:
-        self._rows.append(("frame", row))
+    def _keeper(self, table: str) -> Callable[[Row], None]:
+        def keep(row: Row) -> None:
+            self._rows.append((table, row))
 
-    def message(self, row: Row) -> None:
-        self._rows.append(("message", row))
-
-    def anomaly(self, row: Row) -> None:
-        self._rows.append(("anomaly", row))
+        return keep
 
     def full(self) -> bool:
         return len(self._rows) >= MAX_HELD
@@ -37,7 +39,7 @@ class HeldRows:
     def release(self, sink: RowSink, swapped: bool) -> None:
         """Pass every held row on to ``sink``, directions flipped when ``swapped``."""
         rows, self._rows = self._rows, []
-        for method, row in rows:
+        for table, row in rows:
             if swapped:
                 row["direction"] = _FLIPPED[row["direction"]]
-            getattr(sink, method)(row)
+            getattr(sink, table).add(row)

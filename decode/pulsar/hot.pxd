@@ -3,6 +3,7 @@
 # call it as C, not through Python attributes.
 
 from pwcap.decode.wire cimport Fields
+from pwcap.tables.columns cimport ColumnBuffer
 
 cdef class HotReader:
     cdef Fields _fields
@@ -15,13 +16,13 @@ cdef class HotReader:
 
     cpdef int command(self, bytes data, Py_ssize_t start, Py_ssize_t end)
     cdef int _find(self, bytes data, Py_ssize_t start, Py_ssize_t end)
-    cpdef bint columns(self, dict row)
+    cpdef bint columns(self, ColumnBuffer rows)
     cdef void _release(self)
-    cdef bint _send_receipt(self, dict row)
-    cdef bint _message(self, dict row)
-    cdef bint _ack(self, dict row)
+    cdef bint _send_receipt(self, ColumnBuffer rows)
+    cdef bint _message(self, ColumnBuffer rows)
+    cdef bint _ack(self, ColumnBuffer rows)
     cdef bint _message_id(self)
-    cdef void _put_message_id(self, dict row)
+    cdef void _put_message_id(self, ColumnBuffer rows)
 
 
 cpdef int int32(unsigned long long value)

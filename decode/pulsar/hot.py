@@ -4,12 +4,12 @@
 SEND, SEND_RECEIPT, MESSAGE, ACK and FLOW are most of the frames of any busy connection.
 A :class:`HotReader` reads their column-worthy fields with a :class:`Fields` cursor and
 writes the same columns the generated extractor of :mod:`commands` would copy out of the
-parsed protobuf, straight into the frame's row. Anything it is not sure to read exactly
-as protobuf does (another command, a field it does not map to a column, a repeated or
-merged message, a wire type out of place, an enum value the schema lacks, damage) makes
-it decline, and the frame takes the general path, which parses it with the generated
-classes. A test holds the two paths equal on every command it can generate and on
-damaged ones.
+parsed protobuf, straight into the frame's row being built. Anything it is not sure to
+read exactly as protobuf does (another command, a field it does not map to a column, a
+repeated or merged message, a wire type out of place, an enum value the schema lacks,
+damage) makes it decline, and the frame takes the general path, which parses it with
+the generated classes. A test holds the two paths equal on every command it can generate
+and on damaged ones.
 """
 
 from __future__ import annotations
@@ -17,11 +17,14 @@ from __future__ import annotations
 import cython
 from pwcap.decode.pulsar._pb.pulsar_api_pb2 import BaseCommand, CommandAck
 from pwcap.decode.wire import LENGTH_DELIMITED, VARINT
+from pwcap.tables.schema import position
 
-if cython.compiled:  # the cursor's C declarations (wire.pxd): its methods are C calls
+if cython.compiled:  # C declarations (wire.pxd, columns.pxd): their methods are C calls
     from cython.cimports.pwcap.decode.wire import Fields, cursor
+    from cython.cimports.pwcap.tables.columns import ColumnBuffer
 else:
     from pwcap.decode.wire import Fields, cursor
+    from pwcap.tables.columns import ColumnBuffer
 
 # Compiled, these are C constants: a module global is a dict lookup at every use.
 I31 = cython.declare(cython.ulonglong, (1 << 31) - 1)
@@ -60,13 +63,32 @@ ACK_BODY = cython.declare(cython.int, BODY_FIELDS[ACK])
 FLOW_BODY = cython.declare(cython.int, BODY_FIELDS[FLOW])
 _ACK_TYPES = cython.declare(dict, ACK_TYPES)
 _VALIDATION_ERRORS = cython.declare(dict, VALIDATION_ERRORS)
+# The `frames` columns the hot commands fill.
+PRODUCER_ID = cython.declare(cython.Py_ssize_t, position("frames", "producer_id"))
+SEQUENCE_ID = cython.declare(cython.Py_ssize_t, position("frames", "sequence_id"))
+HIGHEST_SEQUENCE_ID = cython.declare(cython.Py_ssize_t, position("frames", "highest_sequence_id"))
+CONSUMER_ID = cython.declare(cython.Py_ssize_t, position("frames", "consumer_id"))
+REDELIVERY_COUNT = cython.declare(cython.Py_ssize_t, position("frames", "redelivery_count"))
+ACK_TYPE = cython.declare(cython.Py_ssize_t, position("frames", "ack_type"))
+VALIDATION_ERROR = cython.declare(cython.Py_ssize_t, position("frames", "validation_error"))
+TXNID_LEAST_BITS = cython.declare(cython.Py_ssize_t, position("frames", "txnid_least_bits"))
+TXNID_MOST_BITS = cython.declare(cython.Py_ssize_t, position("frames", "txnid_most_bits"))
+REQUEST_ID = cython.declare(cython.Py_ssize_t, position("frames", "request_id"))
+NUM_MESSAGE_IDS = cython.declare(cython.Py_ssize_t, position("frames", "num_message_ids"))
+MESSAGE_IDS = cython.declare(cython.Py_ssize_t, position("frames", "message_ids"))
+LEDGER_ID = cython.declare(cython.Py_ssize_t, position("frames", "ledger_id"))
+ENTRY_ID = cython.declare(cython.Py_ssize_t, position("frames", "entry_id"))
+PARTITION = cython.declare(cython.Py_ssize_t, position("frames", "partition"))
+BATCH_INDEX = cython.declare(cython.Py_ssize_t, position("frames", "batch_index"))
+NUM_MESSAGES = cython.declare(cython.Py_ssize_t, position("frames", "num_messages"))
+PERMITS = cython.declare(cython.Py_ssize_t, position("frames", "permits"))
 
 
 @cython.cclass
 class HotReader:
     """Reads the hot commands of one connection's frames in two steps: :meth:`command`
-    finds a frame's type (which picks the row template), :meth:`columns` then writes its
-    command message's columns into the row.
+    finds a frame's type (which picks its kind), :meth:`columns` then writes its
+    command message's columns into the row being built.
 
     Its two cursors are moved from message to message, so a frame costs no cursor
     allocation; they let go of a frame's bytes once it is read (a connection may sit
@@ -124,24 +146,24 @@ class HotReader:
         return command_type
 
     @cython.ccall
-    def columns(self, row: dict) -> cython.bint:
-        """Write the columns of the command message :meth:`command` found into ``row``;
-        False when the general path must read it (``row`` may then hold some of them:
-        it is to be dropped)."""
+    def columns(self, rows: ColumnBuffer) -> cython.bint:
+        """Write the columns of the command message :meth:`command` found into the row
+        ``rows`` is building; False when the general path must read it (the row may then
+        hold some of them: it is to be discarded)."""
         fields: Fields = self._fields
         command_type: cython.int = self._type
         self._type = -1  # each command is read once
         ok: cython.bint
         if command_type == SEND:
-            ok = _send(fields, row)
+            ok = _send(fields, rows)
         elif command_type == SEND_RECEIPT:
-            ok = self._send_receipt(row)
+            ok = self._send_receipt(rows)
         elif command_type == MESSAGE:
-            ok = self._message(row)
+            ok = self._message(rows)
         elif command_type == ACK:
-            ok = self._ack(row)
+            ok = self._ack(rows)
         elif command_type == FLOW:
-            ok = _flow(fields, row)
+            ok = _flow(fields, rows)
         else:
             ok = False
         ok = ok and not fields.broken
@@ -156,7 +178,7 @@ class HotReader:
 
     @cython.cfunc
     @cython.locals(number=cython.int)
-    def _send_receipt(self, row: dict) -> cython.bint:
+    def _send_receipt(self, rows: ColumnBuffer) -> cython.bint:
         fields: Fields = self._fields
         found: cython.int = 0  # bit 1: producer_id, bit 2: sequence_id
         seen_id: cython.bint = False
@@ -168,24 +190,24 @@ class HotReader:
                 seen_id = True
                 if not self._message_id():
                     return False
-                self._put_message_id(row)
+                self._put_message_id(rows)
             elif fields.wire_type != WIRE_VARINT:
                 return False
             elif number == 1:
-                row["producer_id"] = _signed(fields.value)
+                rows.set_int(PRODUCER_ID, _signed(fields.value))
                 found |= 1
             elif number == 2:
-                row["sequence_id"] = _signed(fields.value)
+                rows.set_int(SEQUENCE_ID, _signed(fields.value))
                 found |= 2
             elif number == 4:
-                row["highest_sequence_id"] = _signed(fields.value)
+                rows.set_int(HIGHEST_SEQUENCE_ID, _signed(fields.value))
             else:
                 return False
         return found == 3  # producer and sequence ids are required
 
     @cython.cfunc
     @cython.locals(number=cython.int, value=cython.ulonglong)
-    def _message(self, row: dict) -> cython.bint:
+    def _message(self, rows: ColumnBuffer) -> cython.bint:
         fields: Fields = self._fields
         seen_consumer: cython.bint = False
         seen_id: cython.bint = False
@@ -197,22 +219,23 @@ class HotReader:
                 seen_id = True
                 if not self._message_id():
                     return False
-                self._put_message_id(row)
+                self._put_message_id(rows)
             elif fields.wire_type != WIRE_VARINT:
                 return False
             elif number == 1:
-                row["consumer_id"] = _signed(fields.value)
+                rows.set_int(CONSUMER_ID, _signed(fields.value))
                 seen_consumer = True
             elif number == 3:
                 value = fields.value & U32_MASK  # a uint32 in an int32 column: null past it
-                row["redelivery_count"] = value if value <= I31 else None
+                if value <= I31:
+                    rows.set_int(REDELIVERY_COUNT, value)
             else:  # ack_set, consumer_epoch (the `info` column): the general path
                 return False
         return seen_consumer and seen_id
 
     @cython.cfunc
     @cython.locals(number=cython.int, value=cython.ulonglong)
-    def _ack(self, row: dict) -> cython.bint:
+    def _ack(self, rows: ColumnBuffer) -> cython.bint:
         fields: Fields = self._fields
         ids: list = []
         found: cython.int = 0  # bit 1: consumer_id, bit 2: ack_type
@@ -224,7 +247,7 @@ class HotReader:
                 if not self._message_id():
                     return False
                 if not ids:  # the first id also fills the frame's own columns
-                    self._put_message_id(row)
+                    self._put_message_id(rows)
                 ids.append(
                     {
                         "ledger_id": self._ledger,
@@ -236,26 +259,26 @@ class HotReader:
             elif fields.wire_type != WIRE_VARINT:
                 return False
             elif number == 1:
-                row["consumer_id"] = _signed(fields.value)
+                rows.set_int(CONSUMER_ID, _signed(fields.value))
                 found |= 1
             elif number == 2 and fields.value in _ACK_TYPES:
-                row["ack_type"] = _ACK_TYPES[fields.value]
+                rows.set_text(ACK_TYPE, _ACK_TYPES[fields.value])
                 found |= 2
             elif number == 4 and fields.value in _VALIDATION_ERRORS:
-                row["validation_error"] = _VALIDATION_ERRORS[fields.value]
+                rows.set_text(VALIDATION_ERROR, _VALIDATION_ERRORS[fields.value])
             elif number == 6:
-                row["txnid_least_bits"] = _signed(fields.value)
+                rows.set_int(TXNID_LEAST_BITS, _signed(fields.value))
             elif number == 7:
-                row["txnid_most_bits"] = _signed(fields.value)
+                rows.set_int(TXNID_MOST_BITS, _signed(fields.value))
             elif number == 8:
-                row["request_id"] = _signed(fields.value)
+                rows.set_int(REQUEST_ID, _signed(fields.value))
             else:  # properties (the `info` column), an enum value the schema lacks
                 return False
         if found != 3:  # consumer id and ack type are required
             return False
-        row["num_message_ids"] = len(ids)
+        rows.set_int(NUM_MESSAGE_IDS, len(ids))
         if ids:
-            row["message_ids"] = ids
+            rows.set(MESSAGE_IDS, ids)
         return True
 
     @cython.cfunc
@@ -297,14 +320,14 @@ class HotReader:
         return True
 
     @cython.cfunc
-    def _put_message_id(self, row: dict) -> cython.void:
+    def _put_message_id(self, rows: ColumnBuffer) -> cython.void:
         """The message id :meth:`_message_id` read, as the frame's columns."""
-        row["ledger_id"] = self._ledger
-        row["entry_id"] = self._entry
+        rows.set_int(LEDGER_ID, self._ledger)
+        rows.set_int(ENTRY_ID, self._entry)
         if self._partition != -1:
-            row["partition"] = self._partition
+            rows.set_int(PARTITION, self._partition)
         if self._batch_index != -1:
-            row["batch_index"] = self._batch_index
+            rows.set_int(BATCH_INDEX, self._batch_index)
 
 
 @cython.cfunc
@@ -348,7 +371,7 @@ def int32(value: cython.ulonglong) -> cython.int:
 
 @cython.cfunc
 @cython.locals(number=cython.int, value=cython.ulonglong)
-def _send(fields: Fields, row: dict) -> cython.bint:
+def _send(fields: Fields, rows: ColumnBuffer) -> cython.bint:
     found: cython.int = 0  # bit 1: producer_id, bit 2: sequence_id
     while True:
         number = fields.next()
@@ -358,19 +381,19 @@ def _send(fields: Fields, row: dict) -> cython.bint:
             return False
         value = fields.value
         if number == 1:
-            row["producer_id"] = _signed(value)
+            rows.set_int(PRODUCER_ID, _signed(value))
             found |= 1
         elif number == 2:
-            row["sequence_id"] = _signed(value)
+            rows.set_int(SEQUENCE_ID, _signed(value))
             found |= 2
         elif number == 3:
-            row["num_messages"] = int32(value)
+            rows.set_int(NUM_MESSAGES, int32(value))
         elif number == 4:
-            row["txnid_least_bits"] = _signed(value)
+            rows.set_int(TXNID_LEAST_BITS, _signed(value))
         elif number == 5:
-            row["txnid_most_bits"] = _signed(value)
+            rows.set_int(TXNID_MOST_BITS, _signed(value))
         elif number == 6:
-            row["highest_sequence_id"] = _signed(value)
+            rows.set_int(HIGHEST_SEQUENCE_ID, _signed(value))
         else:  # is_chunk, marker (the `info` column), message_id: the general path
             return False
     return found == 3  # producer and sequence ids are required
@@ -378,7 +401,7 @@ def _send(fields: Fields, row: dict) -> cython.bint:
 
 @cython.cfunc
 @cython.locals(number=cython.int)
-def _flow(fields: Fields, row: dict) -> cython.bint:
+def _flow(fields: Fields, rows: ColumnBuffer) -> cython.bint:
     found: cython.int = 0  # bit 1: consumer_id, bit 2: permits
     while True:
         number = fields.next()
@@ -387,10 +410,10 @@ def _flow(fields: Fields, row: dict) -> cython.bint:
         if fields.wire_type != WIRE_VARINT:
             return False
         if number == 1:
-            row["consumer_id"] = _signed(fields.value)
+            rows.set_int(CONSUMER_ID, _signed(fields.value))
             found |= 1
         elif number == 2:
-            row["permits"] = fields.value & U32_MASK
+            rows.set_int(PERMITS, fields.value & U32_MASK)
             found |= 2
         else:
             return False

@@ -8,26 +8,28 @@ described, never decrypted: their digest is of the ciphertext.
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Callable, Hashable, Iterator
+from collections.abc import Callable, Hashable
 from typing import Any
 
 import cython
-from pwcap.decode.api import DecodeOptions, RowSink
+from pwcap.decode.api import FRAME_OF_MESSAGE, DecodeOptions, RowSink
 from pwcap.decode.pulsar._pb.pulsar_api_pb2 import MessageMetadata
 from pwcap.decode.pulsar.batch import BadBatch, split_batch
 from pwcap.decode.pulsar.chunks import ChunkAssembler
 from pwcap.decode.pulsar.commands import text
 from pwcap.decode.pulsar.compression import CODEC_NAMES, DecompressionError, decompress
 from pwcap.decode.pulsar.payload import PayloadError
-from pwcap.tables.schema import kept_payload
+from pwcap.tables.schema import kept_payload, position
 
-if cython.compiled:  # the entry parser's C declaration (payload.pxd): a C call
+if cython.compiled:  # C declarations (payload.pxd, columns.pxd): C calls
     from cython.cimports.pwcap.decode.pulsar.payload import parse_entry
+    from cython.cimports.pwcap.tables.columns import ColumnBuffer
 else:
     from pwcap.decode.pulsar.payload import parse_entry
+    from pwcap.tables.columns import ColumnBuffer
+from pwcap.tables.columns import pairs
 
-Row = dict[str, Any]
-AnomalyFn = Callable[[str, Row, str], None]  # kind, frame row, detail
+AnomalyFn = Callable[[str, ColumnBuffer, str], None]  # kind, frame row being built, detail
 
 # What every entry uses, as C globals when compiled (a module global is a dict lookup at
 # each use); the integers exceed C's.
@@ -38,197 +40,237 @@ I63 = cython.declare(object, (1 << 63) - 1)
 U64 = cython.declare(object, 1 << 64)
 # The largest millisecond time a microsecond int64 holds.
 MAX_MILLIS = cython.declare(object, ((1 << 63) - 1) // 1000)
-# The columns every entry's row has (the decoder's and _emit's aside), in a row template
-# (see EntryDecoder.template).
-_ENTRY_COLUMNS = cython.declare(
-    tuple,
-    (
-        "ts",
-        "capture",
-        "conn_id",
-        "direction",
-        "protocol",
-        "stream_offset",
-        "command",
-        "topic",
-        "producer_id",
-        "producer_name",
-        "sequence_id",
-        "publish_time",
-        "event_time",
-        "key",
-        "compression",
-        "batch_size",
-        "checksum_ok",
-        "broker_timestamp",
-        "broker_index",
+
+
+def _messages(column: str) -> int:
+    return position("messages", column)
+
+
+# The `frames` columns an entry reads or fills (C constants when compiled).
+F_PRODUCER_ID = cython.declare(cython.Py_ssize_t, position("frames", "producer_id"))
+F_CONSUMER_ID = cython.declare(cython.Py_ssize_t, position("frames", "consumer_id"))
+F_PAYLOAD_SIZE = cython.declare(cython.Py_ssize_t, position("frames", "payload_size"))
+F_CHECKSUM_OK = cython.declare(cython.Py_ssize_t, position("frames", "checksum_ok"))
+F_COMPRESSION = cython.declare(cython.Py_ssize_t, position("frames", "compression"))
+F_NUM_MESSAGES = cython.declare(cython.Py_ssize_t, position("frames", "num_messages"))
+F_PRODUCER_NAME = cython.declare(cython.Py_ssize_t, position("frames", "producer_name"))
+F_BROKER_TIMESTAMP = cython.declare(cython.Py_ssize_t, position("frames", "broker_timestamp"))
+F_BROKER_INDEX = cython.declare(cython.Py_ssize_t, position("frames", "broker_index"))
+# The frame columns an entry's message rows repeat; a MESSAGE's, those of its delivery too.
+_OF_FRAME = cython.declare(
+    cython.longlong[:, ::1],
+    pairs("frames", "messages", (*FRAME_OF_MESSAGE, "topic", "producer_id")),
+)
+_OF_DELIVERY = cython.declare(
+    cython.longlong[:, ::1],
+    pairs(
+        "frames",
+        "messages",
+        (
+            "subscription",
+            "consumer_id",
+            "consumer_name",
+            "ledger_id",
+            "entry_id",
+            "partition",
+            "redelivery_count",
+        ),
     ),
 )
-# Frame columns a MESSAGE's rows repeat besides those every message row has.
-_DELIVERY_COLUMNS = cython.declare(
-    tuple,
-    (
-        "subscription",
-        "consumer_id",
-        "consumer_name",
-        "ledger_id",
-        "entry_id",
-        "partition",
-        "redelivery_count",
-    ),
-)
+
+
+def _messages(column: str) -> int:
+    return position("messages", column)
+
+
+# The `messages` columns.
+M_PRODUCER_NAME = cython.declare(cython.Py_ssize_t, _messages("producer_name"))
+M_SEQUENCE_ID = cython.declare(cython.Py_ssize_t, _messages("sequence_id"))
+M_PUBLISH_TIME = cython.declare(cython.Py_ssize_t, _messages("publish_time"))
+M_EVENT_TIME = cython.declare(cython.Py_ssize_t, _messages("event_time"))
+M_KEY = cython.declare(cython.Py_ssize_t, _messages("key"))
+M_ORDERING_KEY = cython.declare(cython.Py_ssize_t, _messages("ordering_key"))
+M_PROPERTIES = cython.declare(cython.Py_ssize_t, _messages("properties"))
+M_COMPRESSION = cython.declare(cython.Py_ssize_t, _messages("compression"))
+M_BATCH_INDEX = cython.declare(cython.Py_ssize_t, _messages("batch_index"))
+M_BATCH_SIZE = cython.declare(cython.Py_ssize_t, _messages("batch_size"))
+M_PAYLOAD_SIZE = cython.declare(cython.Py_ssize_t, _messages("payload_size"))
+M_PAYLOAD_SHA256 = cython.declare(cython.Py_ssize_t, _messages("payload_sha256"))
+M_PAYLOAD = cython.declare(cython.Py_ssize_t, _messages("payload"))
+M_CHECKSUM_OK = cython.declare(cython.Py_ssize_t, _messages("checksum_ok"))
+M_ENCRYPTED = cython.declare(cython.Py_ssize_t, _messages("encrypted"))
+M_NULL_VALUE = cython.declare(cython.Py_ssize_t, _messages("null_value"))
+M_CHUNK_ID = cython.declare(cython.Py_ssize_t, _messages("chunk_id"))
+M_NUM_CHUNKS = cython.declare(cython.Py_ssize_t, _messages("num_chunks"))
+M_TOTAL_CHUNK_SIZE = cython.declare(cython.Py_ssize_t, _messages("total_chunk_size"))
+M_UUID = cython.declare(cython.Py_ssize_t, _messages("uuid"))
+M_CHUNKED_SHA256 = cython.declare(cython.Py_ssize_t, _messages("chunked_sha256"))
+M_BROKER_TIMESTAMP = cython.declare(cython.Py_ssize_t, _messages("broker_timestamp"))
+M_BROKER_INDEX = cython.declare(cython.Py_ssize_t, _messages("broker_index"))
+M_REPLICATED_FROM = cython.declare(cython.Py_ssize_t, _messages("replicated_from"))
 
 
 @cython.cclass
 class EntryDecoder:
-    """Decodes the entries of one connection's payload frames."""
+    """Decodes the entries of one connection's payload frames.
 
-    sink = cython.declare(object, visibility="public")
+    The columns every message row of the entry being decoded repeats are kept in its C
+    fields while its rows are built (a batch's members each repeat them).
+    """
+
+    messages = cython.declare(ColumnBuffer, visibility="readonly")  # where rows are built
     _payloads = cython.declare(cython.bint)
     _limit = cython.declare(object)
     _anomaly = cython.declare(object)
     _chunks = cython.declare(object)
+    _frames = cython.declare(ColumnBuffer)  # the frame row being built, of the entry
+    _delivery = cython.declare(cython.bint)  # a MESSAGE's entry (its rows name a consumer)
+    _producer_name = cython.declare(str)
+    _sequence_id = cython.declare(object)
+    _publish_time = cython.declare(object)
+    _event_time = cython.declare(object)
+    _key = cython.declare(object)
+    _compression = cython.declare(str)
+    _count = cython.declare(object)
+    _checksum_ok = cython.declare(object)
+    _broker_timestamp = cython.declare(object)
+    _broker_index = cython.declare(object)
+    _replicated_from = cython.declare(object)
 
     def __init__(self, sink: RowSink, options: DecodeOptions, anomaly: AnomalyFn) -> None:
-        self.sink = sink
+        self.use(sink)
         self._payloads = options.payloads
         self._limit = options.max_decompressed_size
         self._anomaly = anomaly
         self._chunks = ChunkAssembler(options.max_decompressed_size)
 
-    def template(self, frame: Row) -> Row:
-        """The row the entries of frames like ``frame`` (a frame row template) start
-        from: the columns they share set, every other column of an entry's row there
-        too (None), so that an entry's copy has its values replaced, not keys added."""
-        row = dict.fromkeys(_ENTRY_COLUMNS)
-        if frame["command"] == "MESSAGE":
-            row.update(dict.fromkeys(_DELIVERY_COLUMNS))
-        for column in ("capture", "conn_id", "direction", "protocol", "command"):
-            row[column] = frame[column]
-        return row
+    def use(self, sink: RowSink) -> None:
+        """Build message rows in ``sink`` from now on."""
+        self.messages = sink.messages
 
-    @cython.locals(frame=dict, template=dict, row=dict)
+    @cython.locals(frames=ColumnBuffer)
     def decode(
-        self, frame: Row, template: Row, buf: bytes, start: int, end: int, label: int
+        self,
+        frames: ColumnBuffer,
+        delivery: cython.bint,
+        buf: bytes,
+        start: int,
+        end: int,
+        label: int,
     ) -> None:
-        """Fill ``frame``'s entry columns from ``buf[start:end]`` and emit its messages,
-        their rows copies of ``template`` (from :meth:`template`); ``label`` is the
-        frame's direction (0 or 1)."""
-        frame["payload_size"] = end - start
+        """Fill the entry columns of the frame row ``frames`` is building from
+        ``buf[start:end]`` and build its messages' rows; ``delivery`` for a MESSAGE's
+        entry, ``label`` the frame's direction (0 or 1)."""
+        frames.set_int(F_PAYLOAD_SIZE, end - start)
         try:
             md, payload, checksum_ok, broker_timestamp, broker_index = parse_entry(buf, start, end)
         except PayloadError as exc:
-            self._anomaly(exc.kind, frame, str(exc))
+            self._anomaly(exc.kind, frames, str(exc))
             return
+        self._frames = frames
+        self._delivery = delivery
         count = md.num_messages_in_batch
         codec = md.compression
-        compression = _CODEC_NAMES.get(codec) or str(codec)
+        self._compression = _CODEC_NAMES.get(codec) or str(codec)
         producer_name = md.producer_name
         if producer_name.__class__ is not str:
             producer_name = _text(producer_name)
+        self._producer_name = producer_name
         sequence_id = md.sequence_id
-        if sequence_id > I63:
-            sequence_id -= U64
-        row = template.copy()
-        row["ts"] = frame["ts"]
-        row["stream_offset"] = frame["stream_offset"]
-        row["topic"] = frame.get("topic")
-        row["producer_id"] = frame.get("producer_id")
-        row["producer_name"] = producer_name
-        row["sequence_id"] = sequence_id
-        row["publish_time"] = micros(md.publish_time)
-        event_time = micros(md.event_time)
-        if event_time:
-            row["event_time"] = event_time
+        self._sequence_id = sequence_id - U64 if sequence_id > I63 else sequence_id
+        self._publish_time = micros(md.publish_time)
+        self._event_time = micros(md.event_time) or None
         key = md.partition_key
-        if key:
-            row["key"] = key if key.__class__ is str else _text(key)
-        row["compression"] = compression
-        row["batch_size"] = count
-        row["checksum_ok"] = checksum_ok
-        frame["checksum_ok"] = checksum_ok
-        frame["compression"] = compression
-        if "num_messages" not in frame:
-            frame["num_messages"] = count
-        if "producer_name" not in frame:
-            frame["producer_name"] = producer_name
+        self._key = (key if key.__class__ is str else _text(key)) if key else None
+        self._count = count
+        self._checksum_ok = checksum_ok
         if broker_timestamp is not None:
             broker_timestamp = micros(broker_timestamp)
-            frame["broker_timestamp"] = row["broker_timestamp"] = broker_timestamp
+        if broker_index is not None and broker_index > I63:
+            broker_index -= U64
+        self._broker_timestamp = broker_timestamp
+        self._broker_index = broker_index
+        self._replicated_from = text(md.replicated_from) if md.replicated_from else None
+        frames.set(F_CHECKSUM_OK, checksum_ok)
+        frames.set_text(F_COMPRESSION, self._compression)
+        if not frames.has(F_NUM_MESSAGES):
+            frames.set(F_NUM_MESSAGES, count)
+        if not frames.has(F_PRODUCER_NAME):
+            frames.set_text(F_PRODUCER_NAME, producer_name)
+        if broker_timestamp is not None:
+            frames.set(F_BROKER_TIMESTAMP, broker_timestamp)
         if broker_index is not None:
-            if broker_index > I63:
-                broker_index -= U64
-            frame["broker_index"] = row["broker_index"] = broker_index
+            frames.set(F_BROKER_INDEX, broker_index)
         if checksum_ok is False:
-            self._anomaly("bad_checksum", frame, "CRC32-C of metadata and payload mismatch")
-        if frame["command"] == "MESSAGE":
-            for column in _DELIVERY_COLUMNS:
-                row[column] = frame.get(column)
-        _rare_metadata(md, row)
+            self._anomaly("bad_checksum", frames, "CRC32-C of metadata and payload mismatch")
         if md.encryption_keys:
-            row["encrypted"] = True
-            self._emit(row, payload)
+            self._whole(md)
+            self.messages.set_int(M_ENCRYPTED, True)
+            self._emit(payload)
         elif md.HasField("uuid") and md.num_chunks_from_msg > 1:
-            chunk_key = (label, frame.get("producer_id"), frame.get("consumer_id"))
-            self._chunk(frame, row, md, payload, chunk_key)
+            self._chunk(md, payload, (label, frames.get(F_PRODUCER_ID), frames.get(F_CONSUMER_ID)))
         elif codec or md.HasField("num_messages_in_batch"):
-            self._contents(frame, row, md, payload, count)
+            self._contents(md, payload, count)
         else:  # the common case: one uncompressed message
-            self._emit(row, payload)
+            self._whole(md)
+            self._emit(payload)
 
-    def _contents(
-        self, frame: Row, base: Row, md: MessageMetadata, payload: memoryview, count: int
-    ) -> None:
+    def _contents(self, md: MessageMetadata, payload: memoryview, count: int) -> None:
         if md.compression:
             try:
                 payload = decompress(md.compression, payload, md.uncompressed_size, self._limit)
             except DecompressionError as exc:
-                self._anomaly("decompression_failed", frame, str(exc))
-                self.sink.message(base)
+                self._anomaly("decompression_failed", self._frames, str(exc))
+                self._whole(md)
+                self.messages.end_row()
                 return
         if not md.HasField("num_messages_in_batch"):
-            self._emit(base, payload)
+            self._whole(md)
+            self._emit(payload)
             return
         emitted = False
         try:
-            for row, data in self._members(base, payload, count):
-                self._emit(row, data)
+            for index, (single, data) in enumerate(split_batch(payload, count)):
+                self._member(index, single)
+                self._emit(data)
                 emitted = True
         except BadBatch as exc:
-            self._anomaly("bad_batch", frame, str(exc))
+            self._anomaly("bad_batch", self._frames, str(exc))
             if not emitted:  # the entry is still a message, if none of its members is known
-                self.sink.message(base)
+                self._whole(md)
+                self.messages.end_row()
 
-    def _members(
-        self, base: Row, payload: bytes | memoryview, count: int
-    ) -> Iterator[tuple[Row, memoryview]]:
-        """The row and payload of each message of the batch, one at a time."""
-        first_sequence = base["sequence_id"]
-        for index, (single, data) in enumerate(split_batch(payload, count)):
-            row = base.copy()
-            row["batch_index"] = index
-            if single.HasField("sequence_id"):
-                sequence_id = single.sequence_id
-                row["sequence_id"] = sequence_id - U64 if sequence_id > I63 else sequence_id
-            else:
-                row["sequence_id"] = first_sequence + index
-            row["event_time"] = micros(single.event_time) or None
-            row["key"] = text(single.partition_key) if single.HasField("partition_key") else None
-            row["ordering_key"] = single.ordering_key if single.HasField("ordering_key") else None
-            row["properties"] = _properties(single.properties) or None
-            row["null_value"] = single.null_value or None
-            yield row, data
+    @cython.cfunc
+    def _member(self, index: cython.Py_ssize_t, single: Any) -> cython.void:
+        """The row of a batch's message ``index``: its own metadata, not the entry's."""
+        self._begin()
+        rows: ColumnBuffer = self.messages
+        rows.set_int(M_BATCH_INDEX, index)
+        if single.HasField("sequence_id"):
+            sequence_id = single.sequence_id
+            rows.set(M_SEQUENCE_ID, sequence_id - U64 if sequence_id > I63 else sequence_id)
+        else:
+            rows.set(M_SEQUENCE_ID, self._sequence_id + index)
+        rows.set(M_EVENT_TIME, micros(single.event_time) or None)
+        rows.set(M_KEY, text(single.partition_key) if single.HasField("partition_key") else None)
+        if single.HasField("ordering_key"):
+            rows.set(M_ORDERING_KEY, single.ordering_key)
+        rows.set(M_PROPERTIES, _properties(single.properties) or None)
+        if single.null_value:
+            rows.set_int(M_NULL_VALUE, True)
 
-    def _chunk(
-        self, frame: Row, row: Row, md: MessageMetadata, payload: memoryview, key: Hashable
-    ) -> None:
-        row["uuid"] = text(md.uuid)
-        row["chunk_id"] = md.chunk_id
-        row["num_chunks"] = md.num_chunks_from_msg
-        row["total_chunk_size"] = md.total_chunk_msg_size
+    def _chunk(self, md: MessageMetadata, payload: memoryview, key: Hashable) -> None:
+        self._whole(md)
+        rows: ColumnBuffer = self.messages
+        uuid = text(md.uuid)
+        rows.set_text(M_UUID, uuid)
+        rows.set(M_CHUNK_ID, md.chunk_id)
+        rows.set(M_NUM_CHUNKS, md.num_chunks_from_msg)
+        rows.set(M_TOTAL_CHUNK_SIZE, md.total_chunk_msg_size)
+        frames = self._frames
 
         def report(kind: str, detail: str) -> None:
-            self._anomaly(kind, frame, f"chunked message {row['uuid']}: {detail}")
+            self._anomaly(kind, frames, f"chunked message {uuid}: {detail}")
 
         whole = self._chunks.add(
             (key, md.uuid), md.chunk_id, md.num_chunks_from_msg, bytes(payload), report
@@ -237,32 +279,53 @@ class EntryDecoder:
             try:
                 data = decompress(md.compression, whole, md.uncompressed_size, self._limit)
             except DecompressionError as exc:
-                self._anomaly("decompression_failed", frame, f"chunked message: {exc}")
+                self._anomaly("decompression_failed", frames, f"chunked message: {exc}")
             else:
-                row["chunked_sha256"] = _sha256(data).hexdigest()
-        self._emit(row, payload)
+                rows.set_text(M_CHUNKED_SHA256, _sha256(data).hexdigest())
+        self._emit(payload)
 
     @cython.cfunc
-    @cython.locals(row=dict)
-    def _emit(self, row: Row, payload: bytes | memoryview) -> cython.void:
-        row["payload_size"] = len(payload)
-        row["payload_sha256"] = _sha256(payload).hexdigest()
+    def _begin(self) -> cython.void:
+        """The columns every message row of the entry has: its frame's, the entry's."""
+        rows: ColumnBuffer = self.messages
+        frames: ColumnBuffer = self._frames
+        rows.copy_columns(frames, _OF_FRAME)
+        if self._delivery:
+            rows.copy_columns(frames, _OF_DELIVERY)
+        rows.set_text(M_PRODUCER_NAME, self._producer_name)
+        rows.set(M_SEQUENCE_ID, self._sequence_id)
+        rows.set(M_PUBLISH_TIME, self._publish_time)
+        rows.set(M_EVENT_TIME, self._event_time)
+        rows.set(M_KEY, self._key)
+        rows.set_text(M_COMPRESSION, self._compression)
+        rows.set(M_BATCH_SIZE, self._count)
+        rows.set(M_CHECKSUM_OK, self._checksum_ok)
+        rows.set(M_BROKER_TIMESTAMP, self._broker_timestamp)
+        rows.set(M_BROKER_INDEX, self._broker_index)
+        rows.set(M_REPLICATED_FROM, self._replicated_from)
+
+    @cython.cfunc
+    def _whole(self, md: MessageMetadata) -> cython.void:
+        """The row of a message that is the whole entry: the entry's metadata is its own
+        (the fields most entries leave unset included)."""
+        self._begin()
+        rows: ColumnBuffer = self.messages
+        if md.properties:
+            rows.set(M_PROPERTIES, _properties(md.properties))
+        if md.ordering_key:
+            rows.set(M_ORDERING_KEY, md.ordering_key)
+        if md.null_value:
+            rows.set_int(M_NULL_VALUE, True)
+
+    @cython.cfunc
+    def _emit(self, payload: bytes | memoryview) -> cython.void:
+        """The payload's columns; the row is complete."""
+        rows: ColumnBuffer = self.messages
+        rows.set_int(M_PAYLOAD_SIZE, len(payload))
+        rows.set_text(M_PAYLOAD_SHA256, _sha256(payload).hexdigest())
         if self._payloads:
-            row["payload"] = kept_payload(payload)
-        self.sink.message(row)
-
-
-@cython.cfunc
-def _rare_metadata(md: MessageMetadata, row: Row) -> cython.void:
-    """Entry-level fields most messages leave unset."""
-    if md.properties:
-        row["properties"] = _properties(md.properties)
-    if md.ordering_key:
-        row["ordering_key"] = md.ordering_key
-    if md.replicated_from:
-        row["replicated_from"] = text(md.replicated_from)
-    if md.null_value:
-        row["null_value"] = True
+            rows.set(M_PAYLOAD, kept_payload(payload))
+        rows.end_row()
 
 
 def _properties(pairs: Any) -> list[tuple[str, str]]:

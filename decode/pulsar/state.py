@@ -23,42 +23,62 @@ from typing import Any
 
 import cython
 from pwcap.decode.pulsar import commands as c
+from pwcap.tables.schema import position
+
+if cython.compiled:  # the row builder's C declarations (columns.pxd): its methods are C calls
+    from cython.cimports.pwcap.tables.columns import ColumnBuffer
+else:
+    from pwcap.tables.columns import ColumnBuffer
 
 MAX_PENDING = 100_000  # outstanding requests kept per table before the oldest are dropped
-# (row, direction, final) -> False for a response whose request was not seen. A response
-# that is not ``final`` (PRODUCER_SUCCESS with ``producer_ready`` false: another follows
-# once the producer gets access) leaves its request outstanding.
-Pairer = Callable[[dict[str, Any], int, bool], bool]
+# (frame row being built, direction, final) -> False for a response whose request was not
+# seen. A response that is not ``final`` (PRODUCER_SUCCESS with ``producer_ready`` false:
+# another follows once the producer gets access) leaves its request outstanding.
+Pairer = Callable[[ColumnBuffer, int, bool], bool]
 MAX_SAME_ID = 8  # outstanding requests sharing one request id (one per id family is normal)
 
 
 # The columns a producer / consumer id stands for, copied onto every row with that id.
 PRODUCER_NAMES = ("topic", "producer_name")
 CONSUMER_NAMES = ("topic", "subscription", "consumer_name", "sub_type")
+# The `frames` columns read and written here (C constants when compiled).
+TS = cython.declare(cython.Py_ssize_t, position("frames", "ts"))
+COMMAND = cython.declare(cython.Py_ssize_t, position("frames", "command"))
+REQUEST_ID = cython.declare(cython.Py_ssize_t, position("frames", "request_id"))
+PRODUCER_ID = cython.declare(cython.Py_ssize_t, position("frames", "producer_id"))
+CONSUMER_ID = cython.declare(cython.Py_ssize_t, position("frames", "consumer_id"))
+SEQUENCE_ID = cython.declare(cython.Py_ssize_t, position("frames", "sequence_id"))
+TOPIC = cython.declare(cython.Py_ssize_t, position("frames", "topic"))
+PRODUCER_NAME = cython.declare(cython.Py_ssize_t, position("frames", "producer_name"))
+ANSWERS = cython.declare(cython.Py_ssize_t, position("frames", "answers"))
+REQUEST_TS = cython.declare(cython.Py_ssize_t, position("frames", "request_ts"))
+_PRODUCER_NAMES = tuple(position("frames", column) for column in PRODUCER_NAMES)
+_CONSUMER_NAMES = tuple(position("frames", column) for column in CONSUMER_NAMES)
 
 
 class Consumer:
     __slots__ = ("names", "permits")
 
-    def __init__(self, row: dict[str, Any], permits: int | None) -> None:
-        # Kept as the dict merged into rows: one C-level update per row.
-        self.names = _present(row, CONSUMER_NAMES)
+    def __init__(self, rows: ColumnBuffer, permits: int | None) -> None:
+        self.names = _present(rows, _CONSUMER_NAMES)
         self.permits = permits  # None while the balance is unknown
 
 
 class Producer:
     __slots__ = ("names",)
 
-    def __init__(self, row: dict[str, Any]) -> None:
-        self.names = _present(row, PRODUCER_NAMES)
+    def __init__(self, rows: ColumnBuffer) -> None:
+        self.names = _present(rows, _PRODUCER_NAMES)
 
     def rename(self, name: str) -> None:
         """The broker chose the name (PRODUCER_SUCCESS)."""
-        self.names["producer_name"] = name
+        self.names[PRODUCER_NAME] = name
 
 
-def _present(row: dict[str, Any], columns: tuple[str, ...]) -> dict[str, Any]:
-    return {column: row[column] for column in columns if row.get(column) is not None}
+@cython.locals(rows=ColumnBuffer)
+def _present(rows: ColumnBuffer, columns: tuple[int, ...]) -> dict[int, str]:
+    """The names the row being built has: column position -> value, merged into rows."""
+    return {column: rows.get(column) for column in columns if rows.has(column)}
 
 
 class Request:
@@ -66,13 +86,14 @@ class Request:
 
     __slots__ = ("consumer_id", "name", "producer_id", "request_id", "topic", "ts")
 
-    def __init__(self, row: dict[str, Any]) -> None:
-        self.name = row["command"]
-        self.request_id = row["request_id"]
-        self.ts = row["ts"]
-        self.topic = row.get("topic")
-        self.producer_id = row.get("producer_id")
-        self.consumer_id = row.get("consumer_id")
+    @cython.locals(rows=ColumnBuffer)
+    def __init__(self, rows: ColumnBuffer) -> None:
+        self.name = rows.get(COMMAND)
+        self.request_id = rows.get(REQUEST_ID)
+        self.ts = rows.get(TS)
+        self.topic = rows.get(TOPIC)
+        self.producer_id = rows.get(PRODUCER_ID)
+        self.consumer_id = rows.get(CONSUMER_ID)
 
 
 class ConnectionState:
@@ -121,28 +142,31 @@ class ConnectionState:
 
     # -- names ---------------------------------------------------------------------------
 
-    def add_producer(self, row: dict[str, Any]) -> None:
-        self.producers[row["producer_id"]] = Producer(row)
+    @cython.locals(rows=ColumnBuffer)
+    def add_producer(self, rows: ColumnBuffer) -> None:
+        self.producers[rows.get(PRODUCER_ID)] = Producer(rows)
 
-    def add_consumer(self, row: dict[str, Any]) -> None:
-        self.consumers[row["consumer_id"]] = Consumer(row, 0 if self.complete else None)
+    @cython.locals(rows=ColumnBuffer)
+    def add_consumer(self, rows: ColumnBuffer) -> None:
+        self.consumers[rows.get(CONSUMER_ID)] = Consumer(rows, 0 if self.complete else None)
 
-    def fill_names(self, row: dict[str, Any], named: bool) -> None:
-        """Copy topic / subscription / names of the ids the row carries.
+    @cython.locals(rows=ColumnBuffer)
+    def fill_names(self, rows: ColumnBuffer, named: bool) -> None:
+        """Copy topic / subscription / names of the ids the row being built carries.
 
         ``named``: the row may already hold some of those columns (from the command
         itself or the request it answers); those values win over the state's.
         """
-        producer_id = row.get("producer_id")
+        producer_id = rows.get(PRODUCER_ID)
         if producer_id is not None:
             producer = self.producers.get(producer_id)
             if producer is not None:
-                _merge(row, producer.names, named)
-        consumer_id = row.get("consumer_id")
+                merge_names(rows, producer.names, named)
+        consumer_id = rows.get(CONSUMER_ID)
         if consumer_id is not None:
             consumer = self.consumers.get(consumer_id)
             if consumer is not None:
-                _merge(row, consumer.names, named)
+                merge_names(rows, consumer.names, named)
 
     # -- permits -------------------------------------------------------------------------
 
@@ -164,55 +188,57 @@ class ConnectionState:
 
     # -- pairing -------------------------------------------------------------------------
 
-    def _pair_request(self, row: dict[str, Any], direction: int, final: bool) -> bool:
+    def _pair_request(self, rows: ColumnBuffer, direction: int, final: bool) -> bool:
         if direction == 0:  # the broker's CLOSE_PRODUCER / CLOSE_CONSUMER expect no answer
-            self._add_request(Request(row))
+            self._add_request(Request(rows))
         return True
 
     # Typed locals (compiled): every SEND and receipt passes here, and the operations on
-    # a dict or list known as such are C calls, not attribute lookups and method calls.
-    @cython.locals(row=dict, sends=dict, waiting=list)
-    def _pair_send(self, row: dict[str, Any], direction: int, final: bool) -> bool:
-        key = (row["producer_id"], row["sequence_id"])
+    # a dict, list or row builder known as such are C calls, not attribute lookups and
+    # method calls.
+    @cython.locals(rows=ColumnBuffer, sends=dict, waiting=list)
+    def _pair_send(self, rows: ColumnBuffer, direction: int, final: bool) -> bool:
+        key = (rows.get(PRODUCER_ID), rows.get(SEQUENCE_ID))
         sends = self._sends
         waiting = sends.get(key)
         if waiting is None:
             if len(sends) >= MAX_PENDING:
                 _drop_oldest(sends, self)
-            sends[key] = [row["ts"]]
+            sends[key] = [rows.get(TS)]
         else:
-            waiting.append(row["ts"])
+            waiting.append(rows.get(TS))
         return True
 
-    @cython.locals(row=dict, sends=dict, waiting=list)
-    def _pair_receipt(self, row: dict[str, Any], direction: int, final: bool) -> bool:
-        key = (row["producer_id"], row["sequence_id"])
+    @cython.locals(rows=ColumnBuffer, sends=dict, waiting=list)
+    def _pair_receipt(self, rows: ColumnBuffer, direction: int, final: bool) -> bool:
+        key = (rows.get(PRODUCER_ID), rows.get(SEQUENCE_ID))
         sends = self._sends
         waiting = sends.get(key)
         if waiting is None:
             return False
-        row["answers"] = "SEND"
-        row["request_ts"] = waiting.pop(0)
+        rows.set_text(ANSWERS, "SEND")
+        rows.set(REQUEST_TS, waiting.pop(0))
         if not waiting:
             del sends[key]
         return True
 
-    @cython.locals(row=dict)
-    def _pair_ack(self, row: dict[str, Any], direction: int, final: bool) -> bool:
-        request_id = row.get("request_id")
+    @cython.locals(rows=ColumnBuffer)
+    def _pair_ack(self, rows: ColumnBuffer, direction: int, final: bool) -> bool:
+        request_id = rows.get(REQUEST_ID)
         if request_id is not None:
-            _put(self._acks, (row["consumer_id"], request_id), row["ts"], self)
+            _put(self._acks, (rows.get(CONSUMER_ID), request_id), rows.get(TS), self)
         return True
 
-    def _pair_ack_response(self, row: dict[str, Any], direction: int, final: bool) -> bool:
-        request_id = row.get("request_id")
+    @cython.locals(rows=ColumnBuffer)
+    def _pair_ack_response(self, rows: ColumnBuffer, direction: int, final: bool) -> bool:
+        request_id = rows.get(REQUEST_ID)
         if request_id is None:
             return True
-        ts = self._acks.pop((row["consumer_id"], request_id), None)
+        ts = self._acks.pop((rows.get(CONSUMER_ID), request_id), None)
         if ts is None:
             return False
-        row["answers"] = "ACK"
-        row["request_ts"] = ts
+        rows.set_text(ANSWERS, "ACK")
+        rows.set(REQUEST_TS, ts)
         return True
 
     def _add_request(self, request: Request) -> None:
@@ -226,12 +252,14 @@ class ConnectionState:
             self.complete = False
         waiting.append(request)
 
-    def _pair_response(self, row: dict[str, Any], direction: int, final: bool) -> bool:
+    @cython.locals(rows=ColumnBuffer)
+    def _pair_response(self, rows: ColumnBuffer, direction: int, final: bool) -> bool:
         request = None
-        request_id = row["request_id"]
+        request_id = rows.get(REQUEST_ID)
         waiting = self._requests.get(request_id) if direction == 1 else None
+        command = rows.get(COMMAND)
         if waiting:
-            ranks = c.ANSWER_RANKS[row["command"]]
+            ranks = c.ANSWER_RANKS[command]
             best = None
             best_rank = len(ranks)
             for index, candidate in enumerate(waiting):
@@ -244,45 +272,52 @@ class ConnectionState:
                     del self._requests[request_id]
         if request is None:
             # A broker refusing CONNECT answers with ERROR and no meaningful request id.
-            return row["command"] == "ERROR" and self._take_in_order(c.CONNECT, 1 - direction, row)
-        row["answers"] = request.name
-        row["request_ts"] = request.ts
-        if request.topic is not None:
-            row.setdefault("topic", request.topic)
-        if request.producer_id is not None:
-            row.setdefault("producer_id", request.producer_id)
-        if request.consumer_id is not None:
-            row.setdefault("consumer_id", request.consumer_id)
+            return command == "ERROR" and self._take_in_order(c.CONNECT, 1 - direction, rows)
+        rows.set(ANSWERS, request.name)
+        rows.set(REQUEST_TS, request.ts)
+        for column, value in (
+            (TOPIC, request.topic),
+            (PRODUCER_ID, request.producer_id),
+            (CONSUMER_ID, request.consumer_id),
+        ):
+            if value is not None and not rows.has(column):
+                rows.set(column, value)
         return True
 
     def _in_order_request(self, role: str) -> Pairer:
-        def record(row: dict[str, Any], direction: int, final: bool) -> bool:
+        def record(rows: ColumnBuffer, direction: int, final: bool) -> bool:
             queue = self._in_order.setdefault((role, direction), deque(maxlen=MAX_PENDING))
-            queue.append((row["command"], row["ts"]))
+            queue.append((rows.get(COMMAND), rows.get(TS)))
             return True
 
         return record
 
     def _in_order_response(self, request_role: str) -> Pairer:
-        def answer(row: dict[str, Any], direction: int, final: bool) -> bool:
-            return self._take_in_order(request_role, 1 - direction, row)
+        def answer(rows: ColumnBuffer, direction: int, final: bool) -> bool:
+            return self._take_in_order(request_role, 1 - direction, rows)
 
         return answer
 
-    def _take_in_order(self, request_role: str, direction: int, row: dict[str, Any]) -> bool:
+    @cython.locals(rows=ColumnBuffer)
+    def _take_in_order(self, request_role: str, direction: int, rows: ColumnBuffer) -> bool:
         queue = self._in_order.get((request_role, direction))
         if not queue:
             return False
-        row["answers"], row["request_ts"] = queue.popleft()
+        answers, ts = queue.popleft()
+        rows.set(ANSWERS, answers)
+        rows.set(REQUEST_TS, ts)
         return True
 
 
-def _merge(row: dict[str, Any], names: dict[str, Any], keep_row_values: bool) -> None:
-    if keep_row_values:
-        for column, value in names.items():
-            row.setdefault(column, value)
-    else:
-        row.update(names)
+@cython.ccall
+@cython.locals(rows=ColumnBuffer, names=dict, keep_row_values=cython.bint)
+@cython.returns(cython.void)
+def merge_names(rows: ColumnBuffer, names: dict[int, str], keep_row_values: bool) -> None:
+    """Set the row's name columns (position -> value) to ``names``; where the row has a
+    value already, it stays when ``keep_row_values``."""
+    for column, value in names.items():
+        if not keep_row_values or not rows.has(column):
+            rows.set(column, value)
 
 
 def _put(table: dict, key: Any, value: Any, state: ConnectionState) -> None:

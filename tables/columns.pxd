@@ -1,0 +1,62 @@
+# The C declarations of columns.py's ColumnBuffer (Cython reads this file beside columns.py
+# when it compiles it), so that the decoders set their rows' columns with C calls.
+
+cimport cython
+
+
+@cython.final
+cdef class ColumnBuffer:
+    cdef readonly object schema
+    cdef readonly Py_ssize_t count
+    cdef readonly Py_ssize_t held_bytes
+    cdef Py_ssize_t _limit
+    cdef Py_ssize_t _byte_limit
+    cdef object _on_full
+    cdef dict _names  # column name -> position
+    cdef list _columns  # position -> column name
+    cdef frozenset _booleans  # positions of the boolean columns
+    cdef long long[::1] _place  # position -> index << 2 | storage
+    cdef list _positions  # per storage: schema positions of its columns
+    # Slots: [slot, row] values and validity bytes, and per slot the rows that set it.
+    cdef long long[:, ::1] _data
+    cdef unsigned char[:, ::1] _valid
+    cdef bytearray _data_bytes
+    cdef bytearray _valid_bytes
+    cdef long long[::1] _set
+    # Texts (strings, then binaries): per text column its bytes, [text, row + 1] the end
+    # offset of each row's value, how many rows have their end recorded, and validity.
+    cdef list _text
+    cdef int[:, ::1] _ends
+    cdef bytearray _ends_bytes
+    cdef long long[::1] _recorded
+    cdef unsigned char[:, ::1] _text_valid
+    cdef bytearray _text_valid_bytes
+    cdef long long[::1] _text_set
+    cdef Py_ssize_t _strings  # text columns below this index are strings
+    # Nested: per column the rows that set it and their values.
+    cdef list _rows
+    cdef list _values
+
+    cdef Py_ssize_t _index(self, Py_ssize_t column, Py_ssize_t storage) except? -1
+    cpdef void set_int(self, Py_ssize_t column, long long value)
+    cpdef void set_text(self, Py_ssize_t column, str value)
+    cpdef void set(self, Py_ssize_t column, object value)
+    cpdef bint has(self, Py_ssize_t column)
+    cpdef object get(self, Py_ssize_t column)
+    cpdef void copy(self, ColumnBuffer source, Py_ssize_t source_column, Py_ssize_t column)
+    cpdef void copy_columns(self, ColumnBuffer source, long long[:, ::1] pairs)
+    cpdef bint end_row(self) except? -1
+    cpdef void discard_row(self)
+    cpdef dict take_row(self)
+    cpdef bint add(self, dict row) except? -1
+    cdef void _put_slot(self, Py_ssize_t index, long long value)
+    cdef bint _has(self, Py_ssize_t code, Py_ssize_t at)
+    cdef void _clear(self, Py_ssize_t code)
+    cdef object _value(self, Py_ssize_t position, Py_ssize_t at)
+    cdef bint _has_at(self, Py_ssize_t code, Py_ssize_t at)
+    cdef void _add_text(self, Py_ssize_t index, Py_ssize_t column, object value)
+    cdef void _append(
+        self, Py_ssize_t index, Py_ssize_t column, const char *source, Py_ssize_t size,
+        object encoded
+    )
+    cdef Py_ssize_t _end_nulls(self, Py_ssize_t index, Py_ssize_t upto) except? -1
