@@ -72,12 +72,15 @@ def _within(
     hi: cython.longlong,
 ) -> bytes:
     """The record's bytes ``lo:hi`` (``lo``, ``hi`` >= 0) cut at its captured ``size``, as
-    a slice of the record would be."""
+    a slice of the record would be. Compiled, copied straight from the bytes' buffer (no
+    slice object): :meth:`PacketParser.parse` checked that the record lies within it."""
+    lo = max(lo, 0)
     if hi > size:
         hi = size
     if lo >= hi:
         return b""
-    return buf[base + lo : base + hi]
+    data: cython.p_const_char = buf
+    return data[base + lo : base + hi]
 
 
 @cython.cclass
@@ -108,6 +111,8 @@ class PacketParser:
     ) -> cython.bint:
         """Whether the record ``buf[start:stop]`` (``orig_len`` bytes on the wire) is a TCP
         segment; anything else is counted in the stats."""
+        if start < 0 or start > stop or stop > len(buf):
+            raise ValueError(f"record {start}:{stop} is not within the {len(buf)} bytes given")
         size: cython.Py_ssize_t = stop - start
         ip: cython.Py_ssize_t = -1
         at: cython.Py_ssize_t = 0  # where the link header keeps the ethertype
@@ -129,8 +134,8 @@ class PacketParser:
                 total: cython.long = _u16(buf, base + 2)
                 end: cython.longlong = ip + total if total else orig_len
                 if end <= size:
-                    self.src = buf[base + 12 : base + 16]
-                    self.dst = buf[base + 16 : base + 20]
+                    self.src = _within(buf, start, size, ip + 12, ip + 16)
+                    self.dst = _within(buf, start, size, ip + 16, ip + 20)
                     return self._tcp(buf, start, size, ip + _IPV4_HEADER, end)
         return self._link(buf, start, size, linktype, orig_len)
 

@@ -14,16 +14,17 @@ from typing import BinaryIO
 
 import cython
 from pwcap.capture.events import StreamSink
-from pwcap.capture.reassembly import Reassembler
 from pwcap.capture.records import CaptureError, open_capture, walk_records
 from pwcap.capture.shares import FlowShare
 from pwcap.capture.stats import CaptureStats
 
-if cython.compiled:  # the parser's and the walk's C declarations (packets.pxd, records.pxd)
+if cython.compiled:  # the C declarations of the walk, the parser and reassembly (.pxd)
     from cython.cimports.pwcap.capture.packets import PacketParser
+    from cython.cimports.pwcap.capture.reassembly import Reassembler
     from cython.cimports.pwcap.capture.records import RecordWalk
 else:
     from pwcap.capture.packets import PacketParser
+    from pwcap.capture.reassembly import Reassembler
     from pwcap.capture.records import RecordWalk
 
 

@@ -43,9 +43,11 @@ _PCAP_MAGICS = {  # -> big-endian, nanosecond timestamps
 _PCAPNG_SHB = b"\x0a\x0d\x0d\x0a"
 _GZIP_MAGIC = b"\x1f\x8b"
 
-# pcapng block types, and the fewest bytes each needs for its fixed fields
-_IDB, _PB, _SPB, _EPB = 1, 2, 3, 6
-_MIN_BLOCK = {_IDB: 20, _PB: 32, _SPB: 16, _EPB: 32}
+# pcapng block types
+_IDB = cython.declare(cython.ulonglong, 1)  # C constants when compiled
+_PB = cython.declare(cython.ulonglong, 2)
+_SPB = cython.declare(cython.ulonglong, 3)
+_EPB = cython.declare(cython.ulonglong, 6)
 _NONZERO = re.compile(rb"[^\x00]")
 
 
@@ -242,6 +244,19 @@ def _field(
             width - 1 - index if big else index
         )
     return value
+
+
+@cython.cfunc
+@cython.inline
+def _min_block(block: cython.ulonglong) -> cython.ulonglong:
+    """The fewest bytes a pcapng block of this type needs for its fixed fields."""
+    if block == _IDB:
+        return 20
+    if block == _SPB:
+        return 16
+    if block in (_PB, _EPB):
+        return 32
+    return 12
 
 
 @cython.cclass
@@ -460,7 +475,7 @@ class _PcapngWalk(RecordWalk):
         """Take the whole block at ``pos``: whether it is a packet (then the current record)."""
         big: cython.bint = self._big
         caplen: cython.ulonglong
-        if length < _MIN_BLOCK.get(block, 12):
+        if length < _min_block(block):
             self._stats.bad_blocks += 1
         elif block in (_EPB, _PB):
             if block == _PB:  # obsolete: a 16-bit interface id, then a drop count
