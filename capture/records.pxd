@@ -29,11 +29,26 @@ cdef class _PcapWalk(RecordWalk):
     cdef int _begin(self) except -1
 
 
+cdef class _Interface:
+    cdef readonly long linktype
+    cdef readonly unsigned long long snaplen
+    cdef object _mul
+    cdef object _div
+    cdef object _offset_us
+    cdef bint fits
+    cdef unsigned long long mul
+    cdef unsigned long long div
+    cdef long long offset_us
+    cdef unsigned long long exact_limit
+
+    cdef long long time(self, unsigned long long stamp) except -2
+
+
 cdef class _PcapngWalk(RecordWalk):
     cdef bint _big
     cdef list _interfaces
 
     cdef bint _block(self, bytes buf, Py_ssize_t pos, unsigned long long block,
                      unsigned long long length) except -1
-    cdef bint _packet(self, object interface, Py_ssize_t start, Py_ssize_t caplen,
+    cdef bint _packet(self, _Interface interface, Py_ssize_t start, Py_ssize_t caplen,
                       unsigned long long orig_len) except -1

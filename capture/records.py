@@ -40,6 +40,7 @@ _PCAP_MAGICS = {  # -> big-endian, nanosecond timestamps
     b"\x4d\x3c\xb2\xa1": (False, True),
     b"\xa1\xb2\x3c\x4d": (True, True),
 }
+_BIT62, _BIT63 = 1 << 62, 1 << 63  # bounds of the pcapng clocks computed in C
 _PCAPNG_SHB = b"\x0a\x0d\x0d\x0a"
 _GZIP_MAGIC = b"\x1f\x8b"
 
@@ -369,25 +370,55 @@ class _PcapWalk(RecordWalk):
         return 0
 
 
+@cython.cclass
 class _Interface:
-    """What a pcapng interface description says about its packets."""
+    """What a pcapng interface description says about its packets.
 
-    __slots__ = ("div", "linktype", "mul", "offset_us", "snaplen")
+    Compiled, a packet's time is C arithmetic whenever it cannot overflow 64 bits (the
+    usual resolutions and offsets); the rest are Python integers. Both give the same.
+    """
 
-    def __init__(self, linktype: int, snaplen: int) -> None:
+    def __init__(self, linktype: cython.long, snaplen: cython.ulonglong) -> None:
         self.linktype = linktype
         self.snaplen = snaplen or MAX_RECORD
-        self.mul, self.div, self.offset_us = 1, 1, 0  # default resolution: microseconds
+        self._mul, self._div, self._offset_us = 1, 1, 0  # default resolution: microseconds
+        self._exact()
 
     def set_resolution(self, code: int) -> None:
-        """if_tsresol: high bit set = negative power of 2, else negative power of 10."""
+        """if_tsresol: high bit set = negative power of 2, else negative power of 10 (a
+        Python integer: powers up to 2**127)."""
         exponent = code & 0x7F
         if code & 0x80:
-            self.mul, self.div = 1_000_000, 1 << exponent
+            self._mul, self._div = 1_000_000, 1 << exponent
         elif exponent >= 6:
-            self.mul, self.div = 1, 10 ** (exponent - 6)
+            self._mul, self._div = 1, 10 ** (exponent - 6)
         else:
-            self.mul, self.div = 10 ** (6 - exponent), 1
+            self._mul, self._div = 10 ** (6 - exponent), 1
+        self._exact()
+
+    def set_offset(self, seconds: int) -> None:
+        """if_tsoffset: the seconds to add to every timestamp."""
+        self._offset_us = seconds * 1_000_000
+        self._exact()
+
+    def _exact(self) -> None:
+        """The C copies of the clock when they fit, and the largest raw timestamp whose
+        time they give without overflow (``stamp * mul <= 2**62``)."""
+        self.fits = self._div < _BIT63 and -_BIT62 <= self._offset_us <= _BIT62
+        if self.fits:
+            self.mul, self.div, self.offset_us = self._mul, self._div, self._offset_us
+            self.exact_limit = _BIT62 // self._mul
+
+    @cython.cfunc
+    @cython.exceptval(-2, check=False)
+    def time(self, stamp: cython.ulonglong) -> cython.longlong:
+        """The time in microseconds of a raw timestamp, or -1 when no calendar holds it."""
+        ts: cython.longlong
+        if self.fits and stamp <= self.exact_limit:
+            ts = cython.cast(cython.longlong, stamp * self.mul // self.div) + self.offset_us
+            return ts if 0 <= ts <= MAX_TS else -1
+        exact = stamp * self._mul // self._div + self._offset_us
+        return exact if 0 <= exact <= MAX_TS else -1
 
 
 def _parse_idb(buf: bytes, pos: int, length: int, big: bool) -> _Interface:
@@ -402,8 +433,7 @@ def _parse_idb(buf: bytes, pos: int, length: int, big: bool) -> _Interface:
         if code == 9 and size >= 1:  # if_tsresol
             interface.set_resolution(buf[value])
         elif code == 14 and size >= 8:  # if_tsoffset, seconds
-            seconds = struct.unpack_from(">q" if big else "<q", buf, value)[0]
-            interface.offset_us = seconds * 1_000_000
+            interface.set_offset(struct.unpack_from(">q" if big else "<q", buf, value)[0])
         option = value + size + (4 - size % 4) % 4
     return interface
 
@@ -475,6 +505,7 @@ class _PcapngWalk(RecordWalk):
         """Take the whole block at ``pos``: whether it is a packet (then the current record)."""
         big: cython.bint = self._big
         caplen: cython.ulonglong
+        interface: _Interface
         if length < _min_block(block):
             self._stats.bad_blocks += 1
         elif block in (_EPB, _PB):
@@ -487,9 +518,10 @@ class _PcapngWalk(RecordWalk):
                 self._stats.bad_blocks += 1
             else:
                 interface = self._interfaces[index]
-                stamp = _field(buf, pos + 12, 4, big) << 32 | _field(buf, pos + 16, 4, big)
-                ts = stamp * interface.mul // interface.div + interface.offset_us
-                if 0 <= ts <= MAX_TS:
+                ts: cython.longlong = interface.time(
+                    _field(buf, pos + 12, 4, big) << 32 | _field(buf, pos + 16, 4, big)
+                )
+                if ts >= 0:
                     self.ts = ts
                 else:
                     self._stats.bad_timestamps += 1
