@@ -122,6 +122,7 @@ setup(
     # The C declarations travel with the sources they declare (an sdist builds from them).
     package_data={
         "pwcap.jobs": ["log4j2.properties"],
+        "pwcap.capture": ["*.pxd"],
         "pwcap.decode": ["*.pxd"],
         "pwcap.decode.pulsar": ["*.pxd"],
     },

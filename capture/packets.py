@@ -1,173 +1,313 @@
-"""Link layer, IPv4/IPv6 and TCP headers of one captured record, with ``struct`` only.
+# cython: annotation_typing=True
+"""Link layer, IPv4/IPv6 and TCP headers of one captured record, read in place.
 
-One function call per record and no per-layer objects: the parse returns the handful of
-TCP fields reassembly needs, or ``None`` for anything that is not TCP. IPv4 fragments of
-TCP are put back together (bounded); other fragments are counted and skipped.
+One call per record and no per-layer objects: :meth:`PacketParser.parse` reads the
+headers straight out of the record's bytes (a slice of the reader's chunk, given by its
+bounds, so no object is made per record) and keeps the handful of TCP fields reassembly
+needs in its own fields. Every read is checked against the record's captured length
+first: a record too short for a header it announces is counted as malformed, never read
+past. IPv4 fragments of TCP are put back together (bounded); other fragments are counted
+and skipped.
+
+Compiled by Cython, the parser is a C struct and its reads are C byte loads; interpreted,
+the same code runs on Python integers and finds the same segments.
 """
 
 from __future__ import annotations
 
-import struct
 from typing import TYPE_CHECKING
+
+import cython
 
 if TYPE_CHECKING:
     from pwcap.capture.stats import CaptureStats
-
-# (src ip, src port, dst ip, dst port, seq, ack, flags, payload, bytes cut by the snaplen)
-Segment = tuple[bytes, int, bytes, int, int, int, int, memoryview, int]
 
 ETHERNET, NULL, RAW, RAW_ALT, LOOP, LINUX_SLL, RAW_IPV4, RAW_IPV6, LINUX_SLL2 = (
     1, 0, 101, 12, 108, 113, 228, 229, 276
 )  # fmt: skip
 RAW_OPENBSD = 14
+_RAW_LINKS = frozenset({RAW, RAW_ALT, RAW_OPENBSD, RAW_IPV4, RAW_IPV6})
 _VLAN_TYPES = frozenset({0x8100, 0x88A8, 0x9100, 0x9200})
-_IPV4, _IPV6 = 0x0800, 0x86DD
 _IPV6_EXTENSIONS = frozenset({0, 43, 60, 135, 139, 140})  # skipped by their length byte
-_TCP = 6
-
-_u16 = struct.Struct(">H").unpack_from
-_tcp = struct.Struct(">HHIIBB").unpack_from
-_ipv4 = struct.Struct(">BxHHHxB").unpack_from  # version/ihl, total length, id, frag, proto
-
-_IPV4_TCP = "BxHxxHxB2x4s4sHHIIBB"  # version/ihl, length, fragment, protocol, addresses; TCP
-_FAST_PATHS = {  # link type -> one struct from the link header through the TCP flags
-    ETHERNET: struct.Struct(">12xH" + _IPV4_TCP),
-    LINUX_SLL: struct.Struct(">14xH" + _IPV4_TCP),
-    LINUX_SLL2: struct.Struct(">H18x" + _IPV4_TCP),
-}
+# C constants when compiled: a module global is a dict lookup at every packet.
+_ETHERNET = cython.declare(cython.long, ETHERNET)
+_LINUX_SLL = cython.declare(cython.long, LINUX_SLL)
+_LINUX_SLL2 = cython.declare(cython.long, LINUX_SLL2)
+_IPV4 = cython.declare(cython.long, 0x0800)
+_IPV6 = cython.declare(cython.long, 0x86DD)
+_TCP = cython.declare(cython.long, 6)
+_IPV4_HEADER = cython.declare(cython.Py_ssize_t, 20)  # without options
+_IPV6_HEADER = cython.declare(cython.Py_ssize_t, 40)
+_TCP_FIXED = cython.declare(cython.Py_ssize_t, 14)  # ports, numbers, offset and flags
 
 MAX_FRAGMENT_DATAGRAMS = 256  # pending IPv4 datagrams being put back together
 MAX_FRAGMENT_BYTES = 1 << 22
 
 
+@cython.cfunc
+@cython.inline
+def _u16(buf: bytes, at: cython.Py_ssize_t) -> cython.long:
+    """The big-endian 16-bit field at ``buf[at]`` (the caller checked the length)."""
+    return buf[at] << 8 | buf[at + 1]
+
+
+@cython.cfunc
+@cython.inline
+def _u32(buf: bytes, at: cython.Py_ssize_t) -> cython.longlong:
+    """The big-endian 32-bit field at ``buf[at]`` (the caller checked the length)."""
+    return (
+        cython.cast(cython.longlong, buf[at]) << 24
+        | buf[at + 1] << 16
+        | buf[at + 2] << 8
+        | buf[at + 3]
+    )
+
+
+@cython.cfunc
+def _within(
+    buf: bytes,
+    base: cython.Py_ssize_t,
+    size: cython.Py_ssize_t,
+    lo: cython.Py_ssize_t,
+    hi: cython.longlong,
+) -> bytes:
+    """The record's bytes ``lo:hi`` (``lo``, ``hi`` >= 0) cut at its captured ``size``, as
+    a slice of the record would be. Compiled, copied straight from the bytes' buffer (no
+    slice object): :meth:`PacketParser.parse` checked that the record lies within it."""
+    lo = max(lo, 0)
+    if hi > size:
+        hi = size
+    if lo >= hi:
+        return b""
+    data: cython.p_const_char = buf
+    return data[base + lo : base + hi]
+
+
+@cython.cclass
 class PacketParser:
-    """Turns records into TCP segments; holds the (bounded) IPv4 fragment state."""
+    """Finds the TCP segment in each record; holds the (bounded) IPv4 fragment state.
+
+    After :meth:`parse` returns true, the segment is in ``src``, ``sport``, ``dst``,
+    ``dport``, ``seq``, ``ack``, ``flags``, ``payload`` and ``cut`` (payload bytes the
+    snaplen removed), until the next call. Its fields' C types are in ``packets.pxd``.
+    """
 
     def __init__(self, stats: CaptureStats) -> None:
         self.stats = stats
         self._fragments: dict[tuple[bytes, bytes, int], _Datagram] = {}
         self._fragment_bytes = 0
+        self.src = self.dst = self.payload = b""
+        self.sport = self.dport = self.seq = self.ack = self.flags = self.cut = 0
 
-    def parse(self, linktype: int, data: memoryview, orig_len: int) -> Segment | None:
-        """The TCP segment in one record, or None (counted in the stats) for anything else."""
-        fast = _FAST_PATHS.get(linktype)
-        if fast is not None and len(data) >= fast.size:
-            # One unpack for the usual packet: link header, IPv4 without options, TCP.
-            ethertype, version_ihl, total, fragment, proto, src, dst, *tcp = fast.unpack_from(data)
-            whole = ethertype == _IPV4 and version_ihl == 0x45 and not fragment & 0x3FFF
-            if whole and proto == _TCP:
-                ip = fast.size - 34  # where the IPv4 header starts
-                end = ip + total if total else orig_len
-                start = ip + 20 + (tcp[4] >> 4) * 4
-                if end <= len(data):
-                    sport, dport, seq, ack, _, flags = tcp
-                    return src, sport, dst, dport, seq, ack, flags, data[start:end], 0
-        try:
-            if linktype == ETHERNET:
-                ethertype = _u16(data, 12)[0]
-                offset = 14
-                while ethertype in _VLAN_TYPES:
-                    ethertype = _u16(data, offset + 2)[0]
-                    offset += 4
-            elif linktype == LINUX_SLL:
-                ethertype = _u16(data, 14)[0]
-                offset = 16
-            elif linktype == LINUX_SLL2:
-                ethertype = _u16(data, 0)[0]
-                offset = 20
-            elif linktype in (RAW, RAW_ALT, RAW_OPENBSD, RAW_IPV4, RAW_IPV6):
-                ethertype = _IPV4 if data[0] >> 4 == 4 else _IPV6
-                offset = 0
-            elif linktype in (NULL, LOOP):  # 4-byte address family, in whichever byte order
-                ethertype = _IPV4 if data[4] >> 4 == 4 else _IPV6
-                offset = 4
-            else:
-                self.stats.unsupported_link += 1
-                self.stats.unsupported_links[linktype] += 1
-                return None
-            if ethertype == _IPV4:
-                return self._ipv4(data, offset, orig_len)
-            if ethertype == _IPV6:
-                return self._ipv6(data, offset, orig_len)
-        except (struct.error, IndexError):
-            self.stats.malformed += 1
-            return None
-        self.stats.non_tcp += 1
-        return None
+    @cython.ccall
+    @cython.exceptval(-1, check=False)
+    def parse(
+        self,
+        buf: bytes,
+        start: cython.Py_ssize_t,
+        stop: cython.Py_ssize_t,
+        linktype: cython.long,
+        orig_len: cython.longlong,
+    ) -> cython.bint:
+        """Whether the record ``buf[start:stop]`` (``orig_len`` bytes on the wire) is a TCP
+        segment; anything else is counted in the stats."""
+        if start < 0 or start > stop or stop > len(buf):
+            raise ValueError(f"record {start}:{stop} is not within the {len(buf)} bytes given")
+        size: cython.Py_ssize_t = stop - start
+        ip: cython.Py_ssize_t = -1
+        at: cython.Py_ssize_t = 0  # where the link header keeps the ethertype
+        if linktype == _ETHERNET:
+            ip, at = 14, 12
+        elif linktype == _LINUX_SLL:
+            ip, at = 16, 14
+        elif linktype == _LINUX_SLL2:
+            ip, at = 20, 0
+        if ip >= 0 and size >= ip + _IPV4_HEADER + _TCP_FIXED:
+            # The usual packet first: IPv4 without options or fragmentation, TCP, whole.
+            base: cython.Py_ssize_t = start + ip
+            if (
+                _u16(buf, start + at) == _IPV4
+                and buf[base] == 0x45
+                and not _u16(buf, base + 6) & 0x3FFF
+                and buf[base + 9] == _TCP
+            ):
+                total: cython.long = _u16(buf, base + 2)
+                end: cython.longlong = ip + total if total else orig_len
+                if end <= size:
+                    self.src = _within(buf, start, size, ip + 12, ip + 16)
+                    self.dst = _within(buf, start, size, ip + 16, ip + 20)
+                    return self._tcp(buf, start, size, ip + _IPV4_HEADER, end)
+        return self._link(buf, start, size, linktype, orig_len)
 
-    def _ipv4(self, data: memoryview, offset: int, orig_len: int) -> Segment | None:
-        version_ihl, total, ident, fragment, proto = _ipv4(data, offset)
+    @cython.cfunc
+    @cython.exceptval(-1, check=False)
+    def _link(
+        self,
+        buf: bytes,
+        start: cython.Py_ssize_t,
+        size: cython.Py_ssize_t,
+        linktype: cython.long,
+        orig_len: cython.longlong,
+    ) -> cython.bint:
+        """Any other record: the link header, then the IP layer it carries."""
+        ethertype: cython.long
+        offset: cython.Py_ssize_t
+        if linktype == _ETHERNET:
+            if size < 14:
+                return self._malformed()
+            ethertype, offset = _u16(buf, start + 12), 14
+            while ethertype in _VLAN_TYPES:
+                if size < offset + 4:
+                    return self._malformed()
+                ethertype, offset = _u16(buf, start + offset + 2), offset + 4
+        elif linktype == _LINUX_SLL:
+            if size < 16:
+                return self._malformed()
+            ethertype, offset = _u16(buf, start + 14), 16
+        elif linktype == _LINUX_SLL2:
+            if size < 2:
+                return self._malformed()
+            ethertype, offset = _u16(buf, start), 20
+        elif linktype in _RAW_LINKS or linktype in (NULL, LOOP):
+            offset = 0 if linktype in _RAW_LINKS else 4  # NULL, LOOP: an address family
+            if size <= offset:
+                return self._malformed()
+            ethertype = _IPV4 if buf[start + offset] >> 4 == 4 else _IPV6
+        else:
+            self.stats.unsupported_link += 1
+            self.stats.unsupported_links[linktype] += 1
+            return False
+        if ethertype == _IPV4:
+            return self._ipv4(buf, start, size, offset, orig_len)
+        if ethertype == _IPV6:
+            return self._ipv6(buf, start, size, offset, orig_len)
+        return self._non_tcp()
+
+    @cython.cfunc
+    @cython.exceptval(-1, check=False)
+    def _ipv4(
+        self,
+        buf: bytes,
+        base: cython.Py_ssize_t,
+        size: cython.Py_ssize_t,
+        offset: cython.Py_ssize_t,
+        orig_len: cython.longlong,
+    ) -> cython.bint:
+        if size < offset + 10:
+            return self._malformed()
+        at: cython.Py_ssize_t = base + offset
+        version_ihl: cython.long = buf[at]
         if version_ihl >> 4 != 4:
-            self.stats.malformed += 1
-            return None
-        if proto != _TCP:
-            self.stats.non_tcp += 1
-            return None
-        header = (version_ihl & 0x0F) * 4
-        src = bytes(data[offset + 12 : offset + 16])
-        dst = bytes(data[offset + 16 : offset + 20])
+            return self._malformed()
+        if buf[at + 9] != _TCP:
+            return self._non_tcp()
+        total: cython.long = _u16(buf, at + 2)
+        fragment: cython.long = _u16(buf, at + 6)
+        header: cython.Py_ssize_t = (version_ihl & 0x0F) * 4
+        self.src = _within(buf, base, size, offset + 12, offset + 16)
+        self.dst = _within(buf, base, size, offset + 16, offset + 20)
         if fragment & 0x3FFF:  # more-fragments flag or a non-zero fragment offset
             self.stats.ip_fragments += 1
-            whole = self._defragment(src, dst, ident, fragment, data, offset, header, total)
+            record = buf[base : base + size]
+            whole = self._defragment(_u16(buf, at + 4), fragment, record, offset, header, total)
             if whole is None:
-                return None
-            return self._tcp(src, dst, memoryview(whole), 0, len(whole), len(whole))
-        end = offset + total if total else orig_len  # total 0: segmentation offload
-        return self._tcp(src, dst, data, offset + header, end, len(data))
+                return False
+            return self._tcp(whole, 0, len(whole), 0, len(whole))
+        end: cython.longlong = offset + total if total else orig_len  # 0: segmentation offload
+        return self._tcp(buf, base, size, offset + header, end)
 
-    def _ipv6(self, data: memoryview, offset: int, orig_len: int) -> Segment | None:
-        payload_len = _u16(data, offset + 4)[0]
-        proto = data[offset + 6]
-        src = bytes(data[offset + 8 : offset + 24])
-        dst = bytes(data[offset + 24 : offset + 40])
-        end = offset + 40 + payload_len if payload_len else orig_len
-        offset += 40
+    @cython.cfunc
+    @cython.exceptval(-1, check=False)
+    def _ipv6(
+        self,
+        buf: bytes,
+        base: cython.Py_ssize_t,
+        size: cython.Py_ssize_t,
+        offset: cython.Py_ssize_t,
+        orig_len: cython.longlong,
+    ) -> cython.bint:
+        if size < offset + 7:
+            return self._malformed()
+        payload_len: cython.long = _u16(buf, base + offset + 4)
+        proto: cython.long = buf[base + offset + 6]
+        self.src = _within(buf, base, size, offset + 8, offset + 24)
+        self.dst = _within(buf, base, size, offset + 24, offset + 40)
+        end: cython.longlong = offset + _IPV6_HEADER + payload_len if payload_len else orig_len
+        offset += _IPV6_HEADER
         while proto != _TCP:
-            if proto in _IPV6_EXTENSIONS:
-                proto, offset = data[offset], offset + (data[offset + 1] + 1) * 8
-            elif proto == 51:  # authentication header: length in 4-byte units, minus 2
-                proto, offset = data[offset], offset + (data[offset + 1] + 2) * 4
+            if proto in _IPV6_EXTENSIONS or proto == 51:
+                if size < offset + 2:
+                    return self._malformed()
+                # its length: the authentication header's in 4-byte units minus 2, the
+                # others' in 8-byte units minus 1
+                length: cython.Py_ssize_t = buf[base + offset + 1]
+                length = (length + 2) * 4 if proto == 51 else (length + 1) * 8
+                proto = buf[base + offset]
+                offset += length
             elif proto == 44:  # fragment header: not reassembled for IPv6, counted
                 self.stats.ip_fragments += 1
-                if _u16(data, offset + 2)[0] & 0xFFF9:  # a fragment, not an atomic one
-                    return None
-                proto, offset = data[offset], offset + 8
+                if size < offset + 4:
+                    return self._malformed()
+                if _u16(buf, base + offset + 2) & 0xFFF9:  # a fragment, not an atomic one
+                    return False
+                proto, offset = buf[base + offset], offset + 8
             else:
-                self.stats.non_tcp += 1
-                return None
-        return self._tcp(src, dst, data, offset, end, len(data))
+                return self._non_tcp()
+        return self._tcp(buf, base, size, offset, end)
 
+    @cython.cfunc
+    @cython.exceptval(-1, check=False)
     def _tcp(
-        self, src: bytes, dst: bytes, data: memoryview, offset: int, end: int, captured: int
-    ) -> Segment | None:
-        sport, dport, seq, ack, data_offset, flags = _tcp(data, offset)
-        start = offset + (data_offset >> 4) * 4
-        cut = 0
-        if end > captured:  # a header running past both ends leaves nothing missing
-            cut = max(0, end - max(start, captured))
+        self,
+        buf: bytes,
+        base: cython.Py_ssize_t,
+        size: cython.Py_ssize_t,
+        offset: cython.Py_ssize_t,
+        end: cython.longlong,
+    ) -> cython.bint:
+        """The TCP header at ``offset`` of the record; its payload runs to ``end``, which
+        the snaplen may have cut."""
+        if size < offset + _TCP_FIXED:
+            return self._malformed()
+        at: cython.Py_ssize_t = base + offset
+        self.sport = _u16(buf, at)
+        self.dport = _u16(buf, at + 2)
+        self.seq = _u32(buf, at + 4)
+        self.ack = _u32(buf, at + 8)
+        self.flags = buf[at + 13]
+        start: cython.Py_ssize_t = offset + (buf[at + 12] >> 4) * 4
+        self.cut = 0
+        if end > size:  # a header running past both ends leaves nothing missing
+            self.cut = max(0, end - max(start, size))
             self.stats.truncated += 1
-            end = captured
-        return src, sport, dst, dport, seq, ack, flags, data[start:end], cut
+            end = size
+        self.payload = _within(buf, base, size, start, end)
+        return True
+
+    @cython.cfunc
+    @cython.exceptval(-1, check=False)
+    def _malformed(self) -> cython.bint:
+        self.stats.malformed += 1
+        return False
+
+    @cython.cfunc
+    @cython.exceptval(-1, check=False)
+    def _non_tcp(self) -> cython.bint:
+        self.stats.non_tcp += 1
+        return False
 
     def _defragment(
-        self,
-        src: bytes,
-        dst: bytes,
-        ident: int,
-        fragment: int,
-        data: memoryview,
-        offset: int,
-        header: int,
-        total: int,
+        self, ident: int, fragment: int, data: bytes, offset: int, header: int, total: int
     ) -> bytes | None:
-        """Add one IPv4 fragment; the whole TCP segment once every piece has arrived."""
-        key = (src, dst, ident)
+        """Add one IPv4 fragment (``data``: its record); the whole TCP segment once every
+        piece has arrived."""
+        key = (self.src, self.dst, ident)
         datagram = self._fragments.get(key)
         if datagram is None:
             if len(self._fragments) >= MAX_FRAGMENT_DATAGRAMS:
                 self._drop(next(iter(self._fragments)))
             datagram = self._fragments[key] = _Datagram()
-        piece = bytes(data[offset + header : offset + total])
+        piece = data[offset + header : offset + total]
         if offset + total > len(data):  # cut by the snaplen: it can never be completed
             self._drop(key)
             return None

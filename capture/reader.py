@@ -1,4 +1,10 @@
-"""Drive parsing and reassembly over a whole capture, or record by record."""
+# cython: annotation_typing=True
+"""Drive parsing and reassembly over a whole capture, or record by record.
+
+Compiled by Cython, a capture's records go from the record walk through the packet
+parser into reassembly as C calls over the reader's chunk: no object is made for a
+record, and none for a segment but its addresses and payload.
+"""
 
 from __future__ import annotations
 
@@ -6,12 +12,20 @@ import os
 from collections.abc import Iterable
 from typing import BinaryIO
 
+import cython
 from pwcap.capture.events import StreamSink
-from pwcap.capture.packets import PacketParser
-from pwcap.capture.reassembly import Reassembler
-from pwcap.capture.records import CaptureError, iter_records, open_capture
+from pwcap.capture.records import CaptureError, open_capture, walk_records
 from pwcap.capture.shares import FlowShare
 from pwcap.capture.stats import CaptureStats
+
+if cython.compiled:  # the C declarations of the walk, the parser and reassembly (.pxd)
+    from cython.cimports.pwcap.capture.packets import PacketParser
+    from cython.cimports.pwcap.capture.reassembly import Reassembler
+    from cython.cimports.pwcap.capture.records import RecordWalk
+else:
+    from pwcap.capture.packets import PacketParser
+    from pwcap.capture.reassembly import Reassembler
+    from pwcap.capture.records import RecordWalk
 
 
 class RecordReader:
@@ -31,35 +45,31 @@ class RecordReader:
         # Per-record counters (parse, damage) go to one share only: every share sees them.
         counted = share is None or share.counts_records
         self.record_stats = self.stats if counted else CaptureStats()
-        self._parse = PacketParser(self.record_stats).parse
+        self._parser = PacketParser(self.record_stats)
         self._reassembler = Reassembler(sink, self.stats, server_ports, scope)
-        segment = self._reassembler.segment
-        self._segment = segment if share is None else share.only_kept(segment)
+        self._share = share
 
     def feed(self, ts: int, linktype: int, data: memoryview | bytes, orig_len: int) -> None:
         """One capture record: ``ts`` in microseconds, ``data`` as captured."""
-        self.record_stats.records += 1
-        self.record_stats.record_bytes += len(data)
-        segment = self._parse(linktype, memoryview(data), orig_len)
-        if segment is not None:
-            self._segment(ts, *segment)
+        self.feed_records(((ts, linktype, data, orig_len),))
 
-    def feed_records(self, records: Iterable[tuple[int, int, memoryview, int]]) -> None:
-        """Many records: the same as :meth:`feed` on each, with less overhead per record."""
-        stats = self.record_stats
-        parse = self._parse
-        segment = self._segment
+    def feed_records(self, records: Iterable[tuple[int, int, memoryview | bytes, int]]) -> None:
+        """Many records: the same as :meth:`feed` on each."""
         count = size = 0
         try:
             for ts, linktype, data, orig_len in records:
                 count += 1
                 size += len(data)
-                parsed = parse(linktype, data, orig_len)
-                if parsed is not None:
-                    segment(ts, *parsed)
+                record = bytes(data)
+                if self._parser.parse(record, 0, len(record), linktype, orig_len):
+                    _deliver(self._parser, self._reassembler, self._share, ts)
         finally:
-            stats.records += count
-            stats.record_bytes += size
+            self.record_stats.records += count
+            self.record_stats.record_bytes += size
+
+    def walk(self, records: RecordWalk) -> None:
+        """Every record of a capture, parsed where the walk keeps it."""
+        _walk(records, self._parser, self._reassembler, self._share, self.record_stats)
 
     def finish(self) -> CaptureStats:
         """The input ended: declare what is still missing and close every connection."""
@@ -94,7 +104,7 @@ def read_streams(
         for one in source if isinstance(source, list) else [source]:
             stream, name = open_capture(one)
             try:
-                reader.feed_records(iter_records(stream, name, reader.record_stats))
+                reader.walk(walk_records(stream, name, reader.record_stats))
             finally:
                 if stream is not one:
                     stream.close()
@@ -102,3 +112,46 @@ def read_streams(
         reader.finish()
         raise
     return reader.finish()
+
+
+@cython.cfunc
+def _walk(
+    records: RecordWalk,
+    parser: PacketParser,
+    reassembler: Reassembler,
+    share: FlowShare | None,
+    stats: CaptureStats,
+) -> cython.void:
+    count: cython.longlong = 0
+    size: cython.longlong = 0
+    try:
+        while records.next():
+            count += 1
+            size += records.stop - records.start
+            if parser.parse(
+                records.buf, records.start, records.stop, records.linktype, records.orig_len
+            ):
+                _deliver(parser, reassembler, share, records.ts)
+    finally:
+        stats.records += count
+        stats.record_bytes += size
+
+
+@cython.cfunc
+def _deliver(
+    parser: PacketParser, reassembler: Reassembler, share: FlowShare | None, ts: cython.longlong
+) -> cython.void:
+    """The segment the parser found, to reassembly if it is of this reader's share."""
+    if share is None or share.keeps(parser.src, parser.sport, parser.dst, parser.dport):
+        reassembler.segment(
+            ts,
+            parser.src,
+            parser.sport,
+            parser.dst,
+            parser.dport,
+            parser.seq,
+            parser.ack,
+            parser.flags,
+            parser.payload,
+            parser.cut,
+        )

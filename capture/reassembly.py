@@ -36,6 +36,10 @@ FIN, SYN, RST, ACK = 0x01, 0x02, 0x04, 0x10
 # C constants when compiled: a module global is a dict lookup at every segment.
 _MASK = cython.declare(cython.longlong, (1 << 32) - 1)
 _HALF = cython.declare(cython.longlong, 1 << 31)
+_FIN = cython.declare(cython.long, FIN)
+_SYN = cython.declare(cython.long, SYN)
+_RST = cython.declare(cython.long, RST)
+_ACK = cython.declare(cython.long, ACK)
 _FLIPPED = (Direction.B2C, Direction.C2B)  # each direction, the roles turned round
 
 MAX_HELD_BYTES = 4 << 20  # early bytes held per direction before a hole is given up
@@ -112,23 +116,9 @@ def _held_size(half: _Half) -> int:
 class _Half:
     """One direction of a connection: its sequence space, held segments and FIN.
 
-    Compiled, a C struct: every segment reads and writes several of its fields.
+    Compiled, a C struct (its fields' C types are in ``reassembly.pxd``): every segment
+    reads and writes several of its fields.
     """
-
-    conn = cython.declare(object, visibility="public")
-    side = cython.declare(object, visibility="public")
-    peer = cython.declare("_Half", visibility="public")  # the other direction
-    started = cython.declare(cython.bint, visibility="public")
-    base = cython.declare(cython.longlong, visibility="public")
-    next = cython.declare(cython.longlong, visibility="public")
-    held = cython.declare(list, visibility="public")
-    held_bytes = cython.declare(cython.longlong, visibility="public")
-    holding = cython.declare(object, visibility="public")
-    owed = cython.declare(cython.longlong, visibility="public")
-    waited = cython.declare(cython.longlong, visibility="public")
-    fin = cython.declare(object, visibility="public")
-    sink = cython.declare(object, visibility="public")
-    stats = cython.declare(object, visibility="public")
 
     def __init__(
         self,
@@ -250,11 +240,13 @@ class _Half:
                 payload = payload[skip:]
         direction = self.direction()
         if payload:
+            if type(payload) is not bytes:  # a view: the sink keeps what it is given
+                payload = bytes(payload)
             conn = self.conn
             # Counted first: the sink may overturn the roles while it takes these bytes,
             # and the flip then carries the count to their true sender's side.
             conn.bytes[direction] += len(payload)
-            self.sink.on_data(conn, direction, ts, self.next, bytes(payload))
+            self.sink.on_data(conn, direction, ts, self.next, payload)
             self.next += len(payload)
         if cut:
             self._gap(ts, cut, direction)
@@ -351,8 +343,12 @@ def flush(one: _Half, other: _Half, ts: int) -> None:
             half.declare_hole(ts, half.fin)
 
 
+@cython.cclass
 class Reassembler:
-    """Feeds a :class:`StreamSink` from TCP segments given in capture order."""
+    """Feeds a :class:`StreamSink` from TCP segments given in capture order.
+
+    Compiled, its :meth:`segment` is a C call for the record reader (``reassembly.pxd``).
+    """
 
     def __init__(
         self,
@@ -373,6 +369,9 @@ class Reassembler:
         self._closed_ids: dict[int, None] = {}
         self._holding = _Holding()
 
+    @cython.ccall
+    @cython.locals(sport=cython.long, dport=cython.long, flags=cython.long)
+    @cython.locals(seq=cython.longlong, ack=cython.longlong, cut=cython.longlong)
     @cython.locals(half=_Half, peer=_Half, owing=_Half)
     def segment(
         self,
@@ -394,7 +393,7 @@ class Reassembler:
         if half is None and sport == dport and src == dst:
             self.stats.malformed += 1  # a "land" packet to its own sender: no connection
             return
-        if flags & SYN:
+        if flags & _SYN:
             half = self._syn(ts, key, half, seq, ack, flags)
             if half is None:
                 return
@@ -413,11 +412,11 @@ class Reassembler:
             conn.first_ts = ts
         peer = half.peer
         after = 0
-        if flags & ACK and peer.started:
+        if flags & _ACK and peer.started:
             after = peer.acknowledged(ack)
         if payload or cut:
             half.receive(ts, seq, payload, cut, after)
-        if flags & (FIN | RST):
+        if flags & (_FIN | _RST):
             self._end(ts, half, seq, len(payload) + cut, flags)
             return
         if half.fin is not None and half.done() and peer.done():

@@ -1,9 +1,15 @@
+# cython: annotation_typing=True
 """Capture records out of pcap and pcapng bytes, read in bounded chunks.
 
 The reader never needs a file path: it pulls chunks from any binary stream (a local file,
 a gzip stream, bytes fetched from object storage), so memory stays bounded by the chunk
-size and the largest record. Records are ``(ts_us, linktype, data, orig_len)`` where
-``data`` is a memoryview into the current chunk: consumers copy what they keep.
+size and the largest record. A :class:`RecordWalk` steps from record to record over the
+current chunk (the capture path parses each in place, making no object per record);
+:func:`iter_records` gives them as ``(ts_us, linktype, data, orig_len)`` where ``data``
+is a memoryview into the current chunk: consumers copy what they keep.
+
+Compiled by Cython, the walk reads the record and block headers as C integers; every
+read is of a header the chunk was first checked to hold whole.
 """
 
 from __future__ import annotations
@@ -17,6 +23,7 @@ import zlib
 from collections.abc import Iterator
 from typing import BinaryIO
 
+import cython
 from pwcap.capture.stats import CaptureStats
 
 CHUNK = 1 << 22  # bytes pulled from the stream per refill
@@ -27,18 +34,21 @@ MAX_TS = 253_402_300_799_999_999
 
 Record = tuple[int, int, memoryview, int]
 
-_PCAP_MAGICS = {
-    b"\xd4\xc3\xb2\xa1": ("<", False),
-    b"\xa1\xb2\xc3\xd4": (">", False),
-    b"\x4d\x3c\xb2\xa1": ("<", True),
-    b"\xa1\xb2\x3c\x4d": (">", True),
+_PCAP_MAGICS = {  # -> big-endian, nanosecond timestamps
+    b"\xd4\xc3\xb2\xa1": (False, False),
+    b"\xa1\xb2\xc3\xd4": (True, False),
+    b"\x4d\x3c\xb2\xa1": (False, True),
+    b"\xa1\xb2\x3c\x4d": (True, True),
 }
+_BIT62, _BIT63 = 1 << 62, 1 << 63  # bounds of the pcapng clocks computed in C
 _PCAPNG_SHB = b"\x0a\x0d\x0d\x0a"
 _GZIP_MAGIC = b"\x1f\x8b"
 
-# pcapng block types, and the fewest bytes each needs for its fixed fields
-_IDB, _PB, _SPB, _EPB = 1, 2, 3, 6
-_MIN_BLOCK = {_IDB: 20, _PB: 32, _SPB: 16, _EPB: 32}
+# pcapng block types
+_IDB = cython.declare(cython.ulonglong, 1)  # C constants when compiled
+_PB = cython.declare(cython.ulonglong, 2)
+_SPB = cython.declare(cython.ulonglong, 3)
+_EPB = cython.declare(cython.ulonglong, 6)
 _NONZERO = re.compile(rb"[^\x00]")
 
 
@@ -139,7 +149,23 @@ class _Gunzip(io.RawIOBase):
 def iter_records(
     stream: BinaryIO, name: str = "<stream>", stats: CaptureStats | None = None
 ) -> Iterator[Record]:
-    """Every record of a pcap or pcapng stream, in file order.
+    """Every record of a pcap or pcapng stream, in file order (see :func:`walk_records`)."""
+    return _views(walk_records(stream, name, stats))
+
+
+def _views(walk: RecordWalk) -> Iterator[Record]:
+    view, buf = memoryview(b""), b""
+    while walk.next():
+        if walk.buf is not buf:
+            buf = walk.buf
+            view = memoryview(buf)
+        yield walk.ts, walk.linktype, view[walk.start : walk.stop], walk.orig_len
+
+
+def walk_records(
+    stream: BinaryIO, name: str = "<stream>", stats: CaptureStats | None = None
+) -> RecordWalk:
+    """A walk over the records of a pcap or pcapng stream, in file order.
 
     Gzip is recognised by its magic bytes, not by a file name. Raises
     :class:`CaptureError` at once for a stream that is not a capture, and after the last
@@ -158,13 +184,13 @@ def iter_records(
     except (OSError, EOFError, gzip.BadGzipFile) as error:
         raise CaptureError(f"{name}: unreadable: {error}") from None
     if head[:2] == _GZIP_MAGIC:
-        return iter_records(_Gunzip(stream, head), name, stats)  # type: ignore[arg-type]
+        return walk_records(_Gunzip(stream, head), name, stats)  # type: ignore[arg-type]
     if not head:
         raise CaptureError(f"{name}: empty file, not a pcap or pcapng capture")
     if head[:4] in _PCAP_MAGICS:
-        return _pcap_records(stream, head, name, stats)
+        return _PcapWalk(stream, head, name, stats)
     if head[:4] == _PCAPNG_SHB:
-        return _pcapng_records(stream, head, name, stats)
+        return _PcapngWalk(stream, head, name, stats)
     starts = " ".join(f"{byte:02x}" for byte in head[:4])
     raise CaptureError(f"{name}: not a pcap or pcapng capture (starts with {starts})")
 
@@ -174,20 +200,6 @@ def _read(stream: BinaryIO, size: int, name: str) -> bytes:
         return stream.read(size)
     except (OSError, EOFError, gzip.BadGzipFile) as error:
         raise CaptureError(f"{name}: read failed: {error}", truncated=True) from None
-
-
-def _refill(
-    stream: BinaryIO, buf: bytes, pos: int, need: int, consumed: int, name: str
-) -> tuple[bytes, memoryview, int] | None:
-    """``buf`` from ``pos`` on, then the next chunk (at least ``need`` bytes unless the
-    stream ends), a view of it, and its position in the stream; None at a clean end."""
-    more = _read(stream, max(CHUNK, need), name)
-    if not more:
-        if pos < len(buf):
-            raise _cut(name, consumed + pos)
-        return None
-    buf = buf[pos:] + more
-    return buf, memoryview(buf), consumed + pos
 
 
 def _cut(name: str, at: int) -> CaptureError:
@@ -219,92 +231,215 @@ def _zero_padding(
             return
 
 
-def _pcap_records(stream: BinaryIO, buf: bytes, name: str, stats: CaptureStats) -> Iterator[Record]:
-    """Classic pcap: 24-byte file header, then 16-byte record headers."""
-    endian, nanos = _PCAP_MAGICS[buf[:4]]
-    while len(buf) < 24:
-        more = _read(stream, CHUNK, name)
+@cython.cfunc
+@cython.inline
+def _field(
+    buf: bytes, at: cython.Py_ssize_t, width: cython.int, big: cython.bint
+) -> cython.ulonglong:
+    """The unsigned ``width``-byte field at ``buf[at]`` in the file's byte order (the
+    caller checked that the block holds it)."""
+    value: cython.ulonglong = 0
+    index: cython.int
+    for index in range(width):
+        value |= cython.cast(cython.ulonglong, buf[at + index]) << 8 * (
+            width - 1 - index if big else index
+        )
+    return value
+
+
+@cython.cfunc
+@cython.inline
+def _min_block(block: cython.ulonglong) -> cython.ulonglong:
+    """The fewest bytes a pcapng block of this type needs for its fixed fields."""
+    if block == _IDB:
+        return 20
+    if block == _SPB:
+        return 16
+    if block in (_PB, _EPB):
+        return 32
+    return 12
+
+
+@cython.cclass
+class RecordWalk:
+    """The records of one capture, one :meth:`next` at a time, each left in the walk's
+    fields: ``ts``, ``linktype``, ``orig_len`` and its bytes, ``buf[start:stop]`` (``buf``
+    is the current chunk of the stream). Nothing is made per record, so the reader parses
+    them in place; :func:`iter_records` makes the tuples of callers that want them.
+
+    Its fields' C types are in ``records.pxd``; the two formats are its subclasses.
+    """
+
+    def __init__(self, stream: BinaryIO, buf: bytes, name: str, stats: CaptureStats) -> None:
+        self.buf = buf
+        self.ts = self.linktype = self.start = self.stop = self.orig_len = 0
+        self._stream = stream
+        self._name = name
+        self._stats = stats
+        self._pos = 0  # where the next record starts in ``buf``
+        self._consumed = 0  # bytes of the stream before ``buf``
+        self._ended = False
+
+    @cython.ccall
+    @cython.exceptval(-1, check=False)
+    def next(self) -> cython.bint:
+        """Step to the next record: false at the end of the capture."""
+        raise NotImplementedError
+
+    @cython.cfunc
+    @cython.exceptval(-1, check=False)
+    def _refill(self, need: cython.Py_ssize_t) -> cython.bint:
+        """``buf`` from the next record on, then the next chunk (at least ``need`` bytes
+        unless the stream ends); false at a clean end."""
+        more = _read(self._stream, max(CHUNK, need), self._name)
         if not more:
-            raise CaptureError(f"{name}: pcap file header cut short", truncated=True)
-        buf += more
-    linktype = struct.unpack_from(endian + "I", buf, 20)[0] & 0x0FFFFFFF
-    unpack = struct.Struct(endian + "IIII").unpack_from
-    view = memoryview(buf)
-    pos = 24
-    consumed = 0  # bytes of the stream before ``buf``
-    while True:
-        end = len(buf)
-        while pos + 16 <= end:
-            sec, frac, caplen, orig_len = unpack(buf, pos)
-            if not caplen and not orig_len and not sec:
-                _zero_padding(stream, buf, pos, consumed, name, stats)
-                return
-            start = pos + 16
-            stop = start + caplen
-            if stop > end:
+            if self._pos < len(self.buf):
+                raise _cut(self._name, self._consumed + self._pos)
+            self._ended = True
+            return False
+        self._consumed += self._pos
+        self.buf = self.buf[self._pos :] + more
+        self._pos = 0
+        return True
+
+    @cython.cfunc
+    @cython.exceptval(-1, check=False)
+    def _padding(self) -> cython.bint:
+        """Zeros where a record header should be: the end, or damage (raised)."""
+        self._ended = True
+        _zero_padding(self._stream, self.buf, self._pos, self._consumed, self._name, self._stats)
+        return False
+
+
+@cython.cclass
+class _PcapWalk(RecordWalk):
+    """Classic pcap: 24-byte file header, then 16-byte record headers."""
+
+    def __init__(self, stream: BinaryIO, buf: bytes, name: str, stats: CaptureStats) -> None:
+        super().__init__(stream, buf, name, stats)
+        self._big, self._nanos = _PCAP_MAGICS[buf[:4]]
+        self._begun = False
+
+    @cython.ccall
+    @cython.exceptval(-1, check=False)
+    def next(self) -> cython.bint:
+        if self._ended:
+            return False
+        if not self._begun:
+            self._begin()
+        big: cython.bint = self._big
+        while True:
+            buf: bytes = self.buf
+            pos: cython.Py_ssize_t = self._pos
+            need: cython.Py_ssize_t = 16
+            if pos + 16 <= len(buf):
+                sec: cython.ulonglong = _field(buf, pos, 4, big)
+                frac: cython.ulonglong = _field(buf, pos + 4, 4, big)
+                caplen: cython.ulonglong = _field(buf, pos + 8, 4, big)
+                orig_len: cython.ulonglong = _field(buf, pos + 12, 4, big)
+                if not caplen and not orig_len and not sec:
+                    return self._padding()
+                if pos + 16 + caplen <= len(buf):
+                    self.ts = sec * 1_000_000 + (frac // 1000 if self._nanos else frac)
+                    self.start = pos + 16
+                    self.stop = self._pos = self.start + caplen
+                    self.orig_len = orig_len
+                    return True
                 if caplen > MAX_RECORD:
                     raise CaptureError(
-                        f"{name}: corrupt record length {caplen} at byte {consumed + pos}",
+                        f"{self._name}: corrupt record length {caplen} at byte"
+                        f" {self._consumed + pos}",
                         truncated=True,
                     )
-                break
-            yield (
-                sec * 1_000_000 + (frac // 1000 if nanos else frac),
-                linktype,
-                view[start:stop],
-                orig_len,
-            )
-            pos = stop
-        need = 16 if pos + 16 > end else stop - pos
-        refilled = _refill(stream, buf, pos, need, consumed, name)
-        if refilled is None:
-            return
-        buf, view, consumed = refilled
-        pos = 0
+                need = 16 + caplen
+            if not self._refill(need):
+                return False
+
+    @cython.cfunc
+    @cython.exceptval(-1, check=False)
+    def _begin(self) -> cython.int:
+        """The file header: its link type."""
+        while len(self.buf) < 24:
+            more = _read(self._stream, CHUNK, self._name)
+            if not more:
+                raise CaptureError(f"{self._name}: pcap file header cut short", truncated=True)
+            self.buf += more
+        self.linktype = _field(self.buf, 20, 4, self._big) & 0x0FFFFFFF
+        self._pos = 24
+        self._begun = True
+        return 0
 
 
+@cython.cclass
 class _Interface:
-    """What a pcapng interface description says about its packets."""
+    """What a pcapng interface description says about its packets.
 
-    __slots__ = ("div", "linktype", "mul", "offset_us", "snaplen")
+    Compiled, a packet's time is C arithmetic whenever it cannot overflow 64 bits (the
+    usual resolutions and offsets); the rest are Python integers. Both give the same.
+    """
 
-    def __init__(self, linktype: int, snaplen: int) -> None:
+    def __init__(self, linktype: cython.long, snaplen: cython.ulonglong) -> None:
         self.linktype = linktype
         self.snaplen = snaplen or MAX_RECORD
-        self.mul, self.div, self.offset_us = 1, 1, 0  # default resolution: microseconds
+        self._mul, self._div, self._offset_us = 1, 1, 0  # default resolution: microseconds
+        self._exact()
 
     def set_resolution(self, code: int) -> None:
-        """if_tsresol: high bit set = negative power of 2, else negative power of 10."""
+        """if_tsresol: high bit set = negative power of 2, else negative power of 10 (a
+        Python integer: powers up to 2**127)."""
         exponent = code & 0x7F
         if code & 0x80:
-            self.mul, self.div = 1_000_000, 1 << exponent
+            self._mul, self._div = 1_000_000, 1 << exponent
         elif exponent >= 6:
-            self.mul, self.div = 1, 10 ** (exponent - 6)
+            self._mul, self._div = 1, 10 ** (exponent - 6)
         else:
-            self.mul, self.div = 10 ** (6 - exponent), 1
+            self._mul, self._div = 10 ** (6 - exponent), 1
+        self._exact()
+
+    def set_offset(self, seconds: int) -> None:
+        """if_tsoffset: the seconds to add to every timestamp."""
+        self._offset_us = seconds * 1_000_000
+        self._exact()
+
+    def _exact(self) -> None:
+        """The C copies of the clock when they fit, and the largest raw timestamp whose
+        time they give without overflow (``stamp * mul <= 2**62``)."""
+        self.fits = self._div < _BIT63 and -_BIT62 <= self._offset_us <= _BIT62
+        if self.fits:
+            self.mul, self.div, self.offset_us = self._mul, self._div, self._offset_us
+            self.exact_limit = _BIT62 // self._mul
+
+    @cython.cfunc
+    @cython.exceptval(-2, check=False)
+    def time(self, stamp: cython.ulonglong) -> cython.longlong:
+        """The time in microseconds of a raw timestamp, or -1 when no calendar holds it."""
+        ts: cython.longlong
+        if self.fits and stamp <= self.exact_limit:
+            ts = cython.cast(cython.longlong, stamp * self.mul // self.div) + self.offset_us
+            return ts if 0 <= ts <= MAX_TS else -1
+        exact = stamp * self._mul // self._div + self._offset_us
+        return exact if 0 <= exact <= MAX_TS else -1
 
 
-def _parse_idb(buf: bytes, pos: int, length: int, endian: str) -> _Interface:
-    linktype, _reserved, snaplen = struct.unpack_from(endian + "HHI", buf, pos + 8)
-    interface = _Interface(linktype, snaplen)
+def _parse_idb(buf: bytes, pos: int, length: int, big: bool) -> _Interface:
+    interface = _Interface(_field(buf, pos + 8, 2, big), _field(buf, pos + 12, 4, big))
     option = pos + 16
     end = pos + length - 4
     while option + 4 <= end:
-        code, size = struct.unpack_from(endian + "HH", buf, option)
+        code, size = _field(buf, option, 2, big), _field(buf, option + 2, 2, big)
         value = option + 4
         if code == 0 or value + size > end:  # the end, or an option running past its block
             break
         if code == 9 and size >= 1:  # if_tsresol
             interface.set_resolution(buf[value])
         elif code == 14 and size >= 8:  # if_tsoffset, seconds
-            interface.offset_us = struct.unpack_from(endian + "q", buf, value)[0] * 1_000_000
-        option = value + size + (-size % 4)
+            interface.set_offset(struct.unpack_from(">q" if big else "<q", buf, value)[0])
+        option = value + size + (4 - size % 4) % 4
     return interface
 
 
-def _pcapng_records(
-    stream: BinaryIO, buf: bytes, name: str, stats: CaptureStats
-) -> Iterator[Record]:
+@cython.cclass
+class _PcapngWalk(RecordWalk):
     """pcapng: sections (each with its byte order) of interfaces and packet blocks.
 
     A block is delimited by its length, so a damaged one (too short for its fields, a
@@ -312,74 +447,108 @@ def _pcapng_records(
     counted in ``stats.bad_blocks``. A timestamp no calendar holds is counted in
     ``stats.bad_timestamps`` and replaced by the previous packet's, so its bytes are kept.
     """
-    endian = "<"
-    interfaces: list[_Interface] = []
-    header = struct.Struct("<II").unpack_from
-    epb = struct.Struct("<IIIII").unpack_from
-    u32 = struct.Struct("<I").unpack_from
-    view = memoryview(buf)
-    pos = 0
-    consumed = 0
-    last_ts = 0
-    while True:
-        end = len(buf)
-        while pos + 12 <= end:
-            if buf[pos : pos + 4] == _PCAPNG_SHB:
-                bom = buf[pos + 8 : pos + 12]
-                if bom == b"\x4d\x3c\x2b\x1a":
-                    endian = "<"
-                elif bom == b"\x1a\x2b\x3c\x4d":
-                    endian = ">"
-                else:
-                    raise CaptureError(f"{name}: bad pcapng byte-order mark at {consumed + pos}")
-                header = struct.Struct(endian + "II").unpack_from
-                epb = struct.Struct(endian + "IIIII").unpack_from
-                u32 = struct.Struct(endian + "I").unpack_from
-                interfaces = []
-            block, length = header(buf, pos)
-            if length < 12 or length % 4 or length > MAX_RECORD:
-                if not block and not length:
-                    _zero_padding(stream, buf, pos, consumed, name, stats)
-                    return
-                raise CaptureError(
-                    f"{name}: corrupt pcapng block length {length} at byte {consumed + pos}",
-                    truncated=True,
-                )
-            if pos + length > end:
-                break
-            if length < _MIN_BLOCK.get(block, 12):
-                stats.bad_blocks += 1
-            elif block in (_EPB, _PB):
-                index, high, low, caplen, orig_len = epb(buf, pos + 8)
-                if block == _PB:  # obsolete: a 16-bit interface id, then a drop count
-                    index = struct.unpack_from(endian + "H", buf, pos + 8)[0]
-                if index >= len(interfaces) or caplen > length - 32:
-                    stats.bad_blocks += 1
-                else:
-                    interface = interfaces[index]
-                    ts = ((high << 32 | low) * interface.mul // interface.div) + (
-                        interface.offset_us
-                    )
-                    if 0 <= ts <= MAX_TS:
-                        last_ts = ts
+
+    def __init__(self, stream: BinaryIO, buf: bytes, name: str, stats: CaptureStats) -> None:
+        super().__init__(stream, buf, name, stats)
+        self._big = False
+        self._interfaces = []
+
+    @cython.ccall
+    @cython.exceptval(-1, check=False)
+    def next(self) -> cython.bint:
+        if self._ended:
+            return False
+        while True:
+            buf: bytes = self.buf
+            pos: cython.Py_ssize_t = self._pos
+            need: cython.Py_ssize_t = 12
+            while pos + 12 <= len(buf):
+                if buf[pos : pos + 4] == _PCAPNG_SHB:
+                    bom = buf[pos + 8 : pos + 12]
+                    if bom == b"\x4d\x3c\x2b\x1a":
+                        self._big = False
+                    elif bom == b"\x1a\x2b\x3c\x4d":
+                        self._big = True
                     else:
-                        stats.bad_timestamps += 1
-                    start = pos + 28
-                    yield last_ts, interface.linktype, view[start : start + caplen], orig_len
-            elif block == _SPB:
-                orig_len = u32(buf, pos + 8)[0]
-                if not interfaces:
-                    stats.bad_blocks += 1
+                        raise CaptureError(
+                            f"{self._name}: bad pcapng byte-order mark at {self._consumed + pos}"
+                        )
+                    self._interfaces = []
+                big: cython.bint = self._big
+                block: cython.ulonglong = _field(buf, pos, 4, big)
+                length: cython.ulonglong = _field(buf, pos + 4, 4, big)
+                if length < 12 or length % 4 or length > MAX_RECORD:
+                    if not block and not length:
+                        self._pos = pos
+                        return self._padding()
+                    raise CaptureError(
+                        f"{self._name}: corrupt pcapng block length {length} at byte"
+                        f" {self._consumed + pos}",
+                        truncated=True,
+                    )
+                if pos + length > len(buf):
+                    need = length
+                    break
+                self._pos = pos + length
+                if self._block(buf, pos, block, length):
+                    return True
+                pos = self._pos
+            self._pos = pos
+            if not self._refill(need):
+                return False
+
+    @cython.cfunc
+    @cython.exceptval(-1, check=False)
+    def _block(
+        self, buf: bytes, pos: cython.Py_ssize_t, block: cython.ulonglong, length: cython.ulonglong
+    ) -> cython.bint:
+        """Take the whole block at ``pos``: whether it is a packet (then the current record)."""
+        big: cython.bint = self._big
+        caplen: cython.ulonglong
+        interface: _Interface
+        if length < _min_block(block):
+            self._stats.bad_blocks += 1
+        elif block in (_EPB, _PB):
+            if block == _PB:  # obsolete: a 16-bit interface id, then a drop count
+                index: cython.ulonglong = _field(buf, pos + 8, 2, big)
+            else:
+                index = _field(buf, pos + 8, 4, big)
+            caplen = _field(buf, pos + 20, 4, big)
+            if index >= len(self._interfaces) or caplen > length - 32:
+                self._stats.bad_blocks += 1
+            else:
+                interface = self._interfaces[index]
+                ts: cython.longlong = interface.time(
+                    _field(buf, pos + 12, 4, big) << 32 | _field(buf, pos + 16, 4, big)
+                )
+                if ts >= 0:
+                    self.ts = ts
                 else:
-                    interface = interfaces[0]
-                    caplen = min(orig_len, interface.snaplen, length - 16)
-                    yield last_ts, interface.linktype, view[pos + 12 : pos + 12 + caplen], orig_len
-            elif block == _IDB:
-                interfaces.append(_parse_idb(buf, pos, length, endian))
-            pos += length
-        need = 12 if pos + 12 > end else header(buf, pos)[1]
-        refilled = _refill(stream, buf, pos, need, consumed, name)
-        if refilled is None:
-            return
-        buf, view, consumed = refilled
-        pos = 0
+                    self._stats.bad_timestamps += 1
+                return self._packet(interface, pos + 28, caplen, _field(buf, pos + 24, 4, big))
+        elif block == _SPB:
+            orig_len: cython.ulonglong = _field(buf, pos + 8, 4, big)
+            if not self._interfaces:
+                self._stats.bad_blocks += 1
+            else:
+                interface = self._interfaces[0]
+                caplen = min(orig_len, interface.snaplen, length - 16)
+                return self._packet(interface, pos + 12, caplen, orig_len)
+        elif block == _IDB:
+            self._interfaces.append(_parse_idb(buf, pos, length, big))
+        return False
+
+    @cython.cfunc
+    @cython.exceptval(-1, check=False)
+    def _packet(
+        self,
+        interface: _Interface,
+        start: cython.Py_ssize_t,
+        caplen: cython.Py_ssize_t,
+        orig_len: cython.ulonglong,
+    ) -> cython.bint:
+        self.linktype = interface.linktype
+        self.start = start
+        self.stop = start + caplen
+        self.orig_len = orig_len
+        return True

@@ -10,7 +10,6 @@ so N workers together keep every connection exactly once.
 from __future__ import annotations
 
 import zlib
-from collections.abc import Callable
 from dataclasses import dataclass, field
 
 MAX_REMEMBERED = 1 << 16  # 4-tuples whose decision is cached before the cache restarts
@@ -52,14 +51,4 @@ class FlowShare:
             if len(self._kept) >= MAX_REMEMBERED:
                 self._kept.clear()  # bounded memory over a capture of many connections
             kept = self._kept[key] = flow_hash(src, sport, dst, dport) % self.count == self.index
-        return kept
-
-    def only_kept(self, segment: Callable[..., None]) -> Callable[..., None]:
-        """``segment`` (the reassembler's) called only for the segments of this share."""
-        keeps = self.keeps
-
-        def kept(ts: int, src: bytes, sport: int, dst: bytes, dport: int, *rest: object) -> None:
-            if keeps(src, sport, dst, dport):
-                segment(ts, src, sport, dst, dport, *rest)
-
         return kept
