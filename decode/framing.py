@@ -24,8 +24,9 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from enum import IntEnum
-from typing import NamedTuple, Protocol
+from typing import NamedTuple
 
+import cython
 from pwcap.decode.api import FrameBudget
 
 
@@ -35,13 +36,19 @@ class Mode(IntEnum):
     DISCARDING = 2
 
 
-IN_SYNC, HUNTING, DISCARDING = Mode.IN_SYNC, Mode.HUNTING, Mode.DISCARDING
+# C constants when compiled: a stream's mode is a C int, tested at every record.
+IN_SYNC = cython.declare(cython.int, Mode.IN_SYNC)
+HUNTING = cython.declare(cython.int, Mode.HUNTING)
+DISCARDING = cython.declare(cython.int, Mode.DISCARDING)
 
 # What a format makes of the header at a position (:meth:`FrameFormat.judge`).
 FRAME = 0  # a plausible frame of ``size`` bytes, prefix included
 SKIP = 1  # a frame of ``size`` bytes to step over, over the size limit but believed
 WAIT = 2  # undecided until ``size`` bytes from the header on are there
 BAD = 3  # no frame starts here
+_FRAME = cython.declare(cython.int, FRAME)  # (C constants when compiled)
+_SKIP = cython.declare(cython.int, SKIP)
+_WAIT = cython.declare(cython.int, WAIT)
 
 
 class Candidate(NamedTuple):
@@ -57,39 +64,46 @@ class Candidate(NamedTuple):
     need: int = 0
 
 
-class FrameFormat(Protocol):
-    """One protocol's framing, for :class:`FrameStream`."""
+@cython.cclass
+class FrameFormat:
+    """One protocol's framing, for :class:`FrameStream` (a base class: compiled, its
+    :meth:`judge` is a C call at every frame).
 
-    header_size: int  # bytes a frame start is judged on
-    # A resync is timed by its last skipped byte (Kafka 0.7) or by the record in which
-    # the confirmed boundary was found (Pulsar): as each protocol always wrote it.
-    resync_at_last_skip: bool
+    ``header_size``: bytes a frame start is judged on. ``resync_at_last_skip``: a resync
+    is timed by its last skipped byte (Kafka 0.7) or by the record in which the confirmed
+    boundary was found (Pulsar), as each protocol always wrote it.
+    """
 
+    def __init__(self, header_size: int, resync_at_last_skip: bool) -> None:
+        self.header_size = header_size
+        self.resync_at_last_skip = resync_at_last_skip
+
+    @cython.ccall
+    @cython.locals(buf=bytes, pos=cython.Py_ssize_t, n=cython.Py_ssize_t, max_frame=cython.longlong)
+    @cython.returns(tuple)
     def judge(self, buf: bytes, pos: int, n: int, max_frame: int) -> tuple[int, int, int]:
         """(verdict, size, field) for the header at ``pos`` (``n`` bytes in ``buf``):
         FRAME, SKIP, WAIT or BAD; ``field`` goes to the frame handler."""
-        ...
+        raise NotImplementedError
 
-    def short_need(self, buf: bytes, pos: int, n: int, max_frame: int) -> int:
-        """Bytes from ``pos`` that complete a frame begun with fewer than a header's
-        bytes (0: unknown)."""
-        ...
-
-    def skipped_detail(self, size: int, max_frame: int) -> str:
-        """What the ``oversize_frame`` anomaly of a frame stepped over says."""
-        ...
-
-    def bad(self, buf: bytes, pos: int, max_frame: int) -> tuple[str, int, str]:
-        """(kind, size, detail) of the anomaly for a header judged BAD."""
-        ...
-
-    def find(self, buf: bytes, pos: int, max_frame: int) -> Candidate:
-        """The next confirmed boundary at or after ``pos``, or where to resume."""
-        ...
+    # Also, on the rarer paths: ``short_need(buf, pos, n, max_frame)``, the bytes from
+    # ``pos`` that complete a frame begun with fewer than a header's bytes (0: unknown);
+    # ``skipped_detail(size, max_frame)``, what the ``oversize_frame`` anomaly of a frame
+    # stepped over says; ``bad(buf, pos, max_frame)``, the (kind, size, detail) of the
+    # anomaly for a header judged BAD; ``find(buf, pos, max_frame)``, the next confirmed
+    # boundary at or after ``pos`` (a :class:`Candidate`), or where to resume.
 
 
-class FrameHandler(Protocol):
-    def __call__(
+@cython.cclass
+class FrameHandler:
+    """Takes one stream's whole frames (a base class: compiled, :meth:`frame` is a C call
+    at every frame)."""
+
+    @cython.ccall
+    @cython.locals(buf=bytes, start=cython.Py_ssize_t, end=cython.Py_ssize_t)
+    @cython.locals(field=cython.longlong, offset=cython.longlong, ts_first=cython.longlong)
+    @cython.locals(ts=cython.longlong)
+    def frame(
         self,
         buf: bytes,
         start: int,
@@ -102,6 +116,31 @@ class FrameHandler(Protocol):
         """One whole frame, ``buf[start:end]`` (prefix included); ``field`` is what the
         format read from its header (Pulsar's commandSize). False: it does not parse, the
         framing is wrong and hunts again from the next byte."""
+        raise NotImplementedError
+
+
+@cython.cclass
+class CallingHandler(FrameHandler):
+    """A :class:`FrameHandler` that hands each frame to a callable of the same arguments."""
+
+    def __init__(self, call: Callable[..., bool | None]) -> None:
+        self._call = call
+
+    @cython.ccall
+    @cython.locals(buf=bytes, start=cython.Py_ssize_t, end=cython.Py_ssize_t)
+    @cython.locals(field=cython.longlong, offset=cython.longlong, ts_first=cython.longlong)
+    @cython.locals(ts=cython.longlong)
+    def frame(
+        self,
+        buf: bytes,
+        start: int,
+        end: int,
+        field: int,
+        offset: int,
+        ts_first: int,
+        ts: int,
+    ) -> bool | None:
+        return self._call(buf, start, end, field, offset, ts_first, ts)
 
 
 AnomalyReporter = Callable[[str, int, int, int, str], None]  # kind, ts, offset, size, detail
@@ -109,31 +148,16 @@ LostFrame = Callable[[bytes, int, int], None]  # buf, start of the frame's first
 
 
 class FrameStream:
-    """Frames of one direction of one connection."""
+    """Frames of one direction of one connection (compiled, a C struct: ``framing.pxd``).
 
-    __slots__ = (
-        "_budget",
-        "_chunk_ts",
-        "_chunks",
-        "_discard",
-        "_format",
-        "_handle",
-        "_have",
-        "_hunt_from",
-        "_lost",
-        "_max_frame",
-        "_mode",
-        "_need",
-        "_report",
-        "_skip_ts",
-        "_skipped",
-        "_start_offset",
-    )
+    ``handle`` is a :class:`FrameHandler`, or a callable taking its :meth:`~FrameHandler.frame`
+    arguments.
+    """
 
     def __init__(
         self,
         frame_format: FrameFormat,
-        handle: FrameHandler,
+        handle: FrameHandler | Callable[..., bool | None],
         report: AnomalyReporter,
         max_frame_size: int,
         in_sync: bool,
@@ -142,7 +166,7 @@ class FrameStream:
     ) -> None:
         self._format = frame_format
         self._budget = budget or FrameBudget()  # shared by every stream of a capture
-        self._handle = handle
+        self._handle = handle if isinstance(handle, FrameHandler) else CallingHandler(handle)
         self._report = report
         self._lost = lost  # told of each whole frame known lost (stepped over, cut by a gap)
         self._max_frame = max_frame_size
@@ -157,9 +181,12 @@ class FrameStream:
         self._skip_ts = 0  # capture time of the last byte it skipped
         self._hunt_from = -1  # stream offset where the current hunt started skipping
 
+    @cython.ccall
+    @cython.locals(ts=cython.longlong, offset=cython.longlong, data=bytes)
+    @cython.returns(cython.void)
     def feed(self, ts: int, offset: int, data: bytes) -> None:
         """Bytes of one capture record, all captured at ``ts``."""
-        if self._mode is DISCARDING:
+        if self._mode == DISCARDING:
             dropped = min(self._discard, len(data))
             self._discard -= dropped
             if not self._discard:
@@ -186,6 +213,12 @@ class FrameStream:
         if self._have != held:
             self._budget.hold(self, self._have)
 
+    @cython.locals(data=bytes, offset=cython.longlong, ts=cython.longlong, chunk_ts=list)
+    @cython.locals(pos=cython.Py_ssize_t, n=cython.Py_ssize_t, old=cython.Py_ssize_t)
+    @cython.locals(end=cython.Py_ssize_t, verdict=cython.int, size=cython.Py_ssize_t)
+    @cython.locals(field=cython.longlong, ts_first=cython.longlong, max_frame=cython.longlong)
+    @cython.locals(frame_format=FrameFormat, handle=FrameHandler)
+    @cython.returns(cython.void)
     def _parse(
         self, data: bytes, offset: int, ts: int, chunk_ts: list[tuple[int, int]] | None
     ) -> None:
@@ -196,12 +229,11 @@ class FrameStream:
         old = n - chunk_ts[-1][0] if chunk_ts else 0
         need = 0
         frame_format = self._format
-        judge = frame_format.judge
         header = frame_format.header_size
         handle = self._handle
         max_frame = self._max_frame
         while True:
-            if self._mode is HUNTING:
+            if self._mode == HUNTING:
                 found = frame_format.find(data, pos, max_frame)
                 if found.pos > pos:
                     last = found.pos - 1
@@ -216,8 +248,8 @@ class FrameStream:
             if n - pos < header:
                 need = frame_format.short_need(data, pos, n, max_frame)
                 break
-            verdict, size, field = judge(data, pos, n, max_frame)
-            if verdict == FRAME:
+            verdict, size, field = frame_format.judge(data, pos, n, max_frame)
+            if verdict == _FRAME:
                 end = pos + size
                 if end > n:
                     need = size
@@ -226,7 +258,7 @@ class FrameStream:
                 # A frame is whole when its last byte arrived, and not before its first (a
                 # reordered or backwards-running capture can time the first bytes later).
                 if (
-                    handle(data, pos, end, field, offset + pos, ts_first, max(ts, ts_first))
+                    handle.frame(data, pos, end, field, offset + pos, ts_first, max(ts, ts_first))
                     is False
                 ):
                     self._start_hunt(offset + pos)
@@ -234,7 +266,7 @@ class FrameStream:
                     pos += 1
                     continue
                 pos = end
-            elif verdict == SKIP:
+            elif verdict == _SKIP:
                 self._step_over(data, pos, size, offset + pos, ts)
                 end = pos + size
                 if end >= n:
@@ -242,7 +274,7 @@ class FrameStream:
                     pos = n
                     break
                 pos = end
-            elif verdict == WAIT:
+            elif verdict == _WAIT:
                 need = size
                 break
             else:
@@ -292,7 +324,7 @@ class FrameStream:
         self._mode = DISCARDING if size else IN_SYNC
 
     def _start_hunt(self, offset: int) -> None:
-        if self._mode is not HUNTING:
+        if self._mode != HUNTING:
             self._mode = HUNTING
             self._skipped = 0
             self._hunt_from = offset
@@ -324,7 +356,7 @@ class FrameStream:
         """``size`` bytes at ``offset`` are missing from the stream. True when the framing
         knows what that cost (nothing, or one frame it reports lost); False when it lost
         track and hunts again."""
-        if self._mode is DISCARDING:
+        if self._mode == DISCARDING:
             if size < self._discard:
                 self._discard -= size
                 return True
@@ -334,7 +366,7 @@ class FrameStream:
                 self._start_hunt(offset + size)
                 return False
             return True
-        if not self._chunks or self._mode is HUNTING:
+        if not self._chunks or self._mode == HUNTING:
             if self._have and self._hunt_from < 0:
                 self._hunt_from = self._start_offset
             self._skipped += self._have
@@ -361,7 +393,7 @@ class FrameStream:
 
     def on_close(self, ts: int) -> None:
         """End of stream: what is still pending can never complete."""
-        if self._mode is HUNTING:
+        if self._mode == HUNTING:
             skipped = self._skipped + self._have
             if skipped:
                 self._report(
@@ -390,7 +422,7 @@ class FrameStream:
         and the rest of it is skipped as it arrives (a hunt's window is skipped)."""
         ts = self._chunk_ts[-1][1]
         after = self._start_offset + self._have
-        if self._mode is HUNTING:
+        if self._mode == HUNTING:
             self._skip(self._start_offset, self._have, ts)
         else:
             self._report(

@@ -13,8 +13,14 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+import cython
 from pwcap.decode.framing import BAD, FRAME, SKIP, Candidate
 from pwcap.decode.kafka07.wire import I32
+
+if cython.compiled:  # the stream's C declarations (framing.pxd): judge is a C call
+    from cython.cimports.pwcap.decode.framing import FrameFormat
+else:
+    from pwcap.decode.framing import FrameFormat
 
 MIN_LENGTH = 2  # every request has its type, every response its error code
 MAX_SKIPPED_FRAME = 256 * 1024 * 1024  # oversize frames up to this are stepped over, not hunted
@@ -22,18 +28,20 @@ MAX_SKIPPED_FRAME = 256 * 1024 * 1024  # oversize frames up to this are stepped 
 BoundaryFinder = Callable[[bytes, int, int], Candidate]  # buf, pos, max frame size
 
 
-class KafkaFrames:
+@cython.cclass
+class KafkaFrames(FrameFormat):
     """The :class:`pwcap.decode.framing.FrameFormat` of one direction of Kafka 0.7:
     requests and responses share the length prefix, each has its own boundary finder."""
 
-    __slots__ = ("find",)
-
-    header_size = I32.size
-    resync_at_last_skip = True
+    find = cython.declare(object, visibility="readonly")
 
     def __init__(self, find: BoundaryFinder) -> None:
+        super().__init__(I32.size, True)
         self.find = find
 
+    @cython.ccall
+    @cython.locals(buf=bytes, pos=cython.Py_ssize_t, n=cython.Py_ssize_t, max_frame=cython.longlong)
+    @cython.returns(tuple)
     def judge(self, buf: bytes, pos: int, n: int, max_frame: int) -> tuple[int, int, int]:
         (length,) = I32.unpack_from(buf, pos)
         if max_frame < length <= MAX_SKIPPED_FRAME:

@@ -3,7 +3,6 @@
 
 from __future__ import annotations
 
-from functools import partial
 from typing import Any
 
 import cython
@@ -11,7 +10,6 @@ from google.protobuf.message import DecodeError
 from pwcap.capture.events import LABELS, ClientBy, Connection, Direction
 from pwcap.decode.api import DecodeOptions, FlipRoles, Row, RowSink
 from pwcap.decode.conversation import Conversation
-from pwcap.decode.framing import FrameStream
 from pwcap.decode.pulsar import commands as c
 from pwcap.decode.pulsar._pb.pulsar_api_pb2 import AuthMethod, BaseCommand
 from pwcap.decode.pulsar.framing import PulsarFrames
@@ -23,10 +21,12 @@ from pwcap.decode.wire import WireError, read_varint, text
 from pwcap.tables.schema import position
 
 if cython.compiled:  # C declarations (.pxd files): C calls
+    from cython.cimports.pwcap.decode.framing import FrameHandler, FrameStream
     from cython.cimports.pwcap.decode.pulsar.hot import HotReader
     from cython.cimports.pwcap.decode.pulsar.state import merge_names
     from cython.cimports.pwcap.tables.columns import ColumnBuffer
 else:
+    from pwcap.decode.framing import FrameHandler, FrameStream
     from pwcap.decode.pulsar.hot import HotReader
     from pwcap.decode.pulsar.state import merge_names
     from pwcap.tables.columns import ColumnBuffer
@@ -60,19 +60,40 @@ NUM_MESSAGES = cython.declare(cython.Py_ssize_t, position("frames", "num_message
 
 
 @cython.cclass
-class _Side:
-    """One direction of the conversation; ``label`` is 0 (c2b) or 1 (b2c)."""
+class _Side(FrameHandler):
+    """One direction of the conversation; ``label`` is 0 (c2b) or 1 (b2c). Its stream
+    hands it each whole frame, for the decoder (compiled: C calls)."""
 
     label = cython.declare(cython.int, visibility="public")
     frames = cython.declare(cython.longlong, visibility="public")
-    stream = cython.declare(object, visibility="public")
+    stream = cython.declare(FrameStream, visibility="public")
     kinds = cython.declare(dict, visibility="public")
+    decoder = cython.declare(object)  # its PulsarDecoder (a class defined below)
 
-    def __init__(self, label: int) -> None:
+    def __init__(self, label: int, decoder: Any) -> None:
         self.label = label
         self.frames = 0
         self.stream = None  # a FrameStream, set by the decoder
         self.kinds = {}  # command type -> how this side's frames decode (a _Kind)
+        self.decoder = decoder
+
+    @cython.ccall
+    @cython.locals(buf=bytes, start=cython.Py_ssize_t, end=cython.Py_ssize_t)
+    @cython.locals(field=cython.longlong, offset=cython.longlong, ts_first=cython.longlong)
+    @cython.locals(ts=cython.longlong)
+    def frame(
+        self,
+        buf: bytes,
+        start: int,
+        end: int,
+        field: int,
+        offset: int,
+        ts_first: int,
+        ts: int,
+    ) -> None:
+        return cython.cast(PulsarDecoder, self.decoder)._frame(
+            self, buf, start, end, field, offset, ts_first, ts
+        )
 
 
 @cython.cclass
@@ -170,11 +191,11 @@ class PulsarDecoder:
         self._entries = EntryDecoder(building, options, self._conversation.frame_anomaly)
         self._hot = HotReader()
         self._fields: Row = {}
-        self._sides = [_Side(0), _Side(1)]
+        self._sides = [_Side(0, self), _Side(1, self)]
         for side in self._sides:
             side.stream = FrameStream(
                 _FRAMES,
-                partial(self._frame, side),
+                side,
                 self._stream_anomaly(side),
                 options.max_frame_size,
                 in_sync,
@@ -183,6 +204,7 @@ class PulsarDecoder:
 
     # -- ConnectionDecoder ---------------------------------------------------------------
 
+    @cython.locals(side=_Side)
     def on_data(self, direction: Direction, ts: int, offset: int, data: bytes) -> None:
         side = self._sides[direction]
         self._conversation.on_data(side.label, ts)
@@ -210,7 +232,10 @@ class PulsarDecoder:
 
     # -- frames --------------------------------------------------------------------------
 
-    @cython.locals(side=_Side, kind=_Kind, rows=ColumnBuffer)
+    @cython.cfunc
+    @cython.locals(side=_Side, kind=_Kind, rows=ColumnBuffer, start=cython.Py_ssize_t)
+    @cython.locals(end=cython.Py_ssize_t, size=cython.longlong, offset=cython.longlong)
+    @cython.locals(ts_first=cython.longlong, ts=cython.longlong, buf=bytes)
     def _frame(
         self,
         side: _Side,

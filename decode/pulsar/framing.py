@@ -13,7 +13,13 @@ import re
 import struct
 from collections.abc import Callable
 
+import cython
 from pwcap.decode.framing import BAD, FRAME, SKIP, WAIT, Candidate
+
+if cython.compiled:  # the stream's C declarations (framing.pxd): judge is a C call
+    from cython.cimports.pwcap.decode.framing import FrameFormat
+else:
+    from pwcap.decode.framing import FrameFormat
 
 HEADER = struct.Struct(">II")
 SIZE = struct.Struct(">I")
@@ -32,20 +38,24 @@ _CANDIDATE_LEN = 9
 CommandCheck = Callable[[bytes, int, int], bool]  # buf, start, size -> decodes as a command
 
 
-class PulsarFrames:
+@cython.cclass
+class PulsarFrames(FrameFormat):
     """The :class:`pwcap.decode.framing.FrameFormat` of Pulsar; ``confirm`` tells a
     command from garbage."""
 
-    __slots__ = ("_confirm",)
-
-    header_size = HEADER.size
-    resync_at_last_skip = False
+    _confirm = cython.declare(object)
 
     def __init__(self, confirm: CommandCheck) -> None:
+        super().__init__(HEADER.size, False)
         self._confirm = confirm
 
+    @cython.ccall
+    @cython.locals(buf=bytes, pos=cython.Py_ssize_t, n=cython.Py_ssize_t, max_frame=cython.longlong)
+    @cython.locals(total=cython.longlong, command_size=cython.longlong)
+    @cython.returns(tuple)
     def judge(self, buf: bytes, pos: int, n: int, max_frame: int) -> tuple[int, int, int]:
-        total, command_size = HEADER.unpack_from(buf, pos)
+        total = _u32(buf, pos)
+        command_size = _u32(buf, pos + 4)
         if total > max_frame or command_size < MIN_COMMAND_SIZE or command_size > total - 4:
             if _skippable(total, command_size, max_frame):
                 if n - pos < 8 + command_size:
@@ -107,6 +117,20 @@ def find_frame_start(buf: bytes, pos: int, max_frame_size: int, confirm: Command
             if confirm(buf, start + 8, command_size):
                 return Candidate(start, True)
         pos = start + 1
+
+
+@cython.cfunc
+@cython.inline
+@cython.locals(buf=bytes, pos=cython.Py_ssize_t)
+@cython.returns(cython.longlong)
+def _u32(buf: bytes, pos: int) -> int:
+    """The big-endian unsigned 32-bit integer at ``pos`` (each index is bounds-checked)."""
+    return (
+        cython.cast(cython.longlong, buf[pos]) << 24
+        | buf[pos + 1] << 16
+        | buf[pos + 2] << 8
+        | buf[pos + 3]
+    )
 
 
 def _skippable(total: int, command_size: int, max_frame_size: int) -> bool:
