@@ -14,7 +14,6 @@ from pwcap.decode.pulsar import commands as c
 from pwcap.decode.pulsar._pb.pulsar_api_pb2 import AuthMethod, BaseCommand
 from pwcap.decode.pulsar.framing import PulsarFrames
 from pwcap.decode.pulsar.holdback import HeldRows
-from pwcap.decode.pulsar.messages import EntryDecoder
 from pwcap.decode.pulsar.sniff import looks_like_command
 from pwcap.decode.pulsar.state import CONSUMER_NAMES, PRODUCER_NAMES, ConnectionState, Pairer
 from pwcap.decode.wire import WireError, read_varint, text
@@ -23,11 +22,13 @@ from pwcap.tables.schema import position
 if cython.compiled:  # C declarations (.pxd files): C calls
     from cython.cimports.pwcap.decode.framing import FrameHandler, FrameStream
     from cython.cimports.pwcap.decode.pulsar.hot import HotReader
+    from cython.cimports.pwcap.decode.pulsar.messages import EntryDecoder
     from cython.cimports.pwcap.decode.pulsar.state import merge_names
     from cython.cimports.pwcap.tables.columns import ColumnBuffer
 else:
     from pwcap.decode.framing import FrameHandler, FrameStream
     from pwcap.decode.pulsar.hot import HotReader
+    from pwcap.decode.pulsar.messages import EntryDecoder
     from pwcap.decode.pulsar.state import merge_names
     from pwcap.tables.columns import ColumnBuffer
 
@@ -164,7 +165,7 @@ class PulsarDecoder:
     _state = cython.declare(object)
     _conversation = cython.declare(object)
     _emit_anomaly = cython.declare(object)
-    _entries = cython.declare(object)
+    _entries = cython.declare(EntryDecoder)
     _hot = cython.declare(HotReader)
     _fields = cython.declare(dict)
     _sides = cython.declare(list)

@@ -79,10 +79,6 @@ _OF_DELIVERY = cython.declare(
 )
 
 
-def _messages(column: str) -> int:
-    return position("messages", column)
-
-
 # The `messages` columns.
 M_PRODUCER_NAME = cython.declare(cython.Py_ssize_t, _messages("producer_name"))
 M_SEQUENCE_ID = cython.declare(cython.Py_ssize_t, _messages("sequence_id"))
@@ -115,27 +111,9 @@ class EntryDecoder:
     """Decodes the entries of one connection's payload frames.
 
     The columns every message row of the entry being decoded repeats are kept in its C
-    fields while its rows are built (a batch's members each repeat them).
+    fields (``messages.pxd``) while its rows are built (a batch's members each repeat
+    them).
     """
-
-    messages = cython.declare(ColumnBuffer, visibility="readonly")  # where rows are built
-    _payloads = cython.declare(cython.bint)
-    _limit = cython.declare(object)
-    _anomaly = cython.declare(object)
-    _chunks = cython.declare(object)
-    _frames = cython.declare(ColumnBuffer)  # the frame row being built, of the entry
-    _delivery = cython.declare(cython.bint)  # a MESSAGE's entry (its rows name a consumer)
-    _producer_name = cython.declare(str)
-    _sequence_id = cython.declare(object)
-    _publish_time = cython.declare(object)
-    _event_time = cython.declare(object)
-    _key = cython.declare(object)
-    _compression = cython.declare(str)
-    _count = cython.declare(object)
-    _checksum_ok = cython.declare(object)
-    _broker_timestamp = cython.declare(object)
-    _broker_index = cython.declare(object)
-    _replicated_from = cython.declare(object)
 
     def __init__(self, sink: RowSink, options: DecodeOptions, anomaly: AnomalyFn) -> None:
         self.use(sink)
@@ -148,11 +126,13 @@ class EntryDecoder:
         """Build message rows in ``sink`` from now on."""
         self.messages = sink.messages
 
-    @cython.locals(frames=ColumnBuffer)
+    @cython.ccall
+    @cython.locals(frames=ColumnBuffer, delivery=cython.bint, buf=bytes)
+    @cython.locals(start=cython.Py_ssize_t, end=cython.Py_ssize_t, label=cython.int)
     def decode(
         self,
         frames: ColumnBuffer,
-        delivery: cython.bint,
+        delivery: bool,
         buf: bytes,
         start: int,
         end: int,
@@ -240,8 +220,8 @@ class EntryDecoder:
                 self._whole(md)
                 self.messages.end_row()
 
-    @cython.cfunc
-    def _member(self, index: cython.Py_ssize_t, single: Any) -> cython.void:
+    @cython.locals(index=cython.Py_ssize_t)
+    def _member(self, index: int, single: Any) -> None:
         """The row of a batch's message ``index``: its own metadata, not the entry's."""
         self._begin()
         rows: ColumnBuffer = self.messages
@@ -284,8 +264,7 @@ class EntryDecoder:
                 rows.set_text(M_CHUNKED_SHA256, _sha256(data).hexdigest())
         self._emit(payload)
 
-    @cython.cfunc
-    def _begin(self) -> cython.void:
+    def _begin(self) -> None:
         """The columns every message row of the entry has: its frame's, the entry's."""
         rows: ColumnBuffer = self.messages
         frames: ColumnBuffer = self._frames
@@ -304,8 +283,7 @@ class EntryDecoder:
         rows.set(M_BROKER_INDEX, self._broker_index)
         rows.set(M_REPLICATED_FROM, self._replicated_from)
 
-    @cython.cfunc
-    def _whole(self, md: MessageMetadata) -> cython.void:
+    def _whole(self, md: MessageMetadata) -> None:
         """The row of a message that is the whole entry: the entry's metadata is its own
         (the fields most entries leave unset included)."""
         self._begin()
@@ -317,8 +295,7 @@ class EntryDecoder:
         if md.null_value:
             rows.set_int(M_NULL_VALUE, True)
 
-    @cython.cfunc
-    def _emit(self, payload: bytes | memoryview) -> cython.void:
+    def _emit(self, payload: bytes | memoryview) -> None:
         """The payload's columns; the row is complete."""
         rows: ColumnBuffer = self.messages
         rows.set_int(M_PAYLOAD_SIZE, len(payload))
