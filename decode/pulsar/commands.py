@@ -15,7 +15,7 @@ from typing import Any
 
 from google.protobuf.descriptor import Descriptor, FieldDescriptor
 from pwcap.decode.pulsar._pb.pulsar_api_pb2 import BaseCommand, MessageIdData
-from pwcap.decode.pulsar.info import is_secret, summarize
+from pwcap.decode.pulsar.info import fields, is_secret, summarize
 from pwcap.decode.wire import text
 from pwcap.tables.columns import ColumnBuffer
 from pwcap.tables.schema import FRAMES, I32, position
@@ -343,7 +343,7 @@ def _build(type_number: int, name: str) -> CommandSpec:
             "    if summary is not None:",
             "        " + _set("info", "summary"),
         ]
-        names.update(summarize=summarize, INFO=tuple(info))
+        names.update(summarize=summarize, INFO=fields(info))
     return CommandSpec(
         type=type_number,
         name=name,

@@ -8,7 +8,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from google.protobuf.descriptor import FieldDescriptor
+import cython
+from google.protobuf.descriptor import Descriptor, FieldDescriptor
 from pwcap.decode.pulsar._pb.pulsar_api_pb2 import AuthData
 
 MAX_INFO = 200
@@ -25,11 +26,43 @@ def is_secret(fd: FieldDescriptor) -> bool:
     return fd.name in SECRET_FIELDS or fd.message_type is AuthData.DESCRIPTOR
 
 
-def summarize(sub: Any, fields: tuple[FieldDescriptor, ...]) -> str | None:
-    """``name=value`` for each of ``fields`` that is set in ``sub``, or None."""
+@cython.cclass
+class Field:
+    """What a summary needs of one field, read from its descriptor once: each read of a
+    descriptor's attribute costs a lookup, and summaries run per frame."""
+
+    name = cython.declare(str, visibility="readonly")
+    repeated = cython.declare(cython.bint, visibility="readonly")
+    kind = cython.declare(cython.int, visibility="readonly")  # its FieldDescriptor.type
+    enum_names = cython.declare(dict, visibility="readonly")  # number -> name (an enum)
+    message = cython.declare(object, visibility="readonly")  # its Descriptor (a message)
+
+    def __init__(self, fd: FieldDescriptor) -> None:
+        self.name = fd.name
+        self.repeated = fd.is_repeated
+        self.kind = fd.type
+        self.enum_names = None
+        if fd.type == _ENUM:
+            self.enum_names = {n: v.name for n, v in fd.enum_type.values_by_number.items()}
+        self.message = fd.message_type
+
+
+def fields(fds: Any) -> tuple[Field, ...]:
+    """The summaries' view of ``fds``, in their order (credentials left out)."""
+    return tuple(Field(fd) for fd in fds if not is_secret(fd))
+
+
+# A nested message type's fields, by its descriptor: described on first use.
+_NESTED: dict[Descriptor, tuple[Field, ...]] = {}
+
+
+@cython.locals(fd=Field)
+def summarize(sub: Any, described: tuple[Field, ...]) -> str | None:
+    """``name=value`` for each of ``described`` (see :func:`fields`) that is set in
+    ``sub``, or None."""
     parts = []
-    for fd in fields:
-        if fd.is_repeated:
+    for fd in described:
+        if fd.repeated:
             values = getattr(sub, fd.name)
             if values:
                 parts.append(f"{fd.name}={_repeated(fd, values)}")
@@ -41,21 +74,25 @@ def summarize(sub: Any, fields: tuple[FieldDescriptor, ...]) -> str | None:
     return text if len(text) <= MAX_INFO else text[: MAX_INFO - 3] + "..."
 
 
-def _repeated(fd: FieldDescriptor, values: Any) -> str:
-    if fd.type == _MESSAGE or len(values) > 3:
+@cython.locals(fd=Field)
+def _repeated(fd: Field, values: Any) -> str:
+    if fd.kind == _MESSAGE or len(values) > 3:
         return f"[{len(values)}]"
-    return "[" + ",".join(_value(fd, v) for v in values) + "]"
+    return "[" + ",".join([_value(fd, v) for v in values]) + "]"
 
 
-def _value(fd: FieldDescriptor, value: Any) -> str:
-    if fd.type == _ENUM:
-        enum_value = fd.enum_type.values_by_number.get(value)
-        return enum_value.name if enum_value else str(value)
-    if fd.type == _BYTES:
+@cython.locals(fd=Field)
+def _value(fd: Field, value: Any) -> str:
+    if fd.kind == _ENUM:
+        name = fd.enum_names.get(value)
+        return name if name else str(value)
+    if fd.kind == _BYTES:
         return f"<{len(value)} bytes>"
-    if fd.type == _MESSAGE:
-        fields = tuple(f for f in fd.message_type.fields if not is_secret(f))
-        return "{" + (summarize(value, fields) or "") + "}"
-    if fd.type in _FLOAT_TYPES:
+    if fd.kind == _MESSAGE:
+        nested = _NESTED.get(fd.message)
+        if nested is None:
+            nested = _NESTED[fd.message] = fields(fd.message.fields)
+        return "{" + (summarize(value, nested) or "") + "}"
+    if fd.kind in _FLOAT_TYPES:
         return f"{value:g}"
     return str(value)
