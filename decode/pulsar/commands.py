@@ -1,14 +1,16 @@
 """Every BaseCommand type: its name, who sends it, how it pairs, and its row columns.
 
-The per-command column extractors are built once, at import, from the protobuf
-descriptors: a field whose name means a `frames` column (``request_id``, ``consumer_id``,
-``messagePermits``, ``message_id``...) is copied into that column, whatever command it
-sits in. The semantic table below (sender and pairing role) is written out by hand for
-every type of the current protocol, and a test checks it covers the whole enum.
+The per-command column extractors are built from the protobuf descriptors, each once, on
+its command's first frame (a capture uses a few of the seventy types): a field whose name
+means a `frames` column (``request_id``, ``consumer_id``, ``messagePermits``,
+``message_id``...) is copied into that column, whatever command it sits in. The semantic
+table below (sender and pairing role) is written out by hand for every type of the
+current protocol, and a test checks it covers the whole enum.
 """
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -214,13 +216,30 @@ class CommandSpec:
     field: str  # the BaseCommand field holding this command
     sender: str
     role: str | None
-    extract: Extractor  # copies the command's column-worthy fields (and `info`) into a row
     columns: frozenset[str]  # the `frames` columns the command's own fields may fill
     always: tuple[str, ...]  # those it fills on every frame (its required scalar fields)
     needs_body: bool  # the command message has required fields, so it must be present
+    # The statements of its extractor, and the names they use besides the module's.
+    lines: tuple[str, ...] = dataclasses.field(repr=False, compare=False)
+    names: dict[str, Any] = dataclasses.field(repr=False, compare=False)
+
+    def extractor(self) -> Extractor:
+        """The function copying the command's column-worthy fields (and `info`) into a
+        row, compiled on its first use."""
+        found = _EXTRACTORS.get(self.type)
+        if found is None:
+            found = _EXTRACTORS[self.type] = _compile_extractor(
+                self.name, self.field, self.lines, self.names
+            )
+        return found
 
 
-def _compile_extractor(name: str, field: str, lines: list[str], names: dict[str, Any]) -> Extractor:
+_EXTRACTORS: dict[int, Extractor] = {}  # command type -> its extractor, once compiled
+
+
+def _compile_extractor(
+    name: str, field: str, lines: tuple[str, ...], names: dict[str, Any]
+) -> Extractor:
     """Turn the copy statements of one command into a function.
 
     Straight-line code per command instead of a loop over a field table: this runs once
@@ -350,10 +369,11 @@ def _build(type_number: int, name: str) -> CommandSpec:
         field=field.name,
         sender=sender,
         role=role,
-        extract=_compile_extractor(name, field.name, lines, names),
         columns=frozenset(columns),
         always=tuple(always),
         needs_body=any(fd.is_required for fd in descriptor.fields),
+        lines=tuple(lines),
+        names=names,
     )
 
 

@@ -126,7 +126,7 @@ class _Kind:
         self.command = spec.name
         self.command_type = spec.type
         self.direction = direction
-        self.extract = spec.extract
+        self.extract = spec.extractor()
         self.pair = pair
         self.effect = effect
         self.needs_body = spec.needs_body
