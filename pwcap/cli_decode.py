@@ -101,9 +101,6 @@ def add_port_arguments(parser: argparse.ArgumentParser) -> None:
         )
 
 
-YOUNG_OBJECTS = 20_000  # allocations between two collections of the young generation
-
-
 def port_hints(args: argparse.Namespace) -> dict[str, list[int]]:
     """The ports of :func:`add_port_arguments` by protocol, as ``DecodeOptions.hints``."""
     return {"pulsar": args.pulsar_port, "kafka07": args.kafka07_port}
@@ -121,11 +118,8 @@ def run(args: argparse.Namespace) -> int:
     progress = ProgressBar() if wanted(args.quiet) else None
     # What the imports made (protobuf descriptors, pyarrow's types) lives as long as the
     # process: frozen, the collector's full passes skip it and walk only what decoding
-    # holds (2% of a small-frame decode's instructions went to those passes). Decoding
-    # makes few cycles (a connection's decoder and its streams): its young objects are
-    # collected every YOUNG_OBJECTS allocations rather than every 700.
+    # holds (2% of a small-frame decode's instructions went to those passes).
     gc.freeze()
-    gc.set_threshold(YOUNG_OBJECTS, *gc.get_threshold()[1:])
     try:
         with terminate_as_interrupt():
             summary = decode_parallel(
