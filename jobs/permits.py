@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import sys
 
-from pwcap.jobs.common import Tables, connection_ends, micros, read_table, run_job
+from pwcap.jobs.common import Tables, connection_ends, kept, micros, read_table, run_job
 from pyspark.sql import Column, DataFrame, SparkSession, Window, WindowSpec
 from pyspark.sql import functions as F
 
@@ -272,7 +272,7 @@ def _fraction(part: Column, whole: Column) -> Column:
 
 
 def tables(frames: DataFrame) -> Tables:
-    timeline = permit_timeline(frames).cache()
+    timeline = kept(permit_timeline(frames))
     ends = connection_ends(frames)
     intervals = starvation_intervals(timeline, ends).cache()
     return {

@@ -12,7 +12,13 @@ from typing import Any
 
 import pytest
 from pwcap.jobs import acks, latency, permits, redelivery
-from pwcap.jobs.common import connection_ends, spark_schema, spark_type, write_concurrently
+from pwcap.jobs.common import (
+    connection_ends,
+    kept,
+    spark_schema,
+    spark_type,
+    write_concurrently,
+)
 from pwcap.tables.analytics import ANALYTICS
 from pyspark.sql import types as T
 
@@ -522,3 +528,11 @@ def test_the_connection_ends_are_aggregated_once_for_every_job_of_a_session(spar
     assert us(end.capture_end) == 20
     again = connection_ends(frames).select("conn_id", "capture_end")
     assert "InMemoryTableScan" in again._jdf.queryExecution().executedPlan().toString()
+
+
+def test_a_kept_result_is_computed_once_and_read_back_as_stored_rows_in_a_local_session(spark):
+    frames = table(spark, "frames", [frame(10, "FLOW", "c2b"), frame(20, "PING", "b2c")])
+    counted = kept(frames.groupBy("conn_id").count())
+    assert [tuple(row) for row in counted.collect()] == [(1, 2)]
+    plan = counted.where("count > 1")._jdf.queryExecution().executedPlan().toString()
+    assert "ExistingRDD" in plan and "Aggregate" not in plan
