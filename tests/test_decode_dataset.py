@@ -69,6 +69,20 @@ def test_stream_offsets_are_written_without_a_dictionary_and_the_rest_with_one(t
     assert read(out, "frames").column("stream_offset").to_pylist() == [100 * i for i in range(10)]
 
 
+def test_row_group_bounds_are_written_for_times_ids_and_the_capture_not_other_text(tmp_path):
+    out = tmp_path / "ds"
+    with DatasetWriter(out) as writer:
+        for i in range(10):
+            writer.rows.frames.add({**frame_row(i), "topic": f"persistent://t/n/{i}"})
+    group = _row_groups(next((out / "frames").iterdir()))[0]
+    columns = {group.column(i).path_in_schema: group.column(i) for i in range(group.num_columns)}
+    bounds = columns["ts"].statistics
+    assert columns["ts"].is_stats_set and bounds.has_min_max
+    assert columns["sequence_id"].statistics.min == 0 and columns["sequence_id"].statistics.max == 9
+    assert columns["capture"].statistics.min == columns["capture"].statistics.max == "a.pcap"
+    assert not columns["topic"].is_stats_set and not columns["command"].is_stats_set
+
+
 def test_a_column_missing_from_a_row_is_null(tmp_path):
     out = tmp_path / "ds"
     with DatasetWriter(out) as writer:
