@@ -15,7 +15,13 @@ from pwcap.decode.pulsar._pb.pulsar_api_pb2 import AuthMethod, BaseCommand
 from pwcap.decode.pulsar.framing import PulsarFrames
 from pwcap.decode.pulsar.holdback import HeldRows
 from pwcap.decode.pulsar.sniff import looks_like_command
-from pwcap.decode.pulsar.state import CONSUMER_NAMES, PRODUCER_NAMES, ConnectionState, Pairer
+from pwcap.decode.pulsar.state import (
+    CONSUMER_NAMES,
+    PAIRERS,
+    PRODUCER_NAMES,
+    ConnectionState,
+    Pairer,
+)
 from pwcap.decode.wire import WireError, read_varint, text
 from pwcap.tables.schema import position
 
@@ -217,12 +223,19 @@ class PulsarDecoder:
         self._state.lose_sync()
         side.stream.on_gap(ts, offset, size)
 
+    @cython.locals(side=_Side)
     def on_close(self, ts: int) -> None:
         for side in self._sides:
             side.stream.on_close(ts)
         self._conversation.on_close()
         if not self._roles_settled:
             self._release_rows(swapped=False)
+        # A side and its stream refer to each other and to this decoder: without them the
+        # closed connection is freed by reference counting now, not by the cyclic
+        # collector some time later (tens of thousands of connections close at once).
+        for side in self._sides:
+            side.stream = None
+            side.decoder = None
 
     def connection_fields(self) -> Row:
         fields = dict(self._fields)
@@ -300,7 +313,7 @@ class PulsarDecoder:
             if pair is not None:
                 # A PRODUCER_SUCCESS with producer_ready false is followed by another.
                 final = kind.command_type != _PRODUCER_SUCCESS or sub.producer_ready
-                if not pair(rows, side.label, final) and state.complete:
+                if not pair(state, rows, side.label, final) and state.complete:
                     self._suspect_unmatched(rows, side.label)
             effect = kind.effect
             if effect is not None:
@@ -380,7 +393,7 @@ class PulsarDecoder:
         number is also what a command without any type reads as, so it is checked each
         time)."""
         state = self._state
-        pair = state.pairers[spec.role] if spec.role is not None else None
+        pair = PAIRERS[spec.role] if spec.role is not None else None
         kind = _Kind(spec, LABELS[side.label], pair, _EFFECTS.get(spec.name))
         if "producer_id" in spec.columns:
             kind.id_column, kind.holders = PRODUCER_ID, state.producers

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 from collections import deque
 from collections.abc import Callable
+from functools import partial
 from typing import Any
 
 import cython
@@ -31,10 +32,11 @@ else:
     from pwcap.tables.columns import ColumnBuffer
 
 MAX_PENDING = 100_000  # outstanding requests kept per table before the oldest are dropped
-# (frame row being built, direction, final) -> False for a response whose request was not
-# seen. A response that is not ``final`` (PRODUCER_SUCCESS with ``producer_ready`` false:
-# another follows once the producer gets access) leaves its request outstanding.
-Pairer = Callable[[ColumnBuffer, int, bool], bool]
+# (connection state, frame row being built, direction, final) -> False for a response
+# whose request was not seen. A response that is not ``final`` (PRODUCER_SUCCESS with
+# ``producer_ready`` false: another follows once the producer gets access) leaves its
+# request outstanding.
+Pairer = Callable[["ConnectionState", ColumnBuffer, int, bool], bool]
 MAX_SAME_ID = 8  # outstanding requests sharing one request id (one per id family is normal)
 
 
@@ -108,21 +110,6 @@ class ConnectionState:
         self._in_order: dict[tuple[str, int], deque[tuple[str, int]]] = {}
         # True while every byte of both directions since the SYN has been decoded.
         self.complete = complete
-        # Pairing role -> how a row of that role is recorded or matched.
-        self.pairers: dict[str, Pairer] = {
-            c.REQUEST: self._pair_request,
-            c.RESPONSE: self._pair_response,
-            c.SEND: self._pair_send,
-            c.RECEIPT: self._pair_receipt,
-            c.ACK: self._pair_ack,
-            c.ACK_RESPONSE: self._pair_ack_response,
-            c.PING: self._in_order_request(c.PING),
-            c.CONNECT: self._in_order_request(c.CONNECT),
-            c.CHALLENGE: self._in_order_request(c.CHALLENGE),
-            c.PONG: self._in_order_response(c.PING),
-            c.CONNECTED: self._in_order_response(c.CONNECT),
-            c.CHALLENGE_REPLY: self._in_order_response(c.CHALLENGE),
-        }
 
     def lose_sync(self) -> None:
         """Bytes went missing: pairings and permit balances can no longer be trusted."""
@@ -272,7 +259,7 @@ class ConnectionState:
                     del self._requests[request_id]
         if request is None:
             # A broker refusing CONNECT answers with ERROR and no meaningful request id.
-            return command == "ERROR" and self._take_in_order(c.CONNECT, 1 - direction, rows)
+            return command == "ERROR" and self.take_in_order(c.CONNECT, 1 - direction, rows)
         rows.set(ANSWERS, request.name)
         rows.set(REQUEST_TS, request.ts)
         for column, value in (
@@ -284,22 +271,14 @@ class ConnectionState:
                 rows.set(column, value)
         return True
 
-    def _in_order_request(self, role: str) -> Pairer:
-        def record(rows: ColumnBuffer, direction: int, final: bool) -> bool:
-            queue = self._in_order.setdefault((role, direction), deque(maxlen=MAX_PENDING))
-            queue.append((rows.get(COMMAND), rows.get(TS)))
-            return True
-
-        return record
-
-    def _in_order_response(self, request_role: str) -> Pairer:
-        def answer(rows: ColumnBuffer, direction: int, final: bool) -> bool:
-            return self._take_in_order(request_role, 1 - direction, rows)
-
-        return answer
+    @cython.locals(rows=ColumnBuffer)
+    def record_in_order(self, role: str, direction: int, rows: ColumnBuffer) -> None:
+        """A request the other side answers in order (PING, CONNECT, AUTH_CHALLENGE)."""
+        queue = self._in_order.setdefault((role, direction), deque(maxlen=MAX_PENDING))
+        queue.append((rows.get(COMMAND), rows.get(TS)))
 
     @cython.locals(rows=ColumnBuffer)
-    def _take_in_order(self, request_role: str, direction: int, rows: ColumnBuffer) -> bool:
+    def take_in_order(self, request_role: str, direction: int, rows: ColumnBuffer) -> bool:
         queue = self._in_order.get((request_role, direction))
         if not queue:
             return False
@@ -307,6 +286,38 @@ class ConnectionState:
         rows.set(ANSWERS, answers)
         rows.set(REQUEST_TS, ts)
         return True
+
+
+def _in_order_request(
+    role: str, state: ConnectionState, rows: ColumnBuffer, direction: int, final: bool
+) -> bool:
+    state.record_in_order(role, direction, rows)
+    return True
+
+
+def _in_order_response(
+    request_role: str, state: ConnectionState, rows: ColumnBuffer, direction: int, final: bool
+) -> bool:
+    return state.take_in_order(request_role, 1 - direction, rows)
+
+
+# Pairing role -> how a row of that role is recorded or matched. One table for every
+# connection: functions of the state, not its bound methods, which a state holding them
+# would keep in a reference cycle (freed by the cyclic collector alone).
+PAIRERS: dict[str, Pairer] = {
+    c.REQUEST: ConnectionState._pair_request,
+    c.RESPONSE: ConnectionState._pair_response,
+    c.SEND: ConnectionState._pair_send,
+    c.RECEIPT: ConnectionState._pair_receipt,
+    c.ACK: ConnectionState._pair_ack,
+    c.ACK_RESPONSE: ConnectionState._pair_ack_response,
+    c.PING: partial(_in_order_request, c.PING),
+    c.CONNECT: partial(_in_order_request, c.CONNECT),
+    c.CHALLENGE: partial(_in_order_request, c.CHALLENGE),
+    c.PONG: partial(_in_order_response, c.PING),
+    c.CONNECTED: partial(_in_order_response, c.CONNECT),
+    c.CHALLENGE_REPLY: partial(_in_order_response, c.CHALLENGE),
+}
 
 
 @cython.ccall
