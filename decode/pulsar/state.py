@@ -54,6 +54,8 @@ TOPIC = cython.declare(cython.Py_ssize_t, position("frames", "topic"))
 PRODUCER_NAME = cython.declare(cython.Py_ssize_t, position("frames", "producer_name"))
 ANSWERS = cython.declare(cython.Py_ssize_t, position("frames", "answers"))
 REQUEST_TS = cython.declare(cython.Py_ssize_t, position("frames", "request_ts"))
+# Response -> {request name: preference} (a C global when compiled: a dict known as one).
+_ANSWER_RANKS = cython.declare(dict, c.ANSWER_RANKS)
 _PRODUCER_NAMES = tuple(position("frames", column) for column in PRODUCER_NAMES)
 _CONSUMER_NAMES = tuple(position("frames", column) for column in CONSUMER_NAMES)
 
@@ -83,19 +85,22 @@ def _present(rows: ColumnBuffer, columns: tuple[int, ...]) -> dict[int, str]:
     return {column: rows.get(column) for column in columns if rows.has(column)}
 
 
-class Request:
-    """An outstanding request: what a matching response inherits."""
+# An outstanding request: its command and time, and what a matching response inherits
+# (topic, producer id, consumer id). A tuple: one is made per request, and a class
+# instance cost twice as much to build.
+Request = tuple[str, int, str | None, int | None, int | None]
 
-    __slots__ = ("consumer_id", "name", "producer_id", "request_id", "topic", "ts")
 
-    @cython.locals(rows=ColumnBuffer)
-    def __init__(self, rows: ColumnBuffer) -> None:
-        self.name = rows.get(COMMAND)
-        self.request_id = rows.get(REQUEST_ID)
-        self.ts = rows.get(TS)
-        self.topic = rows.get(TOPIC)
-        self.producer_id = rows.get(PRODUCER_ID)
-        self.consumer_id = rows.get(CONSUMER_ID)
+@cython.locals(rows=ColumnBuffer)
+def _request(rows: ColumnBuffer) -> Request:
+    """The request whose row is being built."""
+    return (
+        rows.get(COMMAND),
+        rows.get(TS),
+        rows.get(TOPIC),
+        rows.get(PRODUCER_ID),
+        rows.get(CONSUMER_ID),
+    )
 
 
 class ConnectionState:
@@ -175,9 +180,10 @@ class ConnectionState:
 
     # -- pairing -------------------------------------------------------------------------
 
+    @cython.locals(rows=ColumnBuffer)
     def _pair_request(self, rows: ColumnBuffer, direction: int, final: bool) -> bool:
         if direction == 0:  # the broker's CLOSE_PRODUCER / CLOSE_CONSUMER expect no answer
-            self._add_request(Request(rows))
+            self._add_request(rows.get(REQUEST_ID), _request(rows))
         return True
 
     # Typed locals (compiled): every SEND and receipt passes here, and the operations on
@@ -228,8 +234,7 @@ class ConnectionState:
         rows.set(REQUEST_TS, ts)
         return True
 
-    def _add_request(self, request: Request) -> None:
-        request_id = request.request_id
+    def _add_request(self, request_id: int | None, request: Request) -> None:
         waiting = self._requests.get(request_id)
         if waiting is None:
             _put(self._requests, request_id, [request], self)
@@ -239,36 +244,36 @@ class ConnectionState:
             self.complete = False
         waiting.append(request)
 
-    @cython.locals(rows=ColumnBuffer)
+    @cython.locals(rows=ColumnBuffer, waiting=list, ranks=dict, candidate=tuple)
+    @cython.locals(index=cython.Py_ssize_t, best=cython.Py_ssize_t)
+    @cython.locals(rank=cython.Py_ssize_t, best_rank=cython.Py_ssize_t)
     def _pair_response(self, rows: ColumnBuffer, direction: int, final: bool) -> bool:
         request = None
         request_id = rows.get(REQUEST_ID)
         waiting = self._requests.get(request_id) if direction == 1 else None
         command = rows.get(COMMAND)
         if waiting:
-            ranks = c.ANSWER_RANKS[command]
-            best = None
+            ranks = _ANSWER_RANKS[command]
+            best = -1
             best_rank = len(ranks)
-            for index, candidate in enumerate(waiting):
-                rank = ranks.get(candidate.name, best_rank)
+            for index in range(len(waiting)):
+                candidate = waiting[index]
+                rank = ranks.get(candidate[0], best_rank)
                 if rank < best_rank:
                     best, best_rank = index, rank
-            if best is not None:
+            if best >= 0:
                 request = waiting.pop(best) if final else waiting[best]
                 if not waiting:
                     del self._requests[request_id]
         if request is None:
             # A broker refusing CONNECT answers with ERROR and no meaningful request id.
             return command == "ERROR" and self.take_in_order(c.CONNECT, 1 - direction, rows)
-        rows.set(ANSWERS, request.name)
-        rows.set(REQUEST_TS, request.ts)
-        for column, value in (
-            (TOPIC, request.topic),
-            (PRODUCER_ID, request.producer_id),
-            (CONSUMER_ID, request.consumer_id),
-        ):
-            if value is not None and not rows.has(column):
-                rows.set(column, value)
+        name, ts, topic, producer_id, consumer_id = request
+        rows.set(ANSWERS, name)
+        rows.set(REQUEST_TS, ts)
+        _inherit(rows, TOPIC, topic)
+        _inherit(rows, PRODUCER_ID, producer_id)
+        _inherit(rows, CONSUMER_ID, consumer_id)
         return True
 
     @cython.locals(rows=ColumnBuffer)
@@ -318,6 +323,14 @@ PAIRERS: dict[str, Pairer] = {
     c.CONNECTED: partial(_in_order_response, c.CONNECT),
     c.CHALLENGE_REPLY: partial(_in_order_response, c.CHALLENGE),
 }
+
+
+@cython.cfunc
+@cython.locals(rows=ColumnBuffer, column=cython.Py_ssize_t)
+def _inherit(rows: ColumnBuffer, column: int, value: Any) -> cython.void:
+    """A response takes a column's value over from its request, unless it has its own."""
+    if value is not None and not rows.has(column):
+        rows.set(column, value)
 
 
 @cython.ccall
