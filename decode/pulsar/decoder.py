@@ -23,13 +23,13 @@ if cython.compiled:  # C declarations (.pxd files): C calls
     from cython.cimports.pwcap.decode.framing import FrameHandler, FrameStream
     from cython.cimports.pwcap.decode.pulsar.hot import HotReader
     from cython.cimports.pwcap.decode.pulsar.messages import EntryDecoder
-    from cython.cimports.pwcap.decode.pulsar.state import merge_names
+    from cython.cimports.pwcap.decode.pulsar.state import grant, merge_names, spend
     from cython.cimports.pwcap.tables.columns import ColumnBuffer
 else:
     from pwcap.decode.framing import FrameHandler, FrameStream
     from pwcap.decode.pulsar.hot import HotReader
     from pwcap.decode.pulsar.messages import EntryDecoder
-    from pwcap.decode.pulsar.state import merge_names
+    from pwcap.decode.pulsar.state import grant, merge_names, spend
     from pwcap.tables.columns import ColumnBuffer
 
 # A command holding only its `type` (tag byte + one-byte varint: every type is < 128)
@@ -508,12 +508,12 @@ class PulsarDecoder:
         self._state.add_consumer(rows)
 
     def _on_flow(self, sub: Any, rows: ColumnBuffer) -> None:
-        self._state.grant(rows.get(CONSUMER_ID), rows.get(PERMITS))
+        grant(self._consumers, rows.get(CONSUMER_ID), rows.get(PERMITS))
 
     @cython.cfunc
     def _spend_permits(self, rows: ColumnBuffer) -> None:
         consumer_id = rows.get(CONSUMER_ID)
-        before = self._state.spend(consumer_id, rows.get(NUM_MESSAGES) or 1)
+        before = spend(self._consumers, consumer_id, rows.get(NUM_MESSAGES) or 1)
         if before is not None and before <= 0:
             self._conversation.frame_anomaly(
                 "protocol_violation",

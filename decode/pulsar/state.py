@@ -160,24 +160,6 @@ class ConnectionState:
             if consumer is not None:
                 merge_names(rows, consumer.names, named)
 
-    # -- permits -------------------------------------------------------------------------
-
-    def grant(self, consumer_id: int, permits: int) -> None:
-        consumer = self.consumers.get(consumer_id)
-        if consumer is not None and consumer.permits is not None:
-            consumer.permits += permits
-
-    @cython.locals(consumers=dict)
-    def spend(self, consumer_id: int, messages: int) -> int | None:
-        """Charge a delivered entry; return the balance before it (None if unknown)."""
-        consumers = self.consumers
-        consumer = consumers.get(consumer_id)
-        if consumer is None or consumer.permits is None:
-            return None
-        before = consumer.permits
-        consumer.permits = before - messages
-        return before
-
     # -- pairing -------------------------------------------------------------------------
 
     @cython.locals(rows=ColumnBuffer)
@@ -323,6 +305,31 @@ PAIRERS: dict[str, Pairer] = {
     c.CONNECTED: partial(_in_order_response, c.CONNECT),
     c.CHALLENGE_REPLY: partial(_in_order_response, c.CHALLENGE),
 }
+
+
+# -- permits (module functions of a state's ``consumers``: the decoder calls them as C) ----
+
+
+@cython.ccall
+@cython.locals(consumers=dict)
+@cython.returns(cython.void)
+def grant(consumers: dict[int, Consumer], consumer_id: int, permits: int) -> None:
+    """A FLOW's permits, added to its consumer's balance while that is known."""
+    consumer = consumers.get(consumer_id)
+    if consumer is not None and consumer.permits is not None:
+        consumer.permits += permits
+
+
+@cython.ccall
+@cython.locals(consumers=dict)
+def spend(consumers: dict[int, Consumer], consumer_id: int, messages: int) -> int | None:
+    """Charge a delivered entry; return the balance before it (None if unknown)."""
+    consumer = consumers.get(consumer_id)
+    if consumer is None or consumer.permits is None:
+        return None
+    before = consumer.permits
+    consumer.permits = before - messages
+    return before
 
 
 @cython.cfunc
