@@ -532,6 +532,10 @@ class Reassembler:
         if len(self._closed_ids) > MAX_CLOSED:
             del self._closed_ids[next(iter(self._closed_ids))]
         self.sink.on_close(conn, ts, reason)
+        # Two halves naming each other are a reference cycle: apart, reference counting
+        # frees the closed connection now, not the cyclic collector some time later.
+        peer = half.peer
+        half.peer = peer.peer = None
 
     def _evict_idle(self) -> None:
         """Close the longest idle tenth of the open connections (bounded memory; a tenth at

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Callable
-from functools import partial
 from typing import Any
 
 from pwcap.capture.events import ClientBy, Connection, Direction
@@ -277,7 +276,7 @@ class Dispatcher:
             self._feed[tracked.conn.conn_id] = _ignore
             return
         if decision.reversed:
-            self._flip(tracked)
+            tracked.conn.flip()
         self._start(tracked, decision.protocol)
         decoder = tracked.decoder
         if decoder is None:
@@ -294,20 +293,16 @@ class Dispatcher:
             else:
                 decoder.on_gap(direction, ts, offset, value)
 
-    def _flip(self, tracked: _Tracked) -> None:
-        """The roles are the other way round (the content test or the decoder says so):
-        the connection records it, and reassembly labels its later bytes by it."""
-        tracked.conn.flip()
-
     def _start(self, tracked: _Tracked, protocol: Protocol) -> None:
         tracked.protocol = protocol.name
         conn_id = tracked.conn.conn_id
         if protocol.factory is None:  # recognised, not decodable (TLS)
             self._feed[conn_id] = _ignore
             return
-        decoder = protocol.factory(
-            tracked.conn, self._rows, self._options, partial(self._flip, tracked)
-        )
+        # The roles are the other way round when the decoder says so: the connection
+        # records it, and reassembly labels its later bytes by it. (Its own method, not
+        # one of this connection's _Tracked, which holds the decoder: no reference cycle.)
+        decoder = protocol.factory(tracked.conn, self._rows, self._options, tracked.conn.flip)
         tracked.decoder = decoder
         self._feed[conn_id] = decoder.on_data
 

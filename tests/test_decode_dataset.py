@@ -54,7 +54,7 @@ def test_every_table_has_exactly_the_schema_columns_even_when_empty(tmp_path):
     assert read(out, "messages").num_rows == 0
 
 
-def test_stream_offsets_are_written_without_a_dictionary_and_the_rest_with_one(tmp_path):
+def test_offsets_and_times_are_written_without_a_dictionary_and_the_rest_with_one(tmp_path):
     out = tmp_path / "ds"
     with DatasetWriter(out) as writer:
         for i in range(10):
@@ -63,8 +63,9 @@ def test_stream_offsets_are_written_without_a_dictionary_and_the_rest_with_one(t
             )
     group = _row_groups(next((out / "frames").iterdir()))[0]
     columns = {group.column(i).path_in_schema: group.column(i) for i in range(group.num_columns)}
-    assert not columns["stream_offset"].has_dictionary_page
-    assert columns["ts"].has_dictionary_page and columns["command"].has_dictionary_page
+    for undictionaried in ("stream_offset", "ts", "ts_first", "request_ts"):
+        assert not columns[undictionaried].has_dictionary_page
+    assert columns["command"].has_dictionary_page and columns["conn_id"].has_dictionary_page
     assert columns["message_ids.list.element.entry_id"].has_dictionary_page
     assert read(out, "frames").column("stream_offset").to_pylist() == [100 * i for i in range(10)]
 

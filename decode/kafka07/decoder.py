@@ -182,6 +182,9 @@ class Kafka07Decoder:
         for stream in self._streams:
             stream.on_close(ts)
         self._conversation.on_close()
+        # The streams call this decoder's methods: without them it is freed by reference
+        # counting now, not by the cyclic collector some time later.
+        self._streams = []
 
     def connection_fields(self) -> Row:
         return {

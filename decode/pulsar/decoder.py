@@ -15,7 +15,7 @@ from pwcap.decode.pulsar._pb.pulsar_api_pb2 import AuthMethod, BaseCommand
 from pwcap.decode.pulsar.framing import PulsarFrames
 from pwcap.decode.pulsar.holdback import HeldRows
 from pwcap.decode.pulsar.sniff import looks_like_command
-from pwcap.decode.pulsar.state import CONSUMER_NAMES, PRODUCER_NAMES, ConnectionState, Pairer
+from pwcap.decode.pulsar.state import CONSUMER_NAMES, PAIRERS, PRODUCER_NAMES, ConnectionState
 from pwcap.decode.wire import WireError, read_varint, text
 from pwcap.tables.schema import position
 
@@ -23,13 +23,13 @@ if cython.compiled:  # C declarations (.pxd files): C calls
     from cython.cimports.pwcap.decode.framing import FrameHandler, FrameStream
     from cython.cimports.pwcap.decode.pulsar.hot import HotReader
     from cython.cimports.pwcap.decode.pulsar.messages import EntryDecoder
-    from cython.cimports.pwcap.decode.pulsar.state import merge_names
+    from cython.cimports.pwcap.decode.pulsar.state import grant, merge_names, spend
     from cython.cimports.pwcap.tables.columns import ColumnBuffer
 else:
     from pwcap.decode.framing import FrameHandler, FrameStream
     from pwcap.decode.pulsar.hot import HotReader
     from pwcap.decode.pulsar.messages import EntryDecoder
-    from pwcap.decode.pulsar.state import merge_names
+    from pwcap.decode.pulsar.state import grant, merge_names, spend
     from pwcap.tables.columns import ColumnBuffer
 
 # A command holding only its `type` (tag byte + one-byte varint: every type is < 128)
@@ -75,7 +75,7 @@ class _Side(FrameHandler):
         self.label = label
         self.frames = 0
         self.stream = None  # a FrameStream, set by the decoder
-        self.kinds = {}  # command type -> how this side's frames decode (a _Kind)
+        self.kinds = _KINDS[label]  # command type -> how this side's frames decode
         self.decoder = decoder
 
     @cython.ccall
@@ -99,10 +99,11 @@ class _Side(FrameHandler):
 
 @cython.cclass
 class _Kind:
-    """Everything about one command type on one side that does not change per frame.
+    """Everything about one command type sent by one side that does not change per frame.
 
-    Resolved once, on the type's first frame, so the per-frame path does attribute
-    reads (compiled: of C struct fields) instead of table lookups.
+    Resolved once per process, on the type's first frame, and shared by every connection
+    (nothing in it belongs to one), so the per-frame path does attribute reads (compiled:
+    of C struct fields) instead of table lookups, and a connection costs no kinds.
     """
 
     spec = cython.declare(object, visibility="public")
@@ -117,27 +118,34 @@ class _Kind:
     delivery = cython.declare(cython.bint, visibility="public")
     named = cython.declare(cython.bint, visibility="public")
     id_column = cython.declare(cython.Py_ssize_t, visibility="public")
-    holders = cython.declare(dict, visibility="public")
 
-    def __init__(
-        self, spec: c.CommandSpec, direction: str, pair: Pairer | None, effect: Any
-    ) -> None:
+    def __init__(self, spec: c.CommandSpec, label: int) -> None:
         self.spec = spec
         self.command = spec.name
         self.command_type = spec.type
-        self.direction = direction
+        self.direction = LABELS[label]
         self.extract = spec.extractor()
-        self.pair = pair
-        self.effect = effect
+        self.pair = PAIRERS[spec.role] if spec.role is not None else None
+        self.effect = _EFFECTS.get(spec.name)
         self.needs_body = spec.needs_body
         self.payload = spec.name in c.PAYLOAD_COMMANDS
         self.delivery = spec.name == "MESSAGE"  # spends the consumer's permits
         # The row may hold name columns before the state's are merged in: its own, or
         # those a response takes over from its request.
         self.named = bool(spec.columns & _NAME_COLUMNS) or spec.role == c.RESPONSE
-        # Where the names behind the command's own producer / consumer id are kept.
+        # The column of the command's own producer or consumer id (-1: it has none), whose
+        # names the connection's state keeps.
         self.id_column = -1
-        self.holders = None  # producer or consumer id -> its names, when the command has one
+        if "producer_id" in spec.columns:
+            self.id_column = PRODUCER_ID
+        elif "consumer_id" in spec.columns:
+            self.id_column = CONSUMER_ID
+
+
+# Side label -> command type -> its _Kind, filled as types are first met. The kind of a
+# CONNECT stays out of these (see PulsarDecoder._new_kind), in _CONNECT_KINDS.
+_KINDS: tuple[dict[int, _Kind], dict[int, _Kind]] = ({}, {})
+_CONNECT_KINDS: list[_Kind | None] = [None, None]
 
 
 @cython.cclass
@@ -163,6 +171,8 @@ class PulsarDecoder:
     _conn_id = cython.declare(object)
     _roles_settled = cython.declare(cython.bint)
     _state = cython.declare(object)
+    _producers = cython.declare(dict)  # the state's (producer id -> names behind it)
+    _consumers = cython.declare(dict)  # the state's (consumer id -> names, permits)
     _conversation = cython.declare(object)
     _emit_anomaly = cython.declare(object)
     _entries = cython.declare(EntryDecoder)
@@ -184,6 +194,8 @@ class PulsarDecoder:
         self._conn_id = conn.conn_id
         self._roles_settled = in_sync
         self._state = ConnectionState(complete=in_sync)
+        self._producers = self._state.producers
+        self._consumers = self._state.consumers
         self._conversation = Conversation(
             building, options.capture, conn.conn_id, self.protocol, "no matching request was seen"
         )
@@ -217,12 +229,19 @@ class PulsarDecoder:
         self._state.lose_sync()
         side.stream.on_gap(ts, offset, size)
 
+    @cython.locals(side=_Side)
     def on_close(self, ts: int) -> None:
         for side in self._sides:
             side.stream.on_close(ts)
         self._conversation.on_close()
         if not self._roles_settled:
             self._release_rows(swapped=False)
+        # A side and its stream refer to each other and to this decoder: without them the
+        # closed connection is freed by reference counting now, not by the cyclic
+        # collector some time later (tens of thousands of connections close at once).
+        for side in self._sides:
+            side.stream = None
+            side.decoder = None
 
     def connection_fields(self) -> Row:
         fields = dict(self._fields)
@@ -237,6 +256,7 @@ class PulsarDecoder:
     @cython.locals(side=_Side, kind=_Kind, rows=ColumnBuffer, start=cython.Py_ssize_t)
     @cython.locals(end=cython.Py_ssize_t, size=cython.longlong, offset=cython.longlong)
     @cython.locals(ts_first=cython.longlong, ts=cython.longlong, buf=bytes)
+    @cython.locals(id_column=cython.Py_ssize_t, holders=dict)
     def _frame(
         self,
         side: _Side,
@@ -300,14 +320,15 @@ class PulsarDecoder:
             if pair is not None:
                 # A PRODUCER_SUCCESS with producer_ready false is followed by another.
                 final = kind.command_type != _PRODUCER_SUCCESS or sub.producer_ready
-                if not pair(rows, side.label, final) and state.complete:
+                if not pair(state, rows, side.label, final) and state.complete:
                     self._suspect_unmatched(rows, side.label)
             effect = kind.effect
             if effect is not None:
                 effect(self, sub, rows)
-            holders = kind.holders
-            if holders is not None:  # the names behind the command's producer / consumer id
-                holder = holders.get(rows.get(kind.id_column))
+            id_column = kind.id_column
+            if id_column >= 0:  # the names behind the command's producer / consumer id
+                holders = self._producers if id_column == PRODUCER_ID else self._consumers
+                holder = holders.get(rows.get(id_column))
                 if holder is not None:
                     merge_names(rows, holder.names, kind.named)
             elif pair is not None:  # a response: the ids it took over from its request
@@ -376,18 +397,18 @@ class PulsarDecoder:
         return self._new_kind(side, spec)
 
     def _new_kind(self, side: _Side, spec: c.CommandSpec) -> _Kind:
-        """The kind of ``spec``'s frames on ``side``, cached (but for CONNECT, whose type
-        number is also what a command without any type reads as, so it is checked each
-        time)."""
-        state = self._state
-        pair = state.pairers[spec.role] if spec.role is not None else None
-        kind = _Kind(spec, LABELS[side.label], pair, _EFFECTS.get(spec.name))
-        if "producer_id" in spec.columns:
-            kind.id_column, kind.holders = PRODUCER_ID, state.producers
-        elif "consumer_id" in spec.columns:
-            kind.id_column, kind.holders = CONSUMER_ID, state.consumers
-        if spec.type != _CONNECT:
-            side.kinds[spec.type] = kind
+        """The kind of ``spec``'s frames on ``side``, made once. A CONNECT's is kept out
+        of the side's table: its type number is also what a command without any type
+        reads as, so the general path checks each one."""
+        label = side.label
+        if spec.type == _CONNECT:
+            kind = _CONNECT_KINDS[label]
+            if kind is None:
+                kind = _CONNECT_KINDS[label] = _Kind(spec, label)
+            return kind
+        kind = _KINDS[label].get(spec.type)
+        if kind is None:
+            kind = _KINDS[label][spec.type] = _Kind(spec, label)
         return kind
 
     def _unknown(
@@ -439,8 +460,8 @@ class PulsarDecoder:
         first, second = self._sides
         first.label, second.label = 1, 0
         self._sides = [second, first]
-        first.kinds.clear()  # their kinds name the old directions
-        second.kinds.clear()
+        first.kinds = _KINDS[1]  # the kinds of their new directions
+        second.kinds = _KINDS[0]
         self._state.swap_directions()
         self._release_rows(swapped=True)
 
@@ -487,12 +508,12 @@ class PulsarDecoder:
         self._state.add_consumer(rows)
 
     def _on_flow(self, sub: Any, rows: ColumnBuffer) -> None:
-        self._state.grant(rows.get(CONSUMER_ID), rows.get(PERMITS))
+        grant(self._consumers, rows.get(CONSUMER_ID), rows.get(PERMITS))
 
     @cython.cfunc
     def _spend_permits(self, rows: ColumnBuffer) -> None:
         consumer_id = rows.get(CONSUMER_ID)
-        before = self._state.spend(consumer_id, rows.get(NUM_MESSAGES) or 1)
+        before = spend(self._consumers, consumer_id, rows.get(NUM_MESSAGES) or 1)
         if before is not None and before <= 0:
             self._conversation.frame_anomaly(
                 "protocol_violation",

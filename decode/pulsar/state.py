@@ -19,6 +19,7 @@ from __future__ import annotations
 
 from collections import deque
 from collections.abc import Callable
+from functools import partial
 from typing import Any
 
 import cython
@@ -31,10 +32,11 @@ else:
     from pwcap.tables.columns import ColumnBuffer
 
 MAX_PENDING = 100_000  # outstanding requests kept per table before the oldest are dropped
-# (frame row being built, direction, final) -> False for a response whose request was not
-# seen. A response that is not ``final`` (PRODUCER_SUCCESS with ``producer_ready`` false:
-# another follows once the producer gets access) leaves its request outstanding.
-Pairer = Callable[[ColumnBuffer, int, bool], bool]
+# (connection state, frame row being built, direction, final) -> False for a response
+# whose request was not seen. A response that is not ``final`` (PRODUCER_SUCCESS with
+# ``producer_ready`` false: another follows once the producer gets access) leaves its
+# request outstanding.
+Pairer = Callable[["ConnectionState", ColumnBuffer, int, bool], bool]
 MAX_SAME_ID = 8  # outstanding requests sharing one request id (one per id family is normal)
 
 
@@ -52,6 +54,8 @@ TOPIC = cython.declare(cython.Py_ssize_t, position("frames", "topic"))
 PRODUCER_NAME = cython.declare(cython.Py_ssize_t, position("frames", "producer_name"))
 ANSWERS = cython.declare(cython.Py_ssize_t, position("frames", "answers"))
 REQUEST_TS = cython.declare(cython.Py_ssize_t, position("frames", "request_ts"))
+# Response -> {request name: preference} (a C global when compiled: a dict known as one).
+_ANSWER_RANKS = cython.declare(dict, c.ANSWER_RANKS)
 _PRODUCER_NAMES = tuple(position("frames", column) for column in PRODUCER_NAMES)
 _CONSUMER_NAMES = tuple(position("frames", column) for column in CONSUMER_NAMES)
 
@@ -81,19 +85,22 @@ def _present(rows: ColumnBuffer, columns: tuple[int, ...]) -> dict[int, str]:
     return {column: rows.get(column) for column in columns if rows.has(column)}
 
 
-class Request:
-    """An outstanding request: what a matching response inherits."""
+# An outstanding request: its command and time, and what a matching response inherits
+# (topic, producer id, consumer id). A tuple: one is made per request, and a class
+# instance cost twice as much to build.
+Request = tuple[str, int, str | None, int | None, int | None]
 
-    __slots__ = ("consumer_id", "name", "producer_id", "request_id", "topic", "ts")
 
-    @cython.locals(rows=ColumnBuffer)
-    def __init__(self, rows: ColumnBuffer) -> None:
-        self.name = rows.get(COMMAND)
-        self.request_id = rows.get(REQUEST_ID)
-        self.ts = rows.get(TS)
-        self.topic = rows.get(TOPIC)
-        self.producer_id = rows.get(PRODUCER_ID)
-        self.consumer_id = rows.get(CONSUMER_ID)
+@cython.locals(rows=ColumnBuffer)
+def _request(rows: ColumnBuffer) -> Request:
+    """The request whose row is being built."""
+    return (
+        rows.get(COMMAND),
+        rows.get(TS),
+        rows.get(TOPIC),
+        rows.get(PRODUCER_ID),
+        rows.get(CONSUMER_ID),
+    )
 
 
 class ConnectionState:
@@ -108,21 +115,6 @@ class ConnectionState:
         self._in_order: dict[tuple[str, int], deque[tuple[str, int]]] = {}
         # True while every byte of both directions since the SYN has been decoded.
         self.complete = complete
-        # Pairing role -> how a row of that role is recorded or matched.
-        self.pairers: dict[str, Pairer] = {
-            c.REQUEST: self._pair_request,
-            c.RESPONSE: self._pair_response,
-            c.SEND: self._pair_send,
-            c.RECEIPT: self._pair_receipt,
-            c.ACK: self._pair_ack,
-            c.ACK_RESPONSE: self._pair_ack_response,
-            c.PING: self._in_order_request(c.PING),
-            c.CONNECT: self._in_order_request(c.CONNECT),
-            c.CHALLENGE: self._in_order_request(c.CHALLENGE),
-            c.PONG: self._in_order_response(c.PING),
-            c.CONNECTED: self._in_order_response(c.CONNECT),
-            c.CHALLENGE_REPLY: self._in_order_response(c.CHALLENGE),
-        }
 
     def lose_sync(self) -> None:
         """Bytes went missing: pairings and permit balances can no longer be trusted."""
@@ -168,29 +160,12 @@ class ConnectionState:
             if consumer is not None:
                 merge_names(rows, consumer.names, named)
 
-    # -- permits -------------------------------------------------------------------------
-
-    def grant(self, consumer_id: int, permits: int) -> None:
-        consumer = self.consumers.get(consumer_id)
-        if consumer is not None and consumer.permits is not None:
-            consumer.permits += permits
-
-    @cython.locals(consumers=dict)
-    def spend(self, consumer_id: int, messages: int) -> int | None:
-        """Charge a delivered entry; return the balance before it (None if unknown)."""
-        consumers = self.consumers
-        consumer = consumers.get(consumer_id)
-        if consumer is None or consumer.permits is None:
-            return None
-        before = consumer.permits
-        consumer.permits = before - messages
-        return before
-
     # -- pairing -------------------------------------------------------------------------
 
+    @cython.locals(rows=ColumnBuffer)
     def _pair_request(self, rows: ColumnBuffer, direction: int, final: bool) -> bool:
         if direction == 0:  # the broker's CLOSE_PRODUCER / CLOSE_CONSUMER expect no answer
-            self._add_request(Request(rows))
+            self._add_request(rows.get(REQUEST_ID), _request(rows))
         return True
 
     # Typed locals (compiled): every SEND and receipt passes here, and the operations on
@@ -241,8 +216,7 @@ class ConnectionState:
         rows.set(REQUEST_TS, ts)
         return True
 
-    def _add_request(self, request: Request) -> None:
-        request_id = request.request_id
+    def _add_request(self, request_id: int | None, request: Request) -> None:
         waiting = self._requests.get(request_id)
         if waiting is None:
             _put(self._requests, request_id, [request], self)
@@ -252,54 +226,46 @@ class ConnectionState:
             self.complete = False
         waiting.append(request)
 
-    @cython.locals(rows=ColumnBuffer)
+    @cython.locals(rows=ColumnBuffer, waiting=list, ranks=dict, candidate=tuple)
+    @cython.locals(index=cython.Py_ssize_t, best=cython.Py_ssize_t)
+    @cython.locals(rank=cython.Py_ssize_t, best_rank=cython.Py_ssize_t)
     def _pair_response(self, rows: ColumnBuffer, direction: int, final: bool) -> bool:
         request = None
         request_id = rows.get(REQUEST_ID)
         waiting = self._requests.get(request_id) if direction == 1 else None
         command = rows.get(COMMAND)
         if waiting:
-            ranks = c.ANSWER_RANKS[command]
-            best = None
+            ranks = _ANSWER_RANKS[command]
+            best = -1
             best_rank = len(ranks)
-            for index, candidate in enumerate(waiting):
-                rank = ranks.get(candidate.name, best_rank)
+            for index in range(len(waiting)):
+                candidate = waiting[index]
+                rank = ranks.get(candidate[0], best_rank)
                 if rank < best_rank:
                     best, best_rank = index, rank
-            if best is not None:
+            if best >= 0:
                 request = waiting.pop(best) if final else waiting[best]
                 if not waiting:
                     del self._requests[request_id]
         if request is None:
             # A broker refusing CONNECT answers with ERROR and no meaningful request id.
-            return command == "ERROR" and self._take_in_order(c.CONNECT, 1 - direction, rows)
-        rows.set(ANSWERS, request.name)
-        rows.set(REQUEST_TS, request.ts)
-        for column, value in (
-            (TOPIC, request.topic),
-            (PRODUCER_ID, request.producer_id),
-            (CONSUMER_ID, request.consumer_id),
-        ):
-            if value is not None and not rows.has(column):
-                rows.set(column, value)
+            return command == "ERROR" and self.take_in_order(c.CONNECT, 1 - direction, rows)
+        name, ts, topic, producer_id, consumer_id = request
+        rows.set(ANSWERS, name)
+        rows.set(REQUEST_TS, ts)
+        _inherit(rows, TOPIC, topic)
+        _inherit(rows, PRODUCER_ID, producer_id)
+        _inherit(rows, CONSUMER_ID, consumer_id)
         return True
 
-    def _in_order_request(self, role: str) -> Pairer:
-        def record(rows: ColumnBuffer, direction: int, final: bool) -> bool:
-            queue = self._in_order.setdefault((role, direction), deque(maxlen=MAX_PENDING))
-            queue.append((rows.get(COMMAND), rows.get(TS)))
-            return True
-
-        return record
-
-    def _in_order_response(self, request_role: str) -> Pairer:
-        def answer(rows: ColumnBuffer, direction: int, final: bool) -> bool:
-            return self._take_in_order(request_role, 1 - direction, rows)
-
-        return answer
+    @cython.locals(rows=ColumnBuffer)
+    def record_in_order(self, role: str, direction: int, rows: ColumnBuffer) -> None:
+        """A request the other side answers in order (PING, CONNECT, AUTH_CHALLENGE)."""
+        queue = self._in_order.setdefault((role, direction), deque(maxlen=MAX_PENDING))
+        queue.append((rows.get(COMMAND), rows.get(TS)))
 
     @cython.locals(rows=ColumnBuffer)
-    def _take_in_order(self, request_role: str, direction: int, rows: ColumnBuffer) -> bool:
+    def take_in_order(self, request_role: str, direction: int, rows: ColumnBuffer) -> bool:
         queue = self._in_order.get((request_role, direction))
         if not queue:
             return False
@@ -307,6 +273,71 @@ class ConnectionState:
         rows.set(ANSWERS, answers)
         rows.set(REQUEST_TS, ts)
         return True
+
+
+def _in_order_request(
+    role: str, state: ConnectionState, rows: ColumnBuffer, direction: int, final: bool
+) -> bool:
+    state.record_in_order(role, direction, rows)
+    return True
+
+
+def _in_order_response(
+    request_role: str, state: ConnectionState, rows: ColumnBuffer, direction: int, final: bool
+) -> bool:
+    return state.take_in_order(request_role, 1 - direction, rows)
+
+
+# Pairing role -> how a row of that role is recorded or matched. One table for every
+# connection: functions of the state, not its bound methods, which a state holding them
+# would keep in a reference cycle (freed by the cyclic collector alone).
+PAIRERS: dict[str, Pairer] = {
+    c.REQUEST: ConnectionState._pair_request,
+    c.RESPONSE: ConnectionState._pair_response,
+    c.SEND: ConnectionState._pair_send,
+    c.RECEIPT: ConnectionState._pair_receipt,
+    c.ACK: ConnectionState._pair_ack,
+    c.ACK_RESPONSE: ConnectionState._pair_ack_response,
+    c.PING: partial(_in_order_request, c.PING),
+    c.CONNECT: partial(_in_order_request, c.CONNECT),
+    c.CHALLENGE: partial(_in_order_request, c.CHALLENGE),
+    c.PONG: partial(_in_order_response, c.PING),
+    c.CONNECTED: partial(_in_order_response, c.CONNECT),
+    c.CHALLENGE_REPLY: partial(_in_order_response, c.CHALLENGE),
+}
+
+
+# -- permits (module functions of a state's ``consumers``: the decoder calls them as C) ----
+
+
+@cython.ccall
+@cython.locals(consumers=dict)
+@cython.returns(cython.void)
+def grant(consumers: dict[int, Consumer], consumer_id: int, permits: int) -> None:
+    """A FLOW's permits, added to its consumer's balance while that is known."""
+    consumer = consumers.get(consumer_id)
+    if consumer is not None and consumer.permits is not None:
+        consumer.permits += permits
+
+
+@cython.ccall
+@cython.locals(consumers=dict)
+def spend(consumers: dict[int, Consumer], consumer_id: int, messages: int) -> int | None:
+    """Charge a delivered entry; return the balance before it (None if unknown)."""
+    consumer = consumers.get(consumer_id)
+    if consumer is None or consumer.permits is None:
+        return None
+    before = consumer.permits
+    consumer.permits = before - messages
+    return before
+
+
+@cython.cfunc
+@cython.locals(rows=ColumnBuffer, column=cython.Py_ssize_t)
+def _inherit(rows: ColumnBuffer, column: int, value: Any) -> cython.void:
+    """A response takes a column's value over from its request, unless it has its own."""
+    if value is not None and not rows.has(column):
+        rows.set(column, value)
 
 
 @cython.ccall
