@@ -19,12 +19,19 @@ JAVA = 17  # the oldest Java the Spark that pwcap depends on runs on
 # took a third of the CPU of a job over ten million frames; raised, it compiles only the
 # hottest code (a tenth less CPU, the tasks as fast). The loop threshold (on-stack
 # replacement of a running loop) too: the latency job took 36-38 s with it, 40-43 s without.
+# Inlining kept shallow for the same reason: the optimizing compiler's time grows with the
+# code it inlines, and it compiles Spark's generated code anew for every query (`pwcap
+# analyze` over ten million frames, alternating runs: 50.9 s and 95 CPU seconds against
+# 58 s and 110 with the JVM's inlining limits; shallower still, 54 s; none, 99 s).
 # The throughput collector: a batch of tasks minds no pause, and G1's concurrent marking
 # took cores from the tasks (`pwcap analyze` over ten million frames: 58-63 s, against
 # 68-73 s with G1; the serial collector 62-65 s).
 JVM_OPTIONS = (
     "-XX:Tier4InvocationThreshold=50000 -XX:Tier4CompileThreshold=50000"
-    " -XX:Tier4BackEdgeThreshold=200000 -XX:+UseParallelGC"
+    " -XX:Tier4BackEdgeThreshold=200000"
+    " -XX:MaxInlineLevel=4 -XX:MaxInlineSize=20 -XX:FreqInlineSize=100"
+    " -XX:InlineSmallCode=500 -XX:LoopUnrollLimit=8"
+    " -XX:+UseParallelGC"
 )
 INSTALL_JAVA = "apt-get install openjdk-17-jre-headless, brew install openjdk@17"
 
