@@ -27,6 +27,7 @@ writing): everything before the cut is in the dataset, with a `truncated_capture
 EXIT_UNUSABLE = 1
 EXIT_CUT_OFF = 3
 TOP_COMMANDS = 8
+YOUNG_OBJECTS = 100_000  # allocations between two collections of the young generation
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -99,9 +100,6 @@ def add_port_arguments(parser: argparse.ArgumentParser) -> None:
             metavar="P",
             help=f"decode connections to this port as {name} (repeatable)",
         )
-
-
-YOUNG_OBJECTS = 100_000  # allocations between two collections of the young generation
 
 
 def port_hints(args: argparse.Namespace) -> dict[str, list[int]]:
