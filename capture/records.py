@@ -26,6 +26,12 @@ from typing import BinaryIO
 import cython
 from pwcap.capture.stats import CaptureStats
 
+if cython.compiled:  # a refill reads straight into the chunk it makes
+    from cython.cimports.cpython.buffer import PyBUF_WRITE
+    from cython.cimports.cpython.bytes import PyBytes_AS_STRING, PyBytes_FromStringAndSize
+    from cython.cimports.cpython.memoryview import PyMemoryView_FromMemory
+    from cython.cimports.libc.string import memcpy
+
 CHUNK = 1 << 22  # bytes pulled from the stream per refill
 MAX_RECORD = 1 << 26  # a record longer than this means a corrupt length field
 # Timestamps a dataset (Parquet int64 microseconds) and a calendar (years 1970-9999) hold;
@@ -202,6 +208,35 @@ def _read(stream: BinaryIO, size: int, name: str) -> bytes:
         raise CaptureError(f"{name}: read failed: {error}", truncated=True) from None
 
 
+@cython.cfunc
+def _read_after(
+    stream: BinaryIO, buf: bytes, pos: cython.Py_ssize_t, size: cython.Py_ssize_t, name: str
+) -> bytes:
+    """``buf[pos:]`` followed by up to ``size`` bytes read from ``stream``, read straight
+    into the new chunk (compiled, from a stream with ``readinto``): reading into one chunk
+    and joining it to the rest of the last made two, and twice the memory to fault in."""
+    if not cython.compiled or not isinstance(stream, io.BufferedIOBase | io.FileIO):
+        return buf[pos:] + _read(stream, size, name)
+    if pos < 0 or pos > len(buf) or size < 0:
+        raise ValueError("refill out of range")
+    left: cython.Py_ssize_t = len(buf) - pos
+    chunk: bytes = PyBytes_FromStringAndSize(cython.NULL, left + size)  # private until returned
+    memcpy(PyBytes_AS_STRING(chunk), PyBytes_AS_STRING(buf) + pos, left)
+    space = PyMemoryView_FromMemory(PyBytes_AS_STRING(chunk) + left, size, PyBUF_WRITE)
+    filled: cython.Py_ssize_t = 0
+    try:
+        while filled < size:
+            got = stream.readinto(space[filled:])
+            if not got:
+                break
+            filled += got
+    except (OSError, EOFError, gzip.BadGzipFile) as error:
+        raise CaptureError(f"{name}: read failed: {error}", truncated=True) from None
+    finally:
+        space.release()
+    return chunk if filled == size else chunk[: left + filled]
+
+
 def _cut(name: str, at: int) -> CaptureError:
     return CaptureError(
         f"{name}: capture cut off in the middle of a record at byte {at}", truncated=True
@@ -291,14 +326,14 @@ class RecordWalk:
     def _refill(self, need: cython.Py_ssize_t) -> cython.bint:
         """``buf`` from the next record on, then the next chunk (at least ``need`` bytes
         unless the stream ends); false at a clean end."""
-        more = _read(self._stream, max(CHUNK, need), self._name)
-        if not more:
+        chunk = _read_after(self._stream, self.buf, self._pos, max(CHUNK, need), self._name)
+        if len(chunk) == len(self.buf) - self._pos:  # nothing more
             if self._pos < len(self.buf):
                 raise _cut(self._name, self._consumed + self._pos)
             self._ended = True
             return False
         self._consumed += self._pos
-        self.buf = self.buf[self._pos :] + more
+        self.buf = chunk
         self._pos = 0
         return True
 

@@ -15,9 +15,10 @@ its items: a value goes straight to where its column keeps it, as the row is bui
 - nested values (message ids, properties) as (row, value) pairs, laid out child by
   child once per batch (Arrow's own conversion only for a shape it does not know).
 
-A batch then becomes Arrow arrays over those bytes without a conversion per value, and a
-column no row set costs nothing per row, which suits tables of 40-odd columns of which a
-row sets a dozen. Rows that are rare (connections, most anomalies) may come whole as a
+A batch then becomes Arrow arrays without a conversion per value (compiled: a copy of
+each column's bytes made in C, the storage kept for the next batch; interpreted: views
+of it), and a column no row set costs nothing per row, which suits tables of 40-odd
+columns of which a row sets a dozen. Rows that are rare (connections, most anomalies) may come whole as a
 dict (:meth:`add`); the row being built can be read back (:meth:`get`) and taken out as
 a dict (:meth:`take_row`) for the decoders' few uses of that.
 """
@@ -37,7 +38,7 @@ if cython.compiled:  # a text value is copied to its column's bytes with memcpy
     from cython.cimports.cpython.bytearray import PyByteArray_AS_STRING, PyByteArray_Resize
     from cython.cimports.cpython.bytes import PyBytes_AS_STRING
     from cython.cimports.cpython.unicode import PyUnicode_AsUTF8AndSize
-    from cython.cimports.libc.string import memcpy
+    from cython.cimports.libc.string import memcpy, memset
 
 # How a column keeps its values: the low two bits of its place (the rest: its index
 # among the columns kept that way).
@@ -48,6 +49,11 @@ STRING = cython.declare(cython.Py_ssize_t, 1)
 BINARY = cython.declare(cython.Py_ssize_t, 2)
 NESTED = cython.declare(cython.Py_ssize_t, 3)
 MAX_OFFSET = cython.declare(cython.Py_ssize_t, 0x7FFFFFFF)  # Arrow's offsets are int32
+INT32_MIN = cython.declare(cython.longlong, -0x80000000)
+INT32_MAX = cython.declare(cython.longlong, 0x7FFFFFFF)
+# A text column's bytes kept for the next batch, at most (compiled, storage is reused:
+# larger ones, kept payloads, are let go rather than held between batches).
+KEPT_TEXT_BYTES = cython.declare(cython.Py_ssize_t, 1 << 20)
 _TEXT_TYPES = (bytes, bytearray, memoryview)
 
 
@@ -261,7 +267,7 @@ class ColumnBuffer:
     def take_rows(self) -> list[dict]:
         """The complete rows held, as dicts of every column (None: null); then empty."""
         rows = [self._row(at) for at in range(self.count)]
-        self._reset()
+        self._recycle()
         return rows
 
     # -- storage ---------------------------------------------------------------------------
@@ -425,28 +431,56 @@ class ColumnBuffer:
         arrays: list[Any] = [None] * len(self.schema)
         slots, texts, nested = self._positions
         for slot, position in enumerate(slots):
-            arrays[position] = self._slot_array(slot, self.schema.field(position).type)
+            arrays[position] = self._slot_array(slot, self.schema.field(position))
         for index, position in enumerate(texts):
             arrays[position] = self._text_array(index, self.schema.field(position).type)
         for index, position in enumerate(nested):
             arrays[position] = self._nested_array(index, self.schema.field(position).type)
-        self._reset()
+        self._recycle()
         return pa.RecordBatch.from_arrays(arrays, schema=self.schema)
 
-    def _slot_array(self, slot: cython.Py_ssize_t, kind: pa.DataType) -> pa.Array:
-        count = self.count
+    def _recycle(self) -> None:
+        """Empty the buffer after its rows became Arrow arrays.
+
+        Compiled, the arrays hold copies (made in C) and the storage is kept: fresh storage
+        for every batch cost more, in zero-filled pages the kernel faults in, than copying
+        what the batch holds. Interpreted, the arrays are views of the storage: it is new.
+        """
+        if not cython.compiled:
+            self._reset()
+            return
+        rows: cython.Py_ssize_t = min(self.count + 1, self._limit)  # a row being built too
+        i: cython.Py_ssize_t
+        for i in range(len(self._positions[0])):
+            if self._set[i]:
+                memset(cython.address(self._valid[i, 0]), 0, rows)
+                self._set[i] = 0
+        for i in range(len(self._text)):
+            if self._text_set[i]:
+                memset(cython.address(self._text_valid[i, 0]), 0, rows)
+                self._text_set[i] = 0
+            self._recorded[i] = 0
+            if len(cython.cast(bytearray, self._text[i])) > KEPT_TEXT_BYTES:
+                self._text[i] = bytearray()
+        self._rows = [[] for _ in self._positions[2]]
+        self._values = [[] for _ in self._positions[2]]
+        self.count = 0
+        self.held_bytes = 0
+
+    def _slot_array(self, slot: cython.Py_ssize_t, field: pa.Field) -> pa.Array:
+        count: cython.Py_ssize_t = self.count
+        kind = field.type
         filled = self._set[slot]
         if not filled:
             return pa.nulls(count, kind)
-        start = slot * self._limit  # a slot's rows (values and flags) are contiguous
+        start: cython.Py_ssize_t = slot * self._limit  # a slot's rows (values, flags): contiguous
         validity = None
         if filled < count:
-            validity = _validity(self._valid_bytes, start, count)
+            validity = _flag_bits(self._valid_bytes, start, count)
         if pa.types.is_boolean(kind):  # nonzero: true
-            truths = _nonzero_bits(self._data_bytes, pa.int64(), start, count)
+            truths = _flag_bits(self._data_bytes, start, count, 8)
             return pa.Array.from_buffers(kind, count, [validity, truths])
-        values = pa.py_buffer(memoryview(self._data_bytes)[8 * start : 8 * (start + count)])
-        return _integers(kind, count, validity, values)
+        return _integers(field, count, validity, self._data_bytes, self._valid_bytes, start)
 
     def _text_array(self, index: cython.Py_ssize_t, kind: pa.DataType) -> pa.Array:
         count: cython.Py_ssize_t = self.count
@@ -454,14 +488,21 @@ class ColumnBuffer:
         if not filled:
             return pa.nulls(count, kind)
         data: bytearray = self._text[index]
-        del data[self._end_nulls(index, count) :]  # nulls after its last value; spare room
-        width = 4 * (self._limit + 1)
-        offsets = memoryview(self._ends_bytes)[index * width : index * width + 4 * (count + 1)]
+        end: cython.Py_ssize_t = self._end_nulls(index, count)  # nulls after its last value
         validity = None
         if filled < count:
-            validity = _validity(self._text_valid_bytes, index * self._limit, count)
-        buffers = [validity, pa.py_buffer(offsets), pa.py_buffer(data)]
-        return pa.Array.from_buffers(kind, count, buffers)
+            validity = _flag_bits(self._text_valid_bytes, index * self._limit, count)
+        if cython.compiled:
+            values = pa.allocate_buffer(end)
+            memcpy(_address(values), PyByteArray_AS_STRING(data), end)
+            offsets = pa.allocate_buffer(4 * (count + 1))
+            memcpy(_address(offsets), cython.address(self._ends[index, 0]), 4 * (count + 1))
+        else:
+            del data[end:]
+            width = 4 * (self._limit + 1)
+            offsets = pa.py_buffer(memoryview(self._ends_bytes)[index * width :][: 4 * (count + 1)])
+            values = pa.py_buffer(data)
+        return pa.Array.from_buffers(kind, count, [validity, offsets, values])
 
     def _nested_array(self, index: int, kind: pa.DataType) -> pa.Array:
         rows: list = self._rows[index]
@@ -593,9 +634,9 @@ def _list_of_structs(
         offsets[filled] = total
     arrays = [_child_array(child, field) for child, field in zip(children, fields, strict=True)]
     items = pa.Array.from_buffers(
-        pa.struct(fields), total, [_validity(item_flags, 0, total)], children=arrays
+        pa.struct(fields), total, [_flag_bits(item_flags, 0, total)], children=arrays
     )
-    buffers = [_validity(row_flags, 0, count), pa.py_buffer(offsets_bytes)]
+    buffers = [_flag_bits(row_flags, 0, count), pa.py_buffer(offsets_bytes)]
     return pa.Array.from_buffers(kind, count, buffers, children=[items])
 
 
@@ -618,7 +659,7 @@ def _child_array(values: list, field: pa.Field) -> pa.Array:
         if value is not None:
             slots[i] = value
             valid[i] = 1
-    return _integers(kind, count, _validity(flags, 0, count), pa.py_buffer(data))
+    return _integers(field, count, _flag_bits(flags, 0, count), data, flags, 0)
 
 
 def _text_child(values: list, field: pa.Field) -> pa.Array:
@@ -646,20 +687,69 @@ def _text_child(values: list, field: pa.Field) -> pa.Array:
             valid[i] = 1
         offsets[i + 1] = end
     buffers = [
-        _validity(flags, 0, count),
+        _flag_bits(flags, 0, count),
         pa.py_buffer(offsets_bytes),
         pa.py_buffer(b"".join(parts)),
     ]
     return pa.Array.from_buffers(field.type, count, buffers)
 
 
-def _integers(kind: pa.DataType, count: int, validity: Any, values: pa.Buffer) -> pa.Array:
-    """An integer or timestamp column from 64-bit values; narrower integers are cast with
-    Arrow's checked cast, so a value out of range is an error, never wrapped."""
+def _integers(
+    field: pa.Field,
+    count: cython.Py_ssize_t,
+    validity: Any,
+    data: bytearray,
+    flags: bytearray,
+    start: cython.Py_ssize_t,
+) -> pa.Array:
+    """An integer or timestamp column of ``count`` rows from the 64-bit values in ``data``
+    and the flag bytes in ``flags`` (nonzero: set) from row ``start`` on. A value out of a
+    narrower type's range is an error, never wrapped."""
+    kind = field.type
+    copied = kind == pa.int64() or kind == pa.int32() or pa.types.is_timestamp(kind)
+    if cython.compiled and copied:
+        width: cython.Py_ssize_t = 4 if kind == pa.int32() else 8
+        values = _copied(data, flags, start, count, width, field.name)
+        return pa.Array.from_buffers(kind, count, [validity, values])
+    values = pa.py_buffer(memoryview(data)[8 * start : 8 * (start + count)])
     if pa.types.is_timestamp(kind):
         return pa.Array.from_buffers(kind, count, [validity, values])
     wide = pa.Array.from_buffers(pa.int64(), count, [validity, values])
-    return wide if kind == pa.int64() else wide.cast(kind)
+    return wide if kind == pa.int64() else wide.cast(kind)  # Arrow's checked cast
+
+
+@cython.cfunc
+def _copied(
+    data: bytearray,
+    flags: bytearray,
+    start: cython.Py_ssize_t,
+    count: cython.Py_ssize_t,
+    width: cython.Py_ssize_t,
+    column: str,
+) -> object:
+    """(Compiled only.) A new buffer of the ``count`` 64-bit values in ``data`` from
+    ``start`` on, ``width`` bytes each (8, or 4 checked to be in range as Arrow's checked
+    cast checks), a null's as 0."""
+    if start < 0 or count < 0 or start + count > len(flags) or 8 * (start + count) > len(data):
+        raise IndexError(f"{column}: values out of range")
+    values = pa.allocate_buffer(width * count)
+    source: cython.p_longlong = cython.cast(cython.p_longlong, PyByteArray_AS_STRING(data)) + start
+    valid: cython.p_char = PyByteArray_AS_STRING(flags) + start
+    wide: cython.p_longlong = cython.cast(cython.p_longlong, _address(values))
+    narrow: cython.p_int = cython.cast(cython.p_int, _address(values))
+    i: cython.Py_ssize_t
+    value: cython.longlong
+    for i in range(count):
+        value = source[i] if valid[i] else 0
+        if width == 8:
+            wide[i] = value
+        elif value < INT32_MIN or value > INT32_MAX:
+            raise pa.ArrowInvalid(
+                f"{column}: integer value {value} not in range: {INT32_MIN} to {INT32_MAX}"
+            )
+        else:
+            narrow[i] = cython.cast(cython.int, value)
+    return values
 
 
 @cython.cfunc
@@ -678,14 +768,57 @@ def _encoded(value: object, string: cython.bint, column: str) -> bytes:
     raise TypeError(f"{column}: a {type(value).__name__} is not a string or bytes value")
 
 
-def _validity(flags: bytearray, start: int, count: int) -> pa.Buffer:
-    """Flag bytes ``flags[start:start + count]`` as an Arrow validity buffer (nonzero: set)."""
-    return _nonzero_bits(flags, pa.uint8(), start, count)
+@cython.cfunc
+def _flag_bits(
+    flags: bytearray,
+    start: cython.Py_ssize_t,
+    count: cython.Py_ssize_t,
+    width: cython.Py_ssize_t = 1,
+) -> object:
+    """``count`` values of ``width`` bytes (1: flag bytes, 8: 64-bit slots) in ``flags``
+    from value ``start`` on as Arrow bits: 1 where nonzero (a new buffer: the storage the
+    values are in may be reused)."""
+    if not cython.compiled:
+        return _nonzero_bits(flags, pa.uint8() if width == 1 else pa.int64(), start, count)
+    if start < 0 or count < 0 or width * (start + count) > len(flags):
+        raise IndexError("values out of range")
+    bits = pa.allocate_buffer((count + 7) >> 3)
+    _pack(PyByteArray_AS_STRING(flags) + width * start, width, count, _address(bits))
+    return bits
+
+
+@cython.cfunc
+@cython.inline
+def _address(buffer: pa.Buffer) -> cython.p_char:
+    """Where a buffer Arrow allocated (pa.allocate_buffer: mutable) keeps its bytes."""
+    return cython.cast(cython.p_char, cython.cast(cython.size_t, buffer.address))
+
+
+@cython.cfunc
+@cython.boundscheck(False)  # C pointers: the callers size both to count values
+@cython.wraparound(False)
+def _pack(
+    values: cython.p_char, width: cython.Py_ssize_t, count: cython.Py_ssize_t, bits: cython.p_char
+) -> cython.void:
+    """Set bit i of ``bits`` (Arrow's order: least significant first) where value i of
+    ``values``, ``width`` bytes each (1 or 8), is nonzero."""
+    i: cython.Py_ssize_t
+    j: cython.Py_ssize_t
+    byte: cython.uchar
+    for i in range(0, count, 8):
+        byte = 0
+        for j in range(min(8, count - i)):
+            if width == 1:
+                if values[i + j]:
+                    byte |= 1 << j
+            elif cython.cast(cython.p_longlong, values)[i + j]:
+                byte |= 1 << j
+        bits[i >> 3] = byte
 
 
 def _nonzero_bits(data: Any, kind: pa.DataType, start: int, count: int) -> pa.Buffer:
     """Arrow's bits for ``count`` values of ``kind`` in ``data`` from value ``start`` on:
-    1 where the value is nonzero. Arrow's cast to boolean packs them: a loop over the
-    rows here cost more than the rest of a batch's conversion."""
+    1 where the value is nonzero, packed by Arrow's cast to boolean (the interpreted path:
+    compiled, :func:`_pack` packs them in C)."""
     values = pa.Array.from_buffers(kind, count, [None, pa.py_buffer(data)], offset=start)
     return values.cast(pa.bool_()).buffers()[1]

@@ -67,6 +67,34 @@ def test_column_buffer_batches_equal_arrows_own_conversion(table):
         assert len(buffer) == 0 and buffer.take_batch() is None
 
 
+@pytest.mark.parametrize("table", list(TABLES))
+def test_a_batch_taken_stays_as_it_was_while_the_buffer_fills_again(table):
+    rng = random.Random(f"kept-{table}")
+    schema = arrow_schema(table)
+    buffer = ColumnBuffer(schema, limit=40)
+    taken = []
+    for _ in range(4):
+        rows = random_rows(rng, schema, 40)
+        for row in rows:
+            buffer.add(row)
+        taken.append((buffer.take_batch(), rows))
+    for batch, rows in taken:
+        expected = pa.RecordBatch.from_struct_array(pa.array(rows, type=pa.struct(list(schema))))
+        assert batch.equals(expected)
+
+
+def test_a_row_being_built_when_the_batch_is_taken_leaves_nothing_behind():
+    schema = pa.schema([("n", pa.int64()), ("s", pa.string()), ("b", pa.bool_())])
+    buffer = ColumnBuffer(schema, limit=4)
+    buffer.add({"n": 1, "s": "one", "b": True})
+    buffer.set(0, 2)
+    buffer.set(1, "two")
+    buffer.set(2, True)  # a row begun, never ended
+    assert buffer.take_batch().to_pylist() == [{"n": 1, "s": "one", "b": True}]
+    buffer.add({})
+    assert buffer.take_batch().to_pylist() == [{"n": None, "s": None, "b": None}]
+
+
 def test_an_int32_value_out_of_range_is_refused_not_wrapped():
     schema = pa.schema([("n", pa.int32())])
     buffer = ColumnBuffer(schema, limit=4)
