@@ -18,9 +18,10 @@ its items: a value goes straight to where its column keeps it, as the row is bui
 A batch then becomes Arrow arrays without a conversion per value (compiled: a copy of
 each column's bytes made in C, the storage kept for the next batch; interpreted: views
 of it), and a column no row set costs nothing per row, which suits tables of 40-odd
-columns of which a row sets a dozen. Rows that are rare (connections, most anomalies) may come whole as a
-dict (:meth:`add`); the row being built can be read back (:meth:`get`) and taken out as
-a dict (:meth:`take_row`) for the decoders' few uses of that.
+columns of which a row sets a dozen. Rows that are rare (connections, most anomalies)
+may come whole as a dict (:meth:`add`); the row being built can be read back
+(:meth:`get`) and taken out as a dict (:meth:`take_row`) for the decoders' few uses of
+that.
 """
 
 from __future__ import annotations
@@ -663,35 +664,66 @@ def _child_array(values: list, field: pa.Field) -> pa.Array:
 
 
 def _text_child(values: list, field: pa.Field) -> pa.Array:
-    """A string or binary child from its values (None: null)."""
+    """A string or binary child from its values (None: null), laid end to end (compiled:
+    each str's UTF-8 copied from where the str keeps it, no bytes object made for it)."""
     string: cython.bint = field.type == pa.string()
     count: cython.Py_ssize_t = len(values)
     offsets_bytes = bytearray(4 * (count + 1))
     offsets: cython.int[::1] = memoryview(offsets_bytes).cast("i")
     flags = bytearray(count)
     valid: cython.uchar[::1] = flags
-    parts: list = []
     end: cython.Py_ssize_t = 0
     i: cython.Py_ssize_t
     for i in range(count):
         value = values[i]
         if value is not None:
-            if type(value) is str:
-                encoded = cython.cast(str, value).encode()
-            else:
-                encoded = _encoded(value, string, field.name)
-            parts.append(encoded)
-            end += len(encoded)
+            if type(value) is not str or not cython.compiled:
+                value = _encoded(value, string, field.name)
+                values[i] = value
+            end += _utf8_size(value)
             if end > MAX_OFFSET:
                 raise OverflowError(f"{field.name}: over 2 GiB of values in one batch")
             valid[i] = 1
         offsets[i + 1] = end
-    buffers = [
-        _flag_bits(flags, 0, count),
-        pa.py_buffer(offsets_bytes),
-        pa.py_buffer(b"".join(parts)),
-    ]
+    buffers = [_flag_bits(flags, 0, count), pa.py_buffer(offsets_bytes), _joined(values, end)]
     return pa.Array.from_buffers(field.type, count, buffers)
+
+
+@cython.cfunc
+@cython.exceptval(-1, check=True)
+def _utf8_size(value: object) -> cython.Py_ssize_t:
+    """Bytes of a str's UTF-8 (compiled only: interpreted, every value is bytes here) or
+    of bytes."""
+    size: cython.Py_ssize_t = 0
+    if cython.compiled and type(value) is str:
+        PyUnicode_AsUTF8AndSize(value, cython.address(size))
+        return size
+    return len(value)
+
+
+@cython.cfunc
+def _joined(values: list, size: cython.Py_ssize_t) -> object:
+    """The values (str or bytes; None skipped) end to end, ``size`` bytes in all."""
+    if not cython.compiled:
+        return pa.py_buffer(b"".join(value for value in values if value is not None))
+    joined = pa.allocate_buffer(size)
+    out: cython.p_char = _address(joined)
+    end: cython.Py_ssize_t = 0
+    length: cython.Py_ssize_t = 0
+    source: cython.p_const_char
+    for value in values:
+        if value is None:
+            continue
+        if type(value) is str:
+            source = PyUnicode_AsUTF8AndSize(value, cython.address(length))
+        else:
+            source = PyBytes_AS_STRING(value)
+            length = len(cython.cast(bytes, value))
+        if end + length > size:
+            raise ValueError("values larger than counted")
+        memcpy(out + end, source, length)
+        end += length
+    return joined
 
 
 def _integers(
