@@ -36,6 +36,13 @@ cdef class ColumnBuffer:
     # Nested: per column the rows that set it and their values.
     cdef list _rows
     cdef list _values
+    # The tallied column (-1: none), the str set in it on the row being built, and the
+    # counts: the first TALLY_SLOTS values and theirs, then a dict.
+    cdef Py_ssize_t _tallied_column
+    cdef object _tally_value
+    cdef list _tally_values
+    cdef long long[::1] _tally_counts
+    cdef dict _tally_more
 
     cdef Py_ssize_t _index(self, Py_ssize_t column, Py_ssize_t storage) except? -1
     cpdef void set_int(self, Py_ssize_t column, long long value)
@@ -49,6 +56,7 @@ cdef class ColumnBuffer:
     cpdef void discard_row(self)
     cpdef dict take_row(self)
     cpdef bint add(self, dict row) except? -1
+    cdef void _count_tallied(self)
     cdef void _put_slot(self, Py_ssize_t index, long long value)
     cdef bint _has(self, Py_ssize_t code, Py_ssize_t at)
     cdef void _clear(self, Py_ssize_t code)

@@ -55,6 +55,9 @@ INT32_MAX = cython.declare(cython.longlong, 0x7FFFFFFF)
 # A text column's bytes kept for the next batch, at most (compiled, storage is reused:
 # larger ones, kept payloads, are let go rather than held between batches).
 KEPT_TEXT_BYTES = cython.declare(cython.Py_ssize_t, 1 << 20)
+# Values of the tallied column counted in C (by identity: decoders set a command's name
+# as the same str object every time); more distinct ones are counted in a dict.
+TALLY_SLOTS = cython.declare(cython.Py_ssize_t, 16)
 _TEXT_TYPES = (bytes, bytearray, memoryview)
 
 
@@ -107,6 +110,11 @@ class ColumnBuffer:
                 self._place[position] = index << 2 | storage
         for index, position in enumerate(texts):
             self._place[position] = index << 2 | (STRING if index < self._strings else BINARY)
+        self._tallied_column = -1
+        self._tally_value = None
+        self._tally_values = []
+        self._tally_counts = memoryview(bytearray(8 * TALLY_SLOTS)).cast("q")
+        self._tally_more = {}
         self._reset()
 
     def _reset(self) -> None:
@@ -229,6 +237,8 @@ class ColumnBuffer:
         ``on_full`` given, if any, has then been called)."""
         if self.count >= self._limit:
             raise OverflowError("a full ColumnBuffer takes no row before take_batch()")
+        if self._tallied_column >= 0:
+            self._count_tallied()
         self.count += 1
         full: cython.bint = self.count >= self._limit
         if self._byte_limit and self.held_bytes >= self._byte_limit:
@@ -271,6 +281,44 @@ class ColumnBuffer:
         self._recycle()
         return rows
 
+    # -- the tallied column ----------------------------------------------------------------
+
+    def tally(self, column: cython.Py_ssize_t) -> None:
+        """Count the rows ended from now on by their value in ``column`` (a table's
+        command or kind, for the run's summary): :meth:`tallied` says how many of each."""
+        self._place[column]  # an IndexError for a column the table lacks
+        self._tallied_column = column
+        self._tally_value = None
+
+    def tallied(self) -> dict[object, int]:
+        """Rows ended since :meth:`tally` per value of the tallied column (None: null)."""
+        counts: dict[object, int] = dict(self._tally_more)
+        for i, value in enumerate(self._tally_values):
+            counts[value] = counts.get(value, 0) + self._tally_counts[i]
+        return counts
+
+    @cython.cfunc
+    @cython.boundscheck(False)  # slot i < len(_tally_values) <= TALLY_SLOTS
+    @cython.wraparound(False)
+    def _count_tallied(self) -> cython.void:
+        """Count the row being ended. Its value is the str last set in the column, or,
+        when it came another way (copied, not text), read back."""
+        value = self._tally_value
+        self._tally_value = None
+        if value is None:
+            value = self._value(self._tallied_column, self.count)
+        seen: list = self._tally_values
+        i: cython.Py_ssize_t
+        for i in range(len(seen)):
+            if seen[i] is value:
+                self._tally_counts[i] += 1
+                return
+        if len(seen) < TALLY_SLOTS:
+            self._tally_counts[len(seen)] = 1
+            seen.append(value)
+            return
+        self._tally_more[value] = self._tally_more.get(value, 0) + 1
+
     # -- storage ---------------------------------------------------------------------------
 
     @cython.cfunc
@@ -306,6 +354,8 @@ class ColumnBuffer:
         at: cython.Py_ssize_t = self.count
         if not self._has(code, at):
             return
+        if self._tallied_column >= 0 and code == self._place[self._tallied_column]:
+            self._tally_value = None
         storage: cython.Py_ssize_t = code & 3
         index: cython.Py_ssize_t = code >> 2
         if storage == SLOT:
@@ -371,6 +421,8 @@ class ColumnBuffer:
         else:
             encoded = _encoded(value, index < self._strings, self._columns[column])
             self._append(index, column, None, len(encoded), encoded)
+        if column == self._tallied_column and type(value) is str:
+            self._tally_value = value
 
     @cython.cfunc
     @cython.boundscheck(False)  # a text column's index, the row below the limit (_index)
@@ -388,9 +440,11 @@ class ColumnBuffer:
         column's last value are null (their end offsets stay where it ended).
 
         Compiled, a column's bytearray grows by doubling and only its first ``end`` bytes
-        are values (cut to them at :meth:`take_batch`): resizing it for every value cost
-        more than copying the value."""
+        are values (the rest is room for more): resizing it for every value cost more
+        than copying the value."""
         at: cython.Py_ssize_t = self.count
+        if column == self._tallied_column:  # the str _add_text sets is the value, if any
+            self._tally_value = None
         if self._recorded[index] == at + 1:  # the row has a value already: it goes
             self._clear(index << 2 | STRING)
         data: bytearray = self._text[index]

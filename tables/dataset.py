@@ -24,11 +24,10 @@ from pathlib import Path
 from types import TracebackType
 
 import pyarrow as pa
-import pyarrow.compute as pc
 import pyarrow.parquet as pq
 from pwcap.tables.columns import ColumnBuffer, RowSink
 from pwcap.tables.interrupts import Interrupted, interrupts_deferred
-from pwcap.tables.schema import TABLES, Row, arrow_schema
+from pwcap.tables.schema import TABLES, Row, arrow_schema, position
 from pyarrow import fs as pafs
 
 BATCH_ROWS = 16_384  # rows held per table before conversion to Arrow
@@ -104,13 +103,21 @@ class TableWriter:
             path for path, bytes_ in leaves if not bytes_ or path in TEXT_WITH_STATISTICS
         ]
         self._counted_column = COUNTED.get(table)
-        self.counted: Counter[str | None] = Counter()  # rows per value of that column
+        if self._counted_column is not None:  # counted as rows end (C counters, no import
+            # of pyarrow.compute: a twentieth of a second of every run's start)
+            self.buffer.tally(position(table, self._counted_column))
+        self._added: Counter[str | None] = Counter()  # of the batches given whole
         self._filesystem.create_dir(self.directory)  # another writer's parts may be there
 
     @property
     def count(self) -> int:
         """Rows received: written, converted and waiting, or still buffered."""
         return self.written + self._pending + len(self.buffer)
+
+    @property
+    def counted(self) -> Counter[str | None]:
+        """Rows per value of the table's counted column (None: null), all of them."""
+        return self._added + Counter(self.buffer.tallied())
 
     def append(self, row: Row) -> None:
         """One whole row (a rare one: a connection's, a capture's anomaly)."""
@@ -120,13 +127,18 @@ class TableWriter:
         """Turn the buffered rows into one Arrow batch (a row's missing column is null)."""
         batch = self.buffer.take_batch()
         if batch is not None:
-            self.add_batch(batch)
+            self._add(batch)
 
     def add_batch(self, batch: pa.RecordBatch) -> None:
         """A batch of rows already in Arrow form (this table's schema)."""
         if self._counted_column is not None:
+            import pyarrow.compute as pc  # only for batches given whole (a Spark task's)
+
             tally = pc.value_counts(batch.column(self._counted_column))
-            self.counted.update({item["values"]: item["counts"] for item in tally.to_pylist()})
+            self._added.update({item["values"]: item["counts"] for item in tally.to_pylist()})
+        self._add(batch)
+
+    def _add(self, batch: pa.RecordBatch) -> None:
         self._batches.append(batch)
         self._pending += len(batch)
         self._pending_bytes += batch.nbytes

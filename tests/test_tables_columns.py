@@ -9,6 +9,7 @@ values and keys the schema lacks, both give the same record batch.
 from __future__ import annotations
 
 import random
+from collections import Counter
 
 import pyarrow as pa
 import pytest
@@ -93,6 +94,37 @@ def test_a_row_being_built_when_the_batch_is_taken_leaves_nothing_behind():
     assert buffer.take_batch().to_pylist() == [{"n": 1, "s": "one", "b": True}]
     buffer.add({})
     assert buffer.take_batch().to_pylist() == [{"n": None, "s": None, "b": None}]
+
+
+def test_the_tallied_column_counts_the_rows_that_end_with_each_value():
+    schema = pa.schema([("command", pa.string()), ("n", pa.int64())])
+    source = ColumnBuffer(schema, limit=8)
+    buffer = ColumnBuffer(schema, limit=8)
+    buffer.tally(0)
+    rng = random.Random(7)
+    names = [f"C{i}" for i in range(40)]  # more distinct values than the C counters hold
+    ended = []
+    for _ in range(500):
+        what = rng.random()
+        if what < 0.1:  # a row that is discarded counts for nothing
+            buffer.set(0, rng.choice(names))
+            buffer.discard_row()
+            continue
+        value = rng.choice([*names[: rng.choice([3, 40])], None])
+        if what < 0.2:  # copied from another buffer's row, not set as a str
+            source.set(0, value)
+            if rng.random() < 0.5:
+                buffer.set(0, "overwritten by the copy")
+            buffer.copy(source, 0, 0)
+            source.discard_row()
+        else:
+            if rng.random() < 0.2:
+                buffer.set(0, "replaced")  # a value set again: the last one counts
+            buffer.set(0, value)
+        ended.append(value)
+        if buffer.end_row():
+            buffer.take_batch()
+    assert buffer.tallied() == Counter(ended)
 
 
 def test_an_int32_value_out_of_range_is_refused_not_wrapped():
