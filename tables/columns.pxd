@@ -45,26 +45,26 @@ cdef class ColumnBuffer:
     cdef dict _tally_more
 
     cdef Py_ssize_t _index(self, Py_ssize_t column, Py_ssize_t storage) except? -1
-    cpdef void set_int(self, Py_ssize_t column, long long value)
-    cpdef void set_text(self, Py_ssize_t column, str value)
-    cpdef void set(self, Py_ssize_t column, object value)
+    cpdef int set_int(self, Py_ssize_t column, long long value) except -1
+    cpdef int set_text(self, Py_ssize_t column, str value) except -1
+    cpdef int set(self, Py_ssize_t column, object value) except -1
     cpdef bint has(self, Py_ssize_t column)
     cpdef object get(self, Py_ssize_t column)
-    cpdef void copy(self, ColumnBuffer source, Py_ssize_t source_column, Py_ssize_t column)
-    cpdef void copy_columns(self, ColumnBuffer source, long long[:, ::1] pairs)
+    cpdef int copy(self, ColumnBuffer source, Py_ssize_t source_column, Py_ssize_t column) except -1
+    cpdef int copy_columns(self, ColumnBuffer source, long long[:, ::1] pairs) except -1
     cpdef bint end_row(self) except? -1
-    cpdef void discard_row(self)
+    cpdef int discard_row(self) except -1
     cpdef dict take_row(self)
     cpdef bint add(self, dict row) except? -1
-    cdef void _count_tallied(self)
-    cdef void _put_slot(self, Py_ssize_t index, long long value)
+    cdef int _count_tallied(self) except -1
+    cdef void _put_slot(self, Py_ssize_t index, long long value) noexcept
     cdef bint _has(self, Py_ssize_t code, Py_ssize_t at)
-    cdef void _clear(self, Py_ssize_t code)
+    cdef int _clear(self, Py_ssize_t code) except -1
     cdef object _value(self, Py_ssize_t position, Py_ssize_t at)
     cdef bint _has_at(self, Py_ssize_t code, Py_ssize_t at)
-    cdef void _add_text(self, Py_ssize_t index, Py_ssize_t column, object value)
-    cdef void _append(
+    cdef int _add_text(self, Py_ssize_t index, Py_ssize_t column, object value) except -1
+    cdef int _append(
         self, Py_ssize_t index, Py_ssize_t column, const char *source, Py_ssize_t size,
         object encoded
-    )
+    ) except -1
     cdef Py_ssize_t _end_nulls(self, Py_ssize_t index, Py_ssize_t upto) except? -1

@@ -159,31 +159,37 @@ class ColumnBuffer:
         return code >> 2
 
     @cython.ccall
-    def set_int(self, column: cython.Py_ssize_t, value: cython.longlong) -> cython.void:
-        """An integer, timestamp (microseconds) or boolean (0 or 1) column's value."""
+    @cython.exceptval(-1, check=False)  # an error is -1: no PyErr_Occurred() after each call
+    def set_int(self, column: cython.Py_ssize_t, value: cython.longlong) -> cython.int:
+        """An integer, timestamp (microseconds) or boolean (0 or 1) column's value.
+        (The setters return 0, compiled; -1 is a raised error.)"""
         self._put_slot(self._index(column, SLOT), value)
+        return 0
 
     @cython.ccall
-    def set_text(self, column: cython.Py_ssize_t, value: str) -> cython.void:
+    @cython.exceptval(-1, check=False)  # an error is -1: no PyErr_Occurred() after each call
+    def set_text(self, column: cython.Py_ssize_t, value: str) -> cython.int:
         """A string column's value."""
-        self._add_text(self._index(column, STRING), column, value)
+        return self._add_text(self._index(column, STRING), column, value)
 
     @cython.ccall
-    def set(self, column: cython.Py_ssize_t, value: object) -> cython.void:
+    @cython.exceptval(-1, check=False)  # an error is -1: no PyErr_Occurred() after each call
+    def set(self, column: cython.Py_ssize_t, value: object) -> cython.int:
         """Any column's value, of any type its column takes; None makes it null again."""
         code: cython.Py_ssize_t = self._place[column]
         storage: cython.Py_ssize_t = code & 3
         if value is None:
-            self._clear(code)
-        elif storage == SLOT:
+            return self._clear(code)
+        if storage == SLOT:
             self._put_slot(self._index(column, SLOT), value)
-        elif storage == NESTED:
+            return 0
+        if storage == NESTED:
             self._index(column, NESTED)
             self._clear(code)
             cython.cast(list, self._rows[code >> 2]).append(self.count)
             cython.cast(list, self._values[code >> 2]).append(value)
-        else:
-            self._add_text(self._index(column, STRING), column, value)
+            return 0
+        return self._add_text(self._index(column, STRING), column, value)
 
     @cython.ccall
     def has(self, column: cython.Py_ssize_t) -> cython.bint:
@@ -197,9 +203,10 @@ class ColumnBuffer:
         return self._value(column, self.count)
 
     @cython.ccall
+    @cython.exceptval(-1, check=False)  # an error is -1: no PyErr_Occurred() after each call
     def copy(
         self, source: ColumnBuffer, source_column: cython.Py_ssize_t, column: cython.Py_ssize_t
-    ) -> cython.void:
+    ) -> cython.int:
         """Set ``column`` to the value ``source``'s row being built has in
         ``source_column`` (a column kept the same way): a frame's columns repeated on its
         messages' rows are copied as they are kept, text without a str made."""
@@ -208,27 +215,30 @@ class ColumnBuffer:
         at: cython.Py_ssize_t = source.count
         index: cython.Py_ssize_t = code >> 2
         if not source._has(code, at):
-            self.set(column, None)
-        elif storage == SLOT:
+            return self._clear(self._place[column])
+        if storage == SLOT:
             self._put_slot(self._index(column, SLOT), source._data[index, at])
-        elif storage == NESTED:
-            self.set(column, source._value(source_column, at))
+            return 0
+        if storage == NESTED:
+            return self.set(column, source._value(source_column, at))
+        start: cython.Py_ssize_t = source._ends[index, at]
+        stop: cython.Py_ssize_t = source._ends[index, at + 1]
+        data: bytearray = source._text[index]
+        own: cython.Py_ssize_t = self._index(column, storage)
+        if cython.compiled:
+            value: cython.p_const_char = PyByteArray_AS_STRING(data) + start
+            return self._append(own, column, value, stop - start, None)
         else:
-            start: cython.Py_ssize_t = source._ends[index, at]
-            stop: cython.Py_ssize_t = source._ends[index, at + 1]
-            data: bytearray = source._text[index]
-            own: cython.Py_ssize_t = self._index(column, storage)
-            if cython.compiled:
-                self._append(own, column, PyByteArray_AS_STRING(data) + start, stop - start, None)
-            else:
-                self._append(own, column, None, stop - start, bytes(data[start:stop]))
+            return self._append(own, column, None, stop - start, bytes(data[start:stop]))
 
     @cython.ccall
-    def copy_columns(self, source: ColumnBuffer, pairs: cython.longlong[:, ::1]) -> cython.void:
+    @cython.exceptval(-1, check=False)  # an error is -1: no PyErr_Occurred() after each call
+    def copy_columns(self, source: ColumnBuffer, pairs: cython.longlong[:, ::1]) -> cython.int:
         """:meth:`copy` for each (source column, column) of ``pairs`` (see :func:`pairs`)."""
         i: cython.Py_ssize_t
         for i in range(pairs.shape[0]):
             self.copy(source, pairs[i, 0], pairs[i, 1])
+        return 0
 
     @cython.ccall
     @cython.exceptval(-1, check=True)
@@ -248,13 +258,15 @@ class ColumnBuffer:
         return full
 
     @cython.ccall
-    def discard_row(self) -> cython.void:
+    @cython.exceptval(-1, check=False)  # an error is -1: no PyErr_Occurred() after each call
+    def discard_row(self) -> cython.int:
         """Forget the row being built (a frame that turned out damaged midway)."""
         if self.count >= self._limit:
-            return
+            return 0
         position: cython.Py_ssize_t
         for position in range(len(self._columns)):
             self._clear(self._place[position])
+        return 0
 
     @cython.ccall
     def take_row(self) -> dict:
@@ -298,9 +310,10 @@ class ColumnBuffer:
         return counts
 
     @cython.cfunc
+    @cython.exceptval(-1, check=False)
     @cython.boundscheck(False)  # slot i < len(_tally_values) <= TALLY_SLOTS
     @cython.wraparound(False)
-    def _count_tallied(self) -> cython.void:
+    def _count_tallied(self) -> cython.int:
         """Count the row being ended. Its value is the str last set in the column, or,
         when it came another way (copied, not text), read back."""
         value = self._tally_value
@@ -312,16 +325,18 @@ class ColumnBuffer:
         for i in range(len(seen)):
             if seen[i] is value:
                 self._tally_counts[i] += 1
-                return
+                return 0
         if len(seen) < TALLY_SLOTS:
             self._tally_counts[len(seen)] = 1
             seen.append(value)
-            return
+            return 0
         self._tally_more[value] = self._tally_more.get(value, 0) + 1
+        return 0
 
     # -- storage ---------------------------------------------------------------------------
 
     @cython.cfunc
+    @cython.exceptval(check=False)  # raises nothing
     @cython.boundscheck(False)  # a slot's index from _index; the row: below the limit
     @cython.wraparound(False)
     def _put_slot(self, index: cython.Py_ssize_t, value: cython.longlong) -> cython.void:
@@ -347,13 +362,14 @@ class ColumnBuffer:
         return self._text_valid[index, at] != 0
 
     @cython.cfunc
+    @cython.exceptval(-1, check=False)
     @cython.boundscheck(False)  # as _has
     @cython.wraparound(False)
-    def _clear(self, code: cython.Py_ssize_t) -> cython.void:
+    def _clear(self, code: cython.Py_ssize_t) -> cython.int:
         """Make the row being built null in the column of place ``code``."""
         at: cython.Py_ssize_t = self.count
         if not self._has(code, at):
-            return
+            return 0
         if self._tallied_column >= 0 and code == self._place[self._tallied_column]:
             self._tally_value = None
         storage: cython.Py_ssize_t = code & 3
@@ -372,6 +388,7 @@ class ColumnBuffer:
             self._text_set[index] -= 1
             if not cython.compiled:  # interpreted, a column's bytes end where its values do
                 del cython.cast(bytearray, self._text[index])[start:]
+        return 0
 
     @cython.cfunc
     def _value(self, position: cython.Py_ssize_t, at: cython.Py_ssize_t) -> object:
@@ -403,9 +420,10 @@ class ColumnBuffer:
         return {name: self._value(position, at) for position, name in enumerate(self._columns)}
 
     @cython.cfunc
+    @cython.exceptval(-1, check=False)
     def _add_text(
         self, index: cython.Py_ssize_t, column: cython.Py_ssize_t, value: object
-    ) -> cython.void:
+    ) -> cython.int:
         """Set a string or binary value (str for a string column: its UTF-8)."""
         size: cython.Py_ssize_t = 0
         encoded: bytes = None
@@ -423,8 +441,10 @@ class ColumnBuffer:
             self._append(index, column, None, len(encoded), encoded)
         if column == self._tallied_column and type(value) is str:
             self._tally_value = value
+        return 0
 
     @cython.cfunc
+    @cython.exceptval(-1, check=False)
     @cython.boundscheck(False)  # a text column's index, the row below the limit (_index)
     @cython.wraparound(False)
     def _append(
@@ -434,7 +454,7 @@ class ColumnBuffer:
         source: cython.p_const_char,
         size: cython.Py_ssize_t,
         encoded: object,
-    ) -> cython.void:
+    ) -> cython.int:
         """Append one value's ``size`` bytes (compiled: at ``source``; interpreted:
         ``encoded``) as the row's value, replacing one it had; the rows since the
         column's last value are null (their end offsets stay where it ended).
@@ -462,6 +482,7 @@ class ColumnBuffer:
         self._text_valid[index, at] = 1
         self._text_set[index] += 1
         self.held_bytes += size
+        return 0
 
     @cython.cfunc
     @cython.boundscheck(False)  # a text column's index; rows up to the limit: its ends' width
