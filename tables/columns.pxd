@@ -44,7 +44,7 @@ cdef class ColumnBuffer:
     cdef long long[::1] _tally_counts
     cdef dict _tally_more
 
-    cdef Py_ssize_t _index(self, Py_ssize_t column, Py_ssize_t storage) except? -1
+    cdef inline Py_ssize_t _index(self, Py_ssize_t column, Py_ssize_t storage) except? -1
     cpdef int set_int(self, Py_ssize_t column, long long value) except -1
     cpdef int set_text(self, Py_ssize_t column, str value) except -1
     cpdef int set(self, Py_ssize_t column, object value) except -1
@@ -57,8 +57,8 @@ cdef class ColumnBuffer:
     cpdef dict take_row(self)
     cpdef bint add(self, dict row) except? -1
     cdef int _count_tallied(self) except -1
-    cdef void _put_slot(self, Py_ssize_t index, long long value) noexcept
-    cdef bint _has(self, Py_ssize_t code, Py_ssize_t at)
+    cdef inline void _put_slot(self, Py_ssize_t index, long long value) noexcept
+    cdef inline bint _has(self, Py_ssize_t code, Py_ssize_t at)
     cdef int _clear(self, Py_ssize_t code) except -1
     cdef object _value(self, Py_ssize_t position, Py_ssize_t at)
     cdef bint _has_at(self, Py_ssize_t code, Py_ssize_t at)
@@ -67,4 +67,4 @@ cdef class ColumnBuffer:
         self, Py_ssize_t index, Py_ssize_t column, const char *source, Py_ssize_t size,
         object encoded
     ) except -1
-    cdef Py_ssize_t _end_nulls(self, Py_ssize_t index, Py_ssize_t upto) except? -1
+    cdef inline Py_ssize_t _end_nulls(self, Py_ssize_t index, Py_ssize_t upto) except? -1
