@@ -265,7 +265,8 @@ class EntryDecoder:
         self._emit(payload)
 
     def _begin(self) -> None:
-        """The columns every message row of the entry has: its frame's, the entry's."""
+        """The columns every message row of the entry has: its frame's, the entry's (a
+        row begins empty: a column the entry leaves null is not set)."""
         rows: ColumnBuffer = self.messages
         frames: ColumnBuffer = self._frames
         rows.copy_columns(frames, _OF_FRAME)
@@ -274,14 +275,19 @@ class EntryDecoder:
         rows.set_text(M_PRODUCER_NAME, self._producer_name)
         rows.set(M_SEQUENCE_ID, self._sequence_id)
         rows.set(M_PUBLISH_TIME, self._publish_time)
-        rows.set(M_EVENT_TIME, self._event_time)
-        rows.set(M_KEY, self._key)
         rows.set_text(M_COMPRESSION, self._compression)
         rows.set(M_BATCH_SIZE, self._count)
         rows.set(M_CHECKSUM_OK, self._checksum_ok)
-        rows.set(M_BROKER_TIMESTAMP, self._broker_timestamp)
-        rows.set(M_BROKER_INDEX, self._broker_index)
-        rows.set(M_REPLICATED_FROM, self._replicated_from)
+        if self._event_time is not None:
+            rows.set(M_EVENT_TIME, self._event_time)
+        if self._key is not None:
+            rows.set(M_KEY, self._key)
+        if self._broker_timestamp is not None:
+            rows.set(M_BROKER_TIMESTAMP, self._broker_timestamp)
+        if self._broker_index is not None:
+            rows.set(M_BROKER_INDEX, self._broker_index)
+        if self._replicated_from is not None:
+            rows.set(M_REPLICATED_FROM, self._replicated_from)
 
     def _whole(self, md: MessageMetadata) -> None:
         """The row of a message that is the whole entry: the entry's metadata is its own
