@@ -11,7 +11,9 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pyarrow.parquet as pq
 import pytest
+from pwcap.tables.schema import TABLES
 
 from pwcap import __version__
 from pwcap.cli import main
@@ -43,6 +45,23 @@ def one_line_error(done: subprocess.CompletedProcess, command: str) -> str:
 def test_version_names_the_version():
     done = pwcap("--version")
     assert done.returncode == 0 and done.stdout.startswith(f"pwcap {__version__}")
+
+
+def test_the_decode_program_leaves_numpy_unloaded_and_writes_the_same_tables(tmp_path):
+    program, in_process = tmp_path / "program", tmp_path / "in_process"
+    argv = ["decode", str(SAMPLES), "-o", str(program), "-q", "--jobs", "1"]
+    done = subprocess.run(
+        [sys.executable, "-X", "importtime", "-m", "pwcap.cli", *argv],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert done.returncode == 0, done.stderr
+    imported = {line.rsplit("|", 1)[-1].strip() for line in done.stderr.splitlines()}
+    assert "pyarrow" in imported and not {name for name in imported if name.startswith("numpy")}
+    assert main(["decode", str(SAMPLES), "-o", str(in_process), "-q", "--jobs", "1"]) == 0
+    for table in TABLES:
+        assert pq.read_table(program / table).equals(pq.read_table(in_process / table))
 
 
 def test_help_is_plain_text_and_every_option_of_show_is_explained():
