@@ -10,11 +10,12 @@ from __future__ import annotations
 
 import argparse
 import atexit
+import contextlib
 import glob
 import logging
 import os
 import uuid
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from functools import partial
 from pathlib import Path
 from typing import Any, Protocol, TypeVar
@@ -324,6 +325,13 @@ def write_tables(
     """Write each table to ``output/<name>``, in order: first under a hidden temporary
     name, then renamed, so an interrupted run never leaves a half-written table behind.
     A table given as a callable sees the tables written before it."""
+    with _times_without_dictionary():
+        return _write_in_order(tables, output, progress)
+
+
+def _write_in_order(
+    tables: Mapping[str, Table], output: str, progress: TableProgress | None
+) -> dict[str, str]:
     spark = SparkSession.active()
     written: dict[str, str] = {}
     for name, table in tables.items():
@@ -347,13 +355,47 @@ def write_concurrently(
     analyze`` when it ran one job after the other). The groups must not depend on each
     other."""
     writes = [partial(_build_and_write, group, output, progress) for group in groups]
-    return {name: path for written in at_once(writes) for name, path in written.items()}
+    with _times_without_dictionary():
+        return {name: path for written in at_once(writes) for name, path in written.items()}
 
 
 def _build_and_write(
     group: Callable[[], Mapping[str, Table]], output: str, progress: TableProgress | None
 ) -> dict[str, str]:
-    return write_tables(group(), output, progress)
+    return _write_in_order(group(), output, progress)
+
+
+@contextlib.contextmanager
+def _times_without_dictionary() -> Iterator[None]:
+    """While tables are written: no Parquet dictionary for the analytics tables' timestamp
+    columns. Microsecond times are nearly all distinct, so the dictionary Parquet starts for
+    each column chunk fills up and is thrown away (writing the five million latency pairs
+    took a fifth less time without it, the file 7% larger).
+
+    Set on the session's Hadoop configuration, which every write copies, and restored
+    after. Given as options of each write instead (`parquet.enable.dictionary#<column>`),
+    one task of a write now and then did not have them: a part file with a dictionary for
+    its times in 7 of 38 runs of `pwcap analyze` on the samples (writes running at once;
+    the cause, somewhere between Spark's write options and Parquet's reading of them, not
+    found); set here, in none of 36."""
+    hadoop = SparkSession.active().sparkContext._jsc.hadoopConfiguration()
+    keys = sorted(
+        f"parquet.enable.dictionary#{column.name}"
+        for columns in ANALYTICS.values()
+        for column in columns
+        if pa.types.is_timestamp(column.type)
+    )
+    before = {key: hadoop.get(key) for key in keys}
+    for key in keys:
+        hadoop.set(key, "false")
+    try:
+        yield
+    finally:
+        for key, value in before.items():
+            if value is None:
+                hadoop.unset(key)
+            else:
+                hadoop.set(key, value)
 
 
 def at_once(calls: Sequence[Callable[[], Result]]) -> list[Result]:
@@ -402,22 +444,12 @@ def _write(spark: SparkSession, frame: DataFrame, output: str, name: str) -> str
     temporary = jvm.org.apache.hadoop.fs.Path(output, f".{name}.tmp-{uuid.uuid4().hex}")
     # Parquet's own microsecond timestamps, as the decoded dataset has, not legacy INT96.
     spark.conf.set("spark.sql.parquet.outputTimestampType", "TIMESTAMP_MICROS")
-    writer = frame.write
-    for column in _times(frame):
-        writer = writer.option(f"parquet.enable.dictionary#{column}", "false")
-    writer.parquet(temporary.toString())
+    frame.write.parquet(temporary.toString())
     if fs.exists(final):
         fs.delete(final, True)
     if not fs.rename(temporary, final):
         raise OSError(f"could not rename {temporary} to {final}")
     return final.toString()
-
-
-def _times(frame: DataFrame) -> list[str]:
-    """The timestamp columns: microsecond times are nearly all distinct, so the dictionary
-    Parquet starts for each column chunk fills up and is thrown away (writing the five
-    million latency pairs took a fifth less time without it, the file 7% larger)."""
-    return [f.name for f in frame.schema.fields if isinstance(f.dataType, T.TimestampType)]
 
 
 def read_back(spark: SparkSession, written: Mapping[str, str]) -> dict[str, DataFrame]:
