@@ -313,8 +313,10 @@ class EntryDecoder:
 
 def _properties(pairs: Any) -> list[tuple[str, str]]:
     """(key, value) texts of the generated classes' KeyValues; the wire reader's come
-    as such pairs already."""
-    return [p if type(p) is tuple else (text(p.key), text(p.value)) for p in pairs]
+    as a list of such pairs already, its own, which the row takes as it is."""
+    if type(pairs) is list:
+        return pairs
+    return [(text(p.key), text(p.value)) for p in pairs]
 
 
 @cython.ccall

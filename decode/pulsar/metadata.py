@@ -19,6 +19,8 @@ from pwcap.decode.pulsar._pb.pulsar_api_pb2 import CompressionType
 from pwcap.decode.wire import LENGTH_DELIMITED, VARINT
 
 if cython.compiled:  # the C declarations (wire.pxd, hot.pxd): these are C calls
+    from cython.cimports.cpython.bytes import PyBytes_AS_STRING
+    from cython.cimports.cpython.unicode import PyUnicode_DecodeUTF8
     from cython.cimports.pwcap.decode.pulsar.hot import int32
     from cython.cimports.pwcap.decode.wire import Fields, cursor
 else:
@@ -47,6 +49,7 @@ class _Plain:
     properties = cython.declare(object, visibility="readonly")
     _required = cython.declare(cython.ulonglong)
     _repeated = cython.declare(cython.ulonglong)
+    _pair = cython.declare(Fields)  # the cursor over a KeyValue, moved from one to the next
 
     def __init__(self, required: int, properties_field: int) -> None:
         self._start(required, properties_field)
@@ -88,7 +91,11 @@ class _Plain:
     @cython.cfunc
     def _property(self, fields: Fields, data: bytes) -> cython.bint:
         """One KeyValue of ``properties``; False unless exactly its key and value, as text."""
-        pair = _key_value(data, fields.start, fields.stop)
+        if self._pair is None:
+            self._pair = cursor(data, fields.start, fields.stop)
+        else:
+            self._pair.place(data, fields.start, fields.stop)
+        pair = _key_value(self._pair, data)
         if pair is None:
             return False
         if self.properties:
@@ -247,9 +254,9 @@ def read_single(data: bytes, start: int, end: int) -> PlainSingle | None:
 
 
 @cython.cfunc
-def _key_value(data: bytes, start: cython.Py_ssize_t, end: cython.Py_ssize_t) -> object:
-    """A KeyValue's (key, value): both required, each once, both UTF-8; else None."""
-    fields: Fields = cursor(data, start, end)
+def _key_value(fields: Fields, data: bytes) -> object:
+    """The KeyValue ``fields`` is placed on, as (key, value): both required, each once,
+    both UTF-8; else None."""
     key = value = None
     number: cython.int
     while True:
@@ -276,8 +283,12 @@ def _key_value(data: bytes, start: cython.Py_ssize_t, end: cython.Py_ssize_t) ->
 @cython.cfunc
 def _utf8(data: bytes, start: cython.Py_ssize_t, stop: cython.Py_ssize_t) -> object:
     """The text of a string field, or None when it is not UTF-8 (the generated classes
-    then decide what it reads as)."""
+    then decide what it reads as). Compiled, decoded in place: no bytes object between."""
+    if start < 0 or stop < start or stop > len(data):
+        raise ValueError(f"bytes {start}:{stop} are not within the {len(data)} given")
     try:
-        return data[start:stop].decode()
+        if not cython.compiled:
+            return data[start:stop].decode()
+        return PyUnicode_DecodeUTF8(PyBytes_AS_STRING(data) + start, stop - start, cython.NULL)
     except UnicodeDecodeError:
         return None
