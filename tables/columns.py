@@ -37,8 +37,8 @@ from pwcap.tables.schema import position as schema_position
 
 if cython.compiled:  # a text value is copied to its column's bytes with memcpy
     from cython.cimports.cpython.bytearray import PyByteArray_AS_STRING, PyByteArray_Resize
-    from cython.cimports.cpython.bytes import PyBytes_AS_STRING
-    from cython.cimports.cpython.unicode import PyUnicode_AsUTF8AndSize
+    from cython.cimports.cpython.bytes import PyBytes_AS_STRING, PyBytes_FromStringAndSize
+    from cython.cimports.cpython.unicode import PyUnicode_AsUTF8AndSize, PyUnicode_DecodeUTF8
     from cython.cimports.libc.string import memcpy, memset
 
 # How a column keeps its values: the low two bits of its place (the rest: its index
@@ -405,8 +405,17 @@ class ColumnBuffer:
             rows: list = self._rows[index]
             return self._values[index][rows.index(at)]
         data: bytearray = self._text[index]
-        value = bytes(data[self._ends[index, at] : self._ends[index, at + 1]])
-        return value.decode() if storage == STRING else value
+        start: cython.Py_ssize_t = self._ends[index, at]
+        size: cython.Py_ssize_t = self._ends[index, at + 1] - start
+        if not cython.compiled:
+            value = bytes(data[start : start + size])
+            return value.decode() if storage == STRING else value
+        if start < 0 or size < 0 or start + size > len(data):
+            raise IndexError(f"text {start}:{start + size} beyond the {len(data)} bytes kept")
+        source: cython.p_const_char = PyByteArray_AS_STRING(data) + start  # made from it at once
+        if storage == STRING:
+            return PyUnicode_DecodeUTF8(source, size, cython.NULL)
+        return PyBytes_FromStringAndSize(source, size)
 
     @cython.cfunc
     def _has_at(self, code: cython.Py_ssize_t, at: cython.Py_ssize_t) -> cython.bint:
