@@ -4,7 +4,10 @@ For thousands of generated MessageMetadata and SingleMessageMetadata (the common
 at edge values, rarer fields now and then, a field twice, unknown fields, text that is
 not UTF-8) and damaged copies of them, the wire reader either declines (None: the
 generated class takes the bytes) or answers every attribute the message decoder reads,
-and every ``HasField`` it asks, with the generated class's own answer.
+and every ``HasField`` it asks, with the generated class's own answer. Where the
+generated class reads the bytes, its reading handed over (``entry_from_generated``,
+``member_from_generated``: what the decoder reads when the wire reader declines) answers
+the same too, its text escaped where the bytes are not UTF-8.
 """
 
 from __future__ import annotations
@@ -13,7 +16,13 @@ import random
 
 from google.protobuf.message import DecodeError
 from pwcap.decode.pulsar._pb import pulsar_api_pb2 as pb
-from pwcap.decode.pulsar.metadata import read_metadata, read_single
+from pwcap.decode.pulsar.metadata import (
+    entry_from_generated,
+    member_from_generated,
+    read_metadata,
+    read_single,
+)
+from pwcap.decode.wire import text
 
 from tests.test_pulsar_hot import I32_EDGES, U32_EDGES, U64_EDGES, damaged
 
@@ -35,6 +44,9 @@ METADATA_READS = (
     "num_chunks_from_msg",
 )
 METADATA_PRESENCE = ("num_messages_in_batch", "uuid")
+METADATA_TEXTS = ("producer_name", "partition_key")
+# What the decoder reads of chunked and encrypted entries only: never the wire reader's.
+METADATA_RARE_READS = ("uuid", "chunk_id", "total_chunk_msg_size")
 SINGLE_READS = (
     "payload_size",
     "partition_key",
@@ -44,6 +56,25 @@ SINGLE_READS = (
     "null_value",
 )
 SINGLE_PRESENCE = ("sequence_id", "partition_key", "ordering_key", "payload_size")
+SINGLE_TEXTS = ("partition_key",)
+# reader of the wire bytes -> (the generated class, what its reading is handed to, the
+# attributes and presence the decoder asks, its text fields)
+READINGS = {
+    read_metadata: (
+        pb.MessageMetadata,
+        entry_from_generated,
+        METADATA_READS,
+        METADATA_PRESENCE,
+        METADATA_TEXTS,
+    ),
+    read_single: (
+        pb.SingleMessageMetadata,
+        member_from_generated,
+        SINGLE_READS,
+        SINGLE_PRESENCE,
+        SINGLE_TEXTS,
+    ),
+}
 
 
 def random_metadata(rng: random.Random) -> bytes:
@@ -71,6 +102,14 @@ def random_metadata(rng: random.Random) -> bytes:
         md.num_chunks_from_msg = 2
     if rng.random() < 0.05:
         md.ordering_key = b"ok"
+    if rng.random() < 0.03:
+        md.encryption_keys.add(key="k", value=b"v")
+    if rng.random() < 0.03:
+        md.replicated_from = rng.choice(TEXTS)
+    if rng.random() < 0.03:
+        md.null_value = True
+    if rng.random() < 0.05:
+        md.chunk_id, md.total_chunk_msg_size = 1, rng.choice(I32_EDGES)
     return _tampered(rng, md.SerializePartialToString())
 
 
@@ -111,73 +150,61 @@ def _tampered(rng: random.Random, data: bytes) -> bytes:
     return data
 
 
-def _same(ours, theirs, reads: tuple[str, ...], presence: tuple[str, ...]) -> None:
+def _same(ours, theirs, reads: tuple[str, ...], presence: tuple[str, ...], texts=()) -> None:
+    """``ours`` answers as ``theirs``; its ``texts`` as :func:`text` makes theirs."""
     for name in reads:
-        assert getattr(ours, name) == getattr(theirs, name), name
-        assert type(getattr(ours, name)) is type(getattr(theirs, name)), name
+        expected = getattr(theirs, name)
+        if name in texts:
+            expected = text(expected)
+        assert getattr(ours, name) == expected, name
+        assert type(getattr(ours, name)) is type(expected), name
     for name in presence:
         assert ours.HasField(name) == theirs.HasField(name), name
-    assert list(ours.properties) == [(p.key, p.value) for p in theirs.properties]
+    expected_properties = [(text(p.key), text(p.value)) for p in theirs.properties]
+    assert list(ours.properties) == expected_properties
 
 
-def check(data: bytes, reader, generated, reads, presence) -> bool:
+def check(data: bytes, reader) -> bool:
     """True when the wire reader took the bytes (and agreed with the generated class)."""
+    generated, handed_over, reads, presence, texts = READINGS[reader]
     ours = reader(b"\xaa" + data + b"\xbb", 1, len(data) + 1)  # bounds honoured
-    if ours is None:
-        return False
     try:
         theirs = generated.FromString(data)
     except DecodeError as exc:
+        if ours is None:
+            return False
         raise AssertionError(f"read what the generated class refuses: {data.hex()}") from exc
+    adopted = handed_over(theirs)
+    _same(adopted, theirs, reads, presence, texts)
+    if reader is read_metadata:
+        _same(adopted, theirs, METADATA_RARE_READS, ())
+        assert adopted.encrypted == bool(theirs.encryption_keys)
+    if ours is None:
+        return False
     _same(ours, theirs, reads, presence)
     if reader is read_metadata:
         assert not theirs.encryption_keys and not theirs.HasField("uuid")
+        assert not ours.encrypted
     return True
 
 
 def test_generated_metadata_reads_the_same_both_ways():
     rng = random.Random(11)
-    taken = sum(
-        check(
-            random_metadata(rng),
-            read_metadata,
-            pb.MessageMetadata,
-            METADATA_READS,
-            METADATA_PRESENCE,
-        )
-        for _ in range(ROUNDS)
-    )
+    taken = sum(check(random_metadata(rng), read_metadata) for _ in range(ROUNDS))
     assert taken > ROUNDS // 2  # the common shape does take the wire reader
 
 
 def test_generated_batch_members_read_the_same_both_ways():
     rng = random.Random(12)
-    taken = sum(
-        check(
-            random_single(rng), read_single, pb.SingleMessageMetadata, SINGLE_READS, SINGLE_PRESENCE
-        )
-        for _ in range(ROUNDS)
-    )
+    taken = sum(check(random_single(rng), read_single) for _ in range(ROUNDS))
     assert taken > ROUNDS // 2
 
 
 def test_damaged_metadata_is_declined_or_read_the_same():
     rng = random.Random(13)
     for _ in range(ROUNDS):
-        check(
-            damaged(rng, random_metadata(rng)),
-            read_metadata,
-            pb.MessageMetadata,
-            METADATA_READS,
-            METADATA_PRESENCE,
-        )
-        check(
-            damaged(rng, random_single(rng)),
-            read_single,
-            pb.SingleMessageMetadata,
-            SINGLE_READS,
-            SINGLE_PRESENCE,
-        )
+        check(damaged(rng, random_metadata(rng)), read_metadata)
+        check(damaged(rng, random_single(rng)), read_single)
 
 
 def test_a_required_field_missing_is_left_to_the_generated_class():

@@ -9,23 +9,35 @@ from __future__ import annotations
 import struct
 from collections.abc import Iterator
 
+import cython
 from google.protobuf.message import DecodeError
 from pwcap.decode.pulsar._pb.pulsar_api_pb2 import SingleMessageMetadata
-from pwcap.decode.pulsar.metadata import PlainSingle, read_single
+from pwcap.decode.pulsar.metadata import PAYLOAD_SIZE
+
+if cython.compiled:  # the C declarations (metadata.pxd): C calls and C fields
+    from cython.cimports.pwcap.decode.pulsar.metadata import (
+        MemberMetadata,
+        member_from_generated,
+        read_single,
+    )
+else:
+    from pwcap.decode.pulsar.metadata import MemberMetadata, member_from_generated, read_single
 
 _U32 = struct.Struct(">I")
+_PAYLOAD_SIZE = cython.declare(cython.int, PAYLOAD_SIZE)  # a C constant when compiled
 # The smallest member: its 4-byte size and a SingleMessageMetadata holding only the required
 # payload_size (one tag byte, one varint byte), with an empty payload.
 MIN_MEMBER_BYTES = 6
 
 
-BatchMember = tuple[SingleMessageMetadata | PlainSingle, memoryview]
+BatchMember = tuple[MemberMetadata, memoryview]
 
 
 class BadBatch(Exception):
     """The batch breaks off: the messages before the damage were yielded already."""
 
 
+@cython.locals(single=MemberMetadata)
 def split_batch(data: bytes | memoryview, count: int) -> Iterator[BatchMember]:
     """Yield ``(metadata, payload)`` of each of the ``count`` messages, one at a time: a
     batch of a million bytes can hold a hundred thousand empty messages, and their rows
@@ -51,10 +63,11 @@ def split_batch(data: bytes | memoryview, count: int) -> Iterator[BatchMember]:
         single = read_single(raw, pos, pos + size)
         if single is None:  # not the common shape: the generated class reads it
             try:
-                single = parse(view[pos : pos + size])
+                generated = parse(view[pos : pos + size])
             except DecodeError as exc:
                 raise BadBatch(f"undecodable metadata of message {index}: {exc}") from None
-        if not single.HasField("payload_size"):
+            single = member_from_generated(generated)
+        if not single.has(_PAYLOAD_SIZE):
             raise BadBatch(f"metadata of message {index} lacks its required payload_size")
         pos += size
         payload_end = pos + single.payload_size

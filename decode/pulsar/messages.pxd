@@ -3,6 +3,7 @@
 # frame's entry with a C call, and the entry's columns are its C fields while its message
 # rows are built.
 
+from pwcap.decode.pulsar.metadata cimport EntryMetadata, MemberMetadata
 from pwcap.tables.columns cimport ColumnBuffer
 
 cdef class EntryDecoder:
@@ -28,8 +29,8 @@ cdef class EntryDecoder:
     # Each returns None, or raises: an entry's damage reaches the decoder's frame handler.
     cpdef object decode(self, ColumnBuffer frames, bint delivery, bytes buf, Py_ssize_t start,
                         Py_ssize_t end, int label)
-    cdef object _contents(self, object md, object payload, object count)
-    cdef object _member(self, Py_ssize_t index, object single)
+    cdef object _contents(self, EntryMetadata md, object payload, object count)
+    cdef object _member(self, Py_ssize_t index, MemberMetadata single)
     cdef object _begin(self)
-    cdef object _whole(self, object md)
+    cdef object _whole(self, EntryMetadata md)
     cdef object _emit(self, object payload)

@@ -9,22 +9,29 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Callable, Hashable
-from typing import Any
 
 import cython
 from pwcap.decode.api import FRAME_OF_MESSAGE, DecodeOptions, RowSink
-from pwcap.decode.pulsar._pb.pulsar_api_pb2 import MessageMetadata
 from pwcap.decode.pulsar.batch import BadBatch, split_batch
 from pwcap.decode.pulsar.chunks import ChunkAssembler
 from pwcap.decode.pulsar.commands import text
 from pwcap.decode.pulsar.compression import CODEC_NAMES, DecompressionError, decompress
+from pwcap.decode.pulsar.metadata import (
+    NUM_MESSAGES_IN_BATCH,
+    ORDERING_KEY,
+    PARTITION_KEY,
+    SEQUENCE_ID,
+    UUID,
+)
 from pwcap.decode.pulsar.payload import PayloadError
 from pwcap.tables.schema import kept_payload, position
 
-if cython.compiled:  # C declarations (payload.pxd, columns.pxd): C calls
+if cython.compiled:  # C declarations (payload.pxd, metadata.pxd, columns.pxd): C calls
+    from cython.cimports.pwcap.decode.pulsar.metadata import EntryMetadata, MemberMetadata
     from cython.cimports.pwcap.decode.pulsar.payload import parse_entry
     from cython.cimports.pwcap.tables.columns import ColumnBuffer
 else:
+    from pwcap.decode.pulsar.metadata import EntryMetadata, MemberMetadata
     from pwcap.decode.pulsar.payload import parse_entry
     from pwcap.tables.columns import ColumnBuffer
 from pwcap.tables.columns import pairs
@@ -34,12 +41,17 @@ AnomalyFn = Callable[[str, ColumnBuffer, str], None]  # kind, frame row being bu
 # What every entry uses, as C globals when compiled (a module global is a dict lookup at
 # each use); the integers exceed C's.
 _sha256 = cython.declare(object, hashlib.sha256)
-_text = cython.declare(object, text)
 _CODEC_NAMES = cython.declare(dict, CODEC_NAMES)
 I63 = cython.declare(object, (1 << 63) - 1)
 U64 = cython.declare(object, 1 << 64)
 # The largest millisecond time a microsecond int64 holds.
 MAX_MILLIS = cython.declare(object, ((1 << 63) - 1) // 1000)
+# The metadata fields whose presence is asked, by number.
+_NUM_MESSAGES_IN_BATCH = cython.declare(cython.int, NUM_MESSAGES_IN_BATCH)
+_UUID = cython.declare(cython.int, UUID)
+_SEQUENCE_ID = cython.declare(cython.int, SEQUENCE_ID)
+_PARTITION_KEY = cython.declare(cython.int, PARTITION_KEY)
+_ORDERING_KEY = cython.declare(cython.int, ORDERING_KEY)
 
 
 def _messages(column: str) -> int:
@@ -129,6 +141,7 @@ class EntryDecoder:
     @cython.ccall
     @cython.locals(frames=ColumnBuffer, delivery=cython.bint, buf=bytes)
     @cython.locals(start=cython.Py_ssize_t, end=cython.Py_ssize_t, label=cython.int)
+    @cython.locals(md=EntryMetadata)
     def decode(
         self,
         frames: ColumnBuffer,
@@ -153,15 +166,12 @@ class EntryDecoder:
         codec = md.compression
         self._compression = _CODEC_NAMES.get(codec) or str(codec)
         producer_name = md.producer_name
-        if producer_name.__class__ is not str:
-            producer_name = _text(producer_name)
         self._producer_name = producer_name
         sequence_id = md.sequence_id
         self._sequence_id = sequence_id - U64 if sequence_id > I63 else sequence_id
         self._publish_time = micros(md.publish_time)
         self._event_time = micros(md.event_time) or None
-        key = md.partition_key
-        self._key = (key if key.__class__ is str else _text(key)) if key else None
+        self._key = md.partition_key or None
         self._count = count
         self._checksum_ok = checksum_ok
         if broker_timestamp is not None:
@@ -183,19 +193,20 @@ class EntryDecoder:
             frames.set(F_BROKER_INDEX, broker_index)
         if checksum_ok is False:
             self._anomaly("bad_checksum", frames, "CRC32-C of metadata and payload mismatch")
-        if md.encryption_keys:
+        if md.encrypted:
             self._whole(md)
             self.messages.set_int(M_ENCRYPTED, True)
             self._emit(payload)
-        elif md.HasField("uuid") and md.num_chunks_from_msg > 1:
+        elif md.has(_UUID) and md.num_chunks_from_msg > 1:
             self._chunk(md, payload, (label, frames.get(F_PRODUCER_ID), frames.get(F_CONSUMER_ID)))
-        elif codec or md.HasField("num_messages_in_batch"):
+        elif codec or md.has(_NUM_MESSAGES_IN_BATCH):
             self._contents(md, payload, count)
         else:  # the common case: one uncompressed message
             self._whole(md)
             self._emit(payload)
 
-    def _contents(self, md: MessageMetadata, payload: memoryview, count: int) -> None:
+    @cython.locals(md=EntryMetadata)
+    def _contents(self, md: EntryMetadata, payload: memoryview, count: int) -> None:
         if md.compression:
             try:
                 payload = decompress(md.compression, payload, md.uncompressed_size, self._limit)
@@ -204,7 +215,7 @@ class EntryDecoder:
                 self._whole(md)
                 self.messages.end_row()
                 return
-        if not md.HasField("num_messages_in_batch"):
+        if not md.has(_NUM_MESSAGES_IN_BATCH):
             self._whole(md)
             self._emit(payload)
             return
@@ -220,26 +231,27 @@ class EntryDecoder:
                 self._whole(md)
                 self.messages.end_row()
 
-    @cython.locals(index=cython.Py_ssize_t)
-    def _member(self, index: int, single: Any) -> None:
+    @cython.locals(index=cython.Py_ssize_t, single=MemberMetadata)
+    def _member(self, index: int, single: MemberMetadata) -> None:
         """The row of a batch's message ``index``: its own metadata, not the entry's."""
         self._begin()
         rows: ColumnBuffer = self.messages
         rows.set_int(M_BATCH_INDEX, index)
-        if single.HasField("sequence_id"):
+        if single.has(_SEQUENCE_ID):
             sequence_id = single.sequence_id
             rows.set(M_SEQUENCE_ID, sequence_id - U64 if sequence_id > I63 else sequence_id)
         else:
             rows.set(M_SEQUENCE_ID, self._sequence_id + index)
         rows.set(M_EVENT_TIME, micros(single.event_time) or None)
-        rows.set(M_KEY, text(single.partition_key) if single.HasField("partition_key") else None)
-        if single.HasField("ordering_key"):
+        rows.set(M_KEY, single.partition_key if single.has(_PARTITION_KEY) else None)
+        if single.has(_ORDERING_KEY):
             rows.set(M_ORDERING_KEY, single.ordering_key)
-        rows.set(M_PROPERTIES, _properties(single.properties) or None)
+        rows.set(M_PROPERTIES, single.properties or None)
         if single.null_value:
             rows.set_int(M_NULL_VALUE, True)
 
-    def _chunk(self, md: MessageMetadata, payload: memoryview, key: Hashable) -> None:
+    @cython.locals(md=EntryMetadata)
+    def _chunk(self, md: EntryMetadata, payload: memoryview, key: Hashable) -> None:
         self._whole(md)
         rows: ColumnBuffer = self.messages
         uuid = text(md.uuid)
@@ -289,13 +301,14 @@ class EntryDecoder:
         if self._replicated_from is not None:
             rows.set(M_REPLICATED_FROM, self._replicated_from)
 
-    def _whole(self, md: MessageMetadata) -> None:
+    @cython.locals(md=EntryMetadata)
+    def _whole(self, md: EntryMetadata) -> None:
         """The row of a message that is the whole entry: the entry's metadata is its own
         (the fields most entries leave unset included)."""
         self._begin()
         rows: ColumnBuffer = self.messages
         if md.properties:
-            rows.set(M_PROPERTIES, _properties(md.properties))
+            rows.set(M_PROPERTIES, md.properties)
         if md.ordering_key:
             rows.set(M_ORDERING_KEY, md.ordering_key)
         if md.null_value:
@@ -309,14 +322,6 @@ class EntryDecoder:
         if self._payloads:
             rows.set(M_PAYLOAD, kept_payload(payload))
         rows.end_row()
-
-
-def _properties(pairs: Any) -> list[tuple[str, str]]:
-    """(key, value) texts of the generated classes' KeyValues; the wire reader's come
-    as a list of such pairs already, its own, which the row takes as it is."""
-    if type(pairs) is list:
-        return pairs
-    return [(text(p.key), text(p.value)) for p in pairs]
 
 
 @cython.ccall

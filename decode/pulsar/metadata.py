@@ -1,22 +1,27 @@
 # cython: annotation_typing=True
-"""Message metadata of the common shape, read straight from its wire bytes.
+"""Message metadata as the entry decoder reads it, straight from its wire bytes when it
+has the common shape.
 
 Every payload frame carries a ``MessageMetadata`` and every batched message a
 ``SingleMessageMetadata``; most carry a handful of scalar fields and a few properties.
 :func:`read_metadata` and :func:`read_single` read those with the
-:class:`pwcap.decode.wire.Fields` cursor into
-objects that answer the attribute reads :mod:`pwcap.decode.pulsar.messages` makes, as the
-generated classes would. Anything else (another field, a field twice, a wire type out
-of place, an enum value the schema lacks, text that is not UTF-8, a required field
-missing, damage) makes them return None, and the caller parses the bytes with the
-generated classes, which also say what is wrong. A test holds both readings equal.
+:class:`pwcap.decode.wire.Fields` cursor into an :class:`EntryMetadata` or a
+:class:`MemberMetadata`, whose fields answer as the generated classes would. Anything
+else (another field, a field twice, a wire type out of place, an enum value the schema
+lacks, text that is not UTF-8, a required field missing, damage) makes them return None:
+the caller parses the bytes with the generated classes, which also say what is wrong,
+and hands their reading to :func:`entry_from_generated` / :func:`member_from_generated`.
+The entry decoder so reads one type either way (compiled: C fields, ``metadata.pxd``).
+A test holds the readings equal.
 """
 
 from __future__ import annotations
 
+from typing import Any
+
 import cython
 from pwcap.decode.pulsar._pb.pulsar_api_pb2 import CompressionType
-from pwcap.decode.wire import LENGTH_DELIMITED, VARINT
+from pwcap.decode.wire import LENGTH_DELIMITED, VARINT, text
 
 if cython.compiled:  # the C declarations (wire.pxd, hot.pxd): these are C calls
     from cython.cimports.cpython.bytes import PyBytes_AS_STRING
@@ -40,16 +45,13 @@ _PAYLOAD_SIZE = 1 << 3  # SingleMessageMetadata's one required field
 
 
 @cython.cclass
-class _Plain:
-    """One reading: the field walk both messages share, each field handed to
+class _Reading:
+    """One message read: the field walk both messages share, each field handed to
     :meth:`put`; ``seen`` has bit n set where field n was present. ``properties`` (the
-    repeated field of both messages) are (key, value) pairs, in wire order."""
+    repeated field of both messages) are (key, value) pairs, in wire order, or ``()``.
 
-    seen = cython.declare(cython.ulonglong, visibility="readonly")
-    properties = cython.declare(object, visibility="readonly")
-    _required = cython.declare(cython.ulonglong)
-    _repeated = cython.declare(cython.ulonglong)
-    _pair = cython.declare(Fields)  # the cursor over a KeyValue, moved from one to the next
+    Its fields' C types are in ``metadata.pxd``, where the entry decoder reads them.
+    """
 
     def __init__(self, required: int, properties_field: int) -> None:
         self._start(required, properties_field)
@@ -61,6 +63,7 @@ class _Plain:
         self.properties = ()
         self._required = required
         self._repeated = cython.cast(cython.ulonglong, 1) << properties_field
+        self._pair = None
 
     @cython.ccall
     def read(self, data: bytes, start: cython.Py_ssize_t, end: cython.Py_ssize_t) -> cython.bint:
@@ -104,41 +107,42 @@ class _Plain:
             self.properties = [pair]
         return True
 
+    @cython.cfunc
+    def has(self, number: cython.int) -> cython.bint:
+        """Whether field ``number`` was present (``HasField``, by number: a C call)."""
+        return (self.seen >> number) & 1 == 1
+
+    def _adopt(self, generated: Any, numbers: dict[str, int]) -> None:
+        """What this reading takes over from the generated class's: presence and
+        properties (the rest is each subclass's)."""
+        for name, number in numbers.items():
+            if generated.HasField(name):
+                self.seen |= cython.cast(cython.ulonglong, 1) << number
+        if generated.properties:
+            self.properties = [(text(p.key), text(p.value)) for p in generated.properties]
+
 
 @cython.cclass
-class PlainMetadata(_Plain):
-    """A MessageMetadata holding only producer_name, sequence_id, publish_time,
-    properties, partition_key, compression, uncompressed_size, num_messages_in_batch,
-    event_time."""
-
-    producer_name = cython.declare(str, visibility="readonly")
-    sequence_id = cython.declare(object, visibility="readonly")
-    publish_time = cython.declare(object, visibility="readonly")
-    partition_key = cython.declare(str, visibility="readonly")
-    compression = cython.declare(cython.int, visibility="readonly")
-    uncompressed_size = cython.declare(object, visibility="readonly")
-    num_messages_in_batch = cython.declare(object, visibility="readonly")
-    event_time = cython.declare(object, visibility="readonly")
-    # Fields this shape never holds, at their defaults.
-    encryption_keys = ()
-    ordering_key = b""
-    replicated_from = ""
-    null_value = False
-    uuid = ""
-    num_chunks_from_msg = 0
-    chunk_id = 0
-    total_chunk_msg_size = 0
+class EntryMetadata(_Reading):
+    """An entry's MessageMetadata as the entry decoder reads it: from the wire bytes when
+    they hold only producer_name, sequence_id, publish_time, properties, partition_key,
+    compression, uncompressed_size, num_messages_in_batch and event_time
+    (:func:`read_metadata`), else from the generated class's reading
+    (:func:`entry_from_generated`). Text fields are str (escaped when not UTF-8)."""
 
     def __init__(self) -> None:
         self.producer_name = self.partition_key = ""
         self.sequence_id = self.publish_time = self.uncompressed_size = self.event_time = 0
         self.num_messages_in_batch = 1  # the schema's default
         self.compression = 0
+        self.encrypted = self.null_value = False
+        self.ordering_key = b""
+        self.replicated_from = self.uuid = ""
+        self.num_chunks_from_msg = self.chunk_id = self.total_chunk_msg_size = 0
         self._start(_REQUIRED, 4)
 
     def HasField(self, name: str) -> bool:
-        number: cython.int = _METADATA_NUMBERS[name]
-        return (self.seen >> number) & 1 == 1
+        return self.has(_METADATA_NUMBERS[name])
 
     @cython.ccall
     def put(self, number: cython.int, fields: Fields, data: bytes) -> cython.bint:
@@ -146,13 +150,13 @@ class PlainMetadata(_Plain):
         if wire_type == WIRE_LENGTH_DELIMITED and number == 4:
             return self._property(fields, data)
         if wire_type == WIRE_LENGTH_DELIMITED and (number == 1 or number == 6):
-            text = _utf8(data, fields.start, fields.stop)
-            if text is None:
+            decoded = _utf8(data, fields.start, fields.stop)
+            if decoded is None:
                 return False
             if number == 1:
-                self.producer_name = text
+                self.producer_name = decoded
             else:
-                self.partition_key = text
+                self.partition_key = decoded
             return True
         if wire_type != WIRE_VARINT:
             return False
@@ -175,26 +179,21 @@ class PlainMetadata(_Plain):
 
 
 @cython.cclass
-class PlainSingle(_Plain):
-    """A SingleMessageMetadata holding only properties, payload_size, partition_key,
-    event_time, ordering_key and sequence_id."""
-
-    payload_size = cython.declare(object, visibility="readonly")
-    partition_key = cython.declare(str, visibility="readonly")
-    event_time = cython.declare(object, visibility="readonly")
-    ordering_key = cython.declare(bytes, visibility="readonly")
-    sequence_id = cython.declare(object, visibility="readonly")
-    null_value = False
+class MemberMetadata(_Reading):
+    """A batch member's SingleMessageMetadata as the entry decoder reads it: from the wire
+    bytes when they hold only properties, payload_size, partition_key, event_time,
+    ordering_key and sequence_id (:func:`read_single`), else from the generated class's
+    reading (:func:`member_from_generated`)."""
 
     def __init__(self) -> None:
         self.payload_size = self.event_time = self.sequence_id = 0
         self.partition_key = ""
         self.ordering_key = b""
+        self.null_value = False
         self._start(_PAYLOAD_SIZE, 1)
 
     def HasField(self, name: str) -> bool:
-        number: cython.int = _SINGLE_NUMBERS[name]
-        return (self.seen >> number) & 1 == 1
+        return self.has(_SINGLE_NUMBERS[name])
 
     @cython.ccall
     def put(self, number: cython.int, fields: Fields, data: bytes) -> cython.bint:
@@ -202,10 +201,10 @@ class PlainSingle(_Plain):
         if wire_type == WIRE_LENGTH_DELIMITED and number == 1:
             return self._property(fields, data)
         if wire_type == WIRE_LENGTH_DELIMITED and number == 2:
-            text = _utf8(data, fields.start, fields.stop)
-            if text is None:
+            decoded = _utf8(data, fields.start, fields.stop)
+            if decoded is None:
                 return False
-            self.partition_key = text
+            self.partition_key = decoded
         elif wire_type == WIRE_LENGTH_DELIMITED and number == 7:
             self.ordering_key = data[fields.start : fields.stop]
         elif wire_type != WIRE_VARINT:
@@ -221,6 +220,13 @@ class PlainSingle(_Plain):
         return True
 
 
+# Field numbers by name, of the fields whose presence the entry decoder asks.
+NUM_MESSAGES_IN_BATCH = 11
+UUID = 26
+PARTITION_KEY = 2  # SingleMessageMetadata's
+PAYLOAD_SIZE = 3
+ORDERING_KEY = 7
+SEQUENCE_ID = 8
 _METADATA_NUMBERS = {
     "producer_name": 1,
     "sequence_id": 2,
@@ -228,29 +234,72 @@ _METADATA_NUMBERS = {
     "partition_key": 6,
     "compression": 8,
     "uncompressed_size": 9,
-    "num_messages_in_batch": 11,
+    "num_messages_in_batch": NUM_MESSAGES_IN_BATCH,
     "event_time": 12,
-    "uuid": 26,
+    "uuid": UUID,
 }
 _SINGLE_NUMBERS = {
-    "partition_key": 2,
-    "payload_size": 3,
+    "partition_key": PARTITION_KEY,
+    "payload_size": PAYLOAD_SIZE,
     "event_time": 5,
-    "ordering_key": 7,
-    "sequence_id": 8,
+    "ordering_key": ORDERING_KEY,
+    "sequence_id": SEQUENCE_ID,
 }
 
 
-def read_metadata(data: bytes, start: int, end: int) -> PlainMetadata | None:
-    """The MessageMetadata in ``data[start:end]`` as a :class:`PlainMetadata`, or None."""
-    md = PlainMetadata()
+@cython.ccall
+def read_metadata(data: bytes, start: cython.Py_ssize_t, end: cython.Py_ssize_t) -> EntryMetadata:
+    """The MessageMetadata in ``data[start:end]`` read from its wire bytes, or None when
+    it is not of the common shape."""
+    md = EntryMetadata()
     return md if md.read(data, start, end) else None
 
 
-def read_single(data: bytes, start: int, end: int) -> PlainSingle | None:
-    """The SingleMessageMetadata in ``data[start:end]`` as a :class:`PlainSingle`, or None."""
-    single = PlainSingle()
+@cython.ccall
+def read_single(data: bytes, start: cython.Py_ssize_t, end: cython.Py_ssize_t) -> MemberMetadata:
+    """The SingleMessageMetadata in ``data[start:end]`` read from its wire bytes, or None
+    when it is not of the common shape."""
+    single = MemberMetadata()
     return single if single.read(data, start, end) else None
+
+
+@cython.ccall
+def entry_from_generated(md: Any) -> EntryMetadata:
+    """The generated class's reading of a MessageMetadata, as the entry decoder reads it."""
+    entry = EntryMetadata()
+    entry._adopt(md, _METADATA_NUMBERS)
+    entry.producer_name = text(md.producer_name)
+    entry.sequence_id = md.sequence_id
+    entry.publish_time = md.publish_time
+    entry.partition_key = text(md.partition_key)
+    entry.compression = md.compression
+    entry.uncompressed_size = md.uncompressed_size
+    entry.num_messages_in_batch = md.num_messages_in_batch
+    entry.event_time = md.event_time
+    entry.encrypted = len(md.encryption_keys) > 0
+    entry.ordering_key = md.ordering_key
+    entry.replicated_from = md.replicated_from
+    entry.null_value = md.null_value
+    entry.uuid = md.uuid
+    entry.num_chunks_from_msg = md.num_chunks_from_msg
+    entry.chunk_id = md.chunk_id
+    entry.total_chunk_msg_size = md.total_chunk_msg_size
+    return entry
+
+
+@cython.ccall
+def member_from_generated(single: Any) -> MemberMetadata:
+    """The generated class's reading of a SingleMessageMetadata, as the entry decoder
+    reads it."""
+    member = MemberMetadata()
+    member._adopt(single, _SINGLE_NUMBERS)
+    member.payload_size = single.payload_size
+    member.partition_key = text(single.partition_key)
+    member.event_time = single.event_time
+    member.ordering_key = single.ordering_key
+    member.sequence_id = single.sequence_id
+    member.null_value = single.null_value
+    return member
 
 
 @cython.cfunc

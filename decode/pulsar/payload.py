@@ -12,7 +12,12 @@ import crc32c
 import cython
 from google.protobuf.message import DecodeError
 from pwcap.decode.pulsar._pb.pulsar_api_pb2 import BrokerEntryMetadata, MessageMetadata
-from pwcap.decode.pulsar.metadata import PlainMetadata, read_metadata
+from pwcap.decode.pulsar.metadata import EntryMetadata
+
+if cython.compiled:  # the C declarations (metadata.pxd): C calls
+    from cython.cimports.pwcap.decode.pulsar.metadata import entry_from_generated, read_metadata
+else:
+    from pwcap.decode.pulsar.metadata import entry_from_generated, read_metadata
 
 MAGIC_CHECKSUM = b"\x0e\x01"
 MAGIC_BROKER_ENTRY = b"\x0e\x02"
@@ -41,7 +46,7 @@ class PayloadError(Exception):
 
 # metadata, payload, checksum_ok (None: no checksum), broker timestamp, broker index.
 # A plain tuple: built once per payload frame, it is on the hot path.
-Entry = tuple[MessageMetadata | PlainMetadata, memoryview, bool | None, int | None, int | None]
+Entry = tuple[EntryMetadata, memoryview, bool | None, int | None, int | None]
 
 
 @cython.ccall
@@ -88,9 +93,10 @@ def parse_entry(buf: bytes, start: cython.Py_ssize_t, end: cython.Py_ssize_t) ->
     metadata = read_metadata(buf, pos, pos + size)
     if metadata is None:  # not the common shape: the generated class reads it
         try:
-            metadata = MessageMetadata.FromString(buf[pos : pos + size])
+            generated = MessageMetadata.FromString(buf[pos : pos + size])
         except DecodeError as exc:
             raise PayloadError("bad_protobuf", f"undecodable message metadata: {exc}") from None
+        metadata = entry_from_generated(generated)
     return metadata, view[pos + size : end], checksum_ok, broker_timestamp, broker_index
 
 
