@@ -6,9 +6,10 @@ Every payload frame carries a ``MessageMetadata`` and every batched message a
 ``SingleMessageMetadata``; most carry a handful of scalar fields and a few properties.
 :func:`read_metadata` and :func:`read_single` read those with the
 :class:`pwcap.decode.wire.Fields` cursor into an :class:`EntryMetadata` or a
-:class:`MemberMetadata`, whose fields answer as the generated classes would. Anything
-else (another field, a field twice, a wire type out of place, an enum value the schema
-lacks, text that is not UTF-8, a required field missing, damage) makes them return None:
+:class:`MemberMetadata`, whose fields answer as the generated classes would; a field the
+decoder never reads is skipped. Anything else (encryption keys, a field it reads given
+twice or with a wire type out of place, an enum value the schema lacks, text that is not
+UTF-8, a required field missing, damage) makes them return None:
 the caller parses the bytes with the generated classes, which also say what is wrong,
 and hands their reading to :func:`entry_from_generated` / :func:`member_from_generated`.
 The entry decoder so reads one type either way (compiled: C fields, ``metadata.pxd``).
@@ -42,6 +43,21 @@ U32_MASK = cython.declare(cython.ulonglong, (1 << 32) - 1)
 # MessageMetadata: producer_name, sequence_id and publish_time are required.
 _REQUIRED = (1 << 1) | (1 << 2) | (1 << 3)
 _PAYLOAD_SIZE = 1 << 3  # SingleMessageMetadata's one required field
+# The fields the entry decoder reads, as bits by number: any other field the wire reader
+# skips (schema_version, deliver_at_time, txnid_*, ...: the generated classes would keep
+# them, unread; a field of the wrong wire type, or unknown, they would keep aside).
+_ENTRY_READS = cython.declare(
+    cython.ulonglong,
+    sum(1 << n for n in (1, 2, 3, 4, 5, 6, 8, 9, 11, 12, 13, 18, 25, 26, 27, 28, 29)),
+)
+_MEMBER_READS = cython.declare(cython.ulonglong, sum(1 << n for n in (1, 2, 3, 5, 7, 8, 9)))
+
+
+@cython.cfunc
+def _unread(reads: cython.ulonglong, number: cython.int) -> cython.bint:
+    """True (skipped) for a field the decoder never reads; False (declined: the generated
+    class reads the metadata) for one it reads, here in a shape it does not expect."""
+    return (reads >> number) & 1 == 0
 
 
 @cython.cclass
@@ -124,10 +140,9 @@ class _Reading:
 
 @cython.cclass
 class EntryMetadata(_Reading):
-    """An entry's MessageMetadata as the entry decoder reads it: from the wire bytes when
-    they hold only producer_name, sequence_id, publish_time, properties, partition_key,
-    compression, uncompressed_size, num_messages_in_batch and event_time
-    (:func:`read_metadata`), else from the generated class's reading
+    """An entry's MessageMetadata as the entry decoder reads it: from the wire bytes
+    (:func:`read_metadata`) unless they hold encryption keys or a field the decoder reads
+    in another shape than the common one, else from the generated class's reading
     (:func:`entry_from_generated`). Text fields are str (escaped when not UTF-8)."""
 
     def __init__(self) -> None:
@@ -147,19 +162,28 @@ class EntryMetadata(_Reading):
     @cython.ccall
     def put(self, number: cython.int, fields: Fields, data: bytes) -> cython.bint:
         wire_type: cython.int = fields.wire_type
-        if wire_type == WIRE_LENGTH_DELIMITED and number == 4:
-            return self._property(fields, data)
-        if wire_type == WIRE_LENGTH_DELIMITED and (number == 1 or number == 6):
-            decoded = _utf8(data, fields.start, fields.stop)
-            if decoded is None:
-                return False
-            if number == 1:
-                self.producer_name = decoded
-            else:
-                self.partition_key = decoded
-            return True
+        if wire_type == WIRE_LENGTH_DELIMITED:
+            if number == 4:
+                return self._property(fields, data)
+            if number == 1 or number == 5 or number == 6 or number == 26:
+                decoded = _utf8(data, fields.start, fields.stop)
+                if decoded is None:
+                    return False
+                if number == 1:
+                    self.producer_name = decoded
+                elif number == 5:
+                    self.replicated_from = decoded
+                elif number == 6:
+                    self.partition_key = decoded
+                else:
+                    self.uuid = decoded
+                return True
+            if number == 18:
+                self.ordering_key = data[fields.start : fields.stop]
+                return True
+            return _unread(_ENTRY_READS, number)
         if wire_type != WIRE_VARINT:
-            return False
+            return _unread(_ENTRY_READS, number)
         value = fields.value
         if number == 2:
             self.sequence_id = value
@@ -173,17 +197,25 @@ class EntryMetadata(_Reading):
             self.num_messages_in_batch = int32(value)
         elif number == 12:
             self.event_time = value
+        elif number == 25:
+            self.null_value = value != 0
+        elif number == 27:
+            self.num_chunks_from_msg = int32(value)
+        elif number == 28:
+            self.total_chunk_msg_size = int32(value)
+        elif number == 29:
+            self.chunk_id = int32(value)
         else:
-            return False
+            return _unread(_ENTRY_READS, number)
         return True
 
 
 @cython.cclass
 class MemberMetadata(_Reading):
     """A batch member's SingleMessageMetadata as the entry decoder reads it: from the wire
-    bytes when they hold only properties, payload_size, partition_key, event_time,
-    ordering_key and sequence_id (:func:`read_single`), else from the generated class's
-    reading (:func:`member_from_generated`)."""
+    bytes (:func:`read_single`) unless a field the decoder reads is in another shape than
+    the common one, else from the generated class's reading
+    (:func:`member_from_generated`)."""
 
     def __init__(self) -> None:
         self.payload_size = self.event_time = self.sequence_id = 0
@@ -208,15 +240,17 @@ class MemberMetadata(_Reading):
         elif wire_type == WIRE_LENGTH_DELIMITED and number == 7:
             self.ordering_key = data[fields.start : fields.stop]
         elif wire_type != WIRE_VARINT:
-            return False
+            return _unread(_MEMBER_READS, number)
         elif number == 3:
             self.payload_size = int32(fields.value)
         elif number == 5:
             self.event_time = fields.value
         elif number == 8:
             self.sequence_id = fields.value
+        elif number == 9:
+            self.null_value = fields.value != 0
         else:
-            return False
+            return _unread(_MEMBER_READS, number)
         return True
 
 
