@@ -24,6 +24,8 @@ DESCRIPTION = (
     "pwcap: decode packet captures of Pulsar and Kafka 0.7 traffic into Parquet tables,"
     " analyse them and report."
 )
+# The variable naming Arrow's default memory pool, read when pyarrow first allocates.
+ARROW_POOL_VARIABLE = "ARROW_DEFAULT_MEMORY_POOL"
 SUBCOMMANDS = {
     "decode": ("pwcap.cli_decode", "decode captures into a Parquet dataset"),
     "show": ("pwcap.cli_show", "print one line per frame, like a packet list"),
@@ -81,6 +83,12 @@ def entry() -> int:
         # traffic), in every worker too. Marked absent, it is not loaded; pyarrow runs
         # without it. Only the program does this: a process importing pwcap may want it.
         sys.modules.setdefault("numpy", None)  # type: ignore[arg-type]
+        # Arrow's default allocator (mimalloc) hands freed pages back to the system and
+        # faults fresh ones in for the next batch: a tenth of a real-client decode's CPU
+        # went to the kernel. The C library's allocator keeps them: 5% less CPU there,
+        # 3% on large frames, the same on small ones, and a lower peak in all three. A
+        # user's own choice (the same variable) stands.
+        os.environ.setdefault(ARROW_POOL_VARIABLE, "system")
     status = main()
     for signum in (signal.SIGINT, signal.SIGTERM):
         signal.signal(signum, signal.SIG_IGN)

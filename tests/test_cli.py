@@ -64,6 +64,36 @@ def test_the_decode_program_leaves_numpy_unloaded_and_writes_the_same_tables(tmp
         assert pq.read_table(program / table).equals(pq.read_table(in_process / table))
 
 
+# Runs the program's entry as `pwcap` does, then says which memory pool Arrow used.
+POOL_AFTER_DECODE = """
+import sys
+sys.argv = ["pwcap", *sys.argv[1:]]
+from pwcap.cli import entry
+status = entry()
+import pyarrow
+print(pyarrow.default_memory_pool().backend_name)
+sys.exit(status)
+"""
+
+
+@pytest.mark.parametrize(("chosen", "used"), [(None, "system"), ("mimalloc", "mimalloc")])
+def test_the_decode_program_allocates_with_the_c_library_unless_told_otherwise(
+    tmp_path, monkeypatch, chosen, used
+):
+    monkeypatch.delenv("ARROW_DEFAULT_MEMORY_POOL", raising=False)
+    if chosen is not None:
+        monkeypatch.setenv("ARROW_DEFAULT_MEMORY_POOL", chosen)
+    argv = ["decode", str(PLAIN), "-o", str(tmp_path / "ds"), "-q", "--jobs", "1"]
+    done = subprocess.run(
+        [sys.executable, "-c", POOL_AFTER_DECODE, *argv],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == [used]
+
+
 def test_help_is_plain_text_and_every_option_of_show_is_explained():
     top = pwcap("--help").stdout
     assert "``" not in top and "--version" in top
