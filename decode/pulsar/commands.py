@@ -352,15 +352,12 @@ def _build(type_number: int, name: str) -> CommandSpec:
         elif not is_secret(fd):
             info.append(fd)
     if info:
-        # Summarise only when one of the fields is there: most frames have none of them.
-        present = " or ".join(
-            f"sub.{fd.name}" if fd.is_repeated else f"sub.HasField({fd.name!r})" for fd in info
-        )
+        # summarize() asks each field's presence itself (None when none is there): the
+        # same questions asked first here cost as much again.
         lines += [
-            f"if {present}:",
-            "    summary = summarize(sub, INFO)",
-            "    if summary is not None:",
-            "        " + _set("info", "summary"),
+            "summary = summarize(sub, INFO)",
+            "if summary is not None:",
+            "    " + _set("info", "summary"),
         ]
         names.update(summarize=summarize, INFO=fields(info))
     return CommandSpec(
