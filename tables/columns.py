@@ -686,18 +686,29 @@ def _list_of_structs(
     i: cython.Py_ssize_t
     j: cython.Py_ssize_t
     row: cython.Py_ssize_t
+    keys: list = children[0]
+    items: list = children[-1]
+    entries: list
+    pair: tuple
+    k: cython.Py_ssize_t
     for i in range(len(rows)):
         row = rows[i]
         while filled < row:  # rows in between are null: their offsets do not move
             filled += 1
             offsets[filled] = total
-        for item in values[i]:
-            if pairs:  # a map's entries are never null
-                if type(item) is not tuple or len(item) != 2 or item[0] is None:
+        if type(values[i]) is not list:
+            return None
+        entries = values[i]
+        for k in range(len(entries)):
+            item = entries[k]
+            if pairs:  # a map's entries are never null: no flags are kept for them
+                if type(item) is not tuple or len(cython.cast(tuple, item)) != 2:
                     return None
-                item_flags.append(1)
-                cython.cast(list, children[0]).append(item[0])
-                cython.cast(list, children[1]).append(item[1])
+                pair = item
+                if pair[0] is None:
+                    return None
+                keys.append(pair[0])
+                items.append(pair[1])
             elif item is None:
                 item_flags.append(0)
                 for j in range(width):
@@ -718,11 +729,10 @@ def _list_of_structs(
         filled += 1
         offsets[filled] = total
     arrays = [_child_array(child, field) for child, field in zip(children, fields, strict=True)]
-    items = pa.Array.from_buffers(
-        pa.struct(fields), total, [_flag_bits(item_flags, 0, total)], children=arrays
-    )
+    item_valid = None if pairs else _flag_bits(item_flags, 0, total)
+    structs = pa.Array.from_buffers(pa.struct(fields), total, [item_valid], children=arrays)
     buffers = [_flag_bits(row_flags, 0, count), pa.py_buffer(offsets_bytes)]
-    return pa.Array.from_buffers(kind, count, buffers, children=[items])
+    return pa.Array.from_buffers(kind, count, buffers, children=[structs])
 
 
 def _child_array(values: list, field: pa.Field) -> pa.Array:
