@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 from pwcap.tables import dataset
@@ -59,15 +60,25 @@ def test_offsets_and_times_are_written_without_a_dictionary_and_the_rest_with_on
     with DatasetWriter(out) as writer:
         for i in range(10):
             writer.rows.frames.add(
-                {**frame_row(i), "stream_offset": 100 * i, "message_ids": [{"entry_id": i}]}
+                {
+                    **frame_row(i),
+                    "stream_offset": 100 * i,
+                    "request_ts": 1_700_000_000_000_000 + 7 * i,
+                    "message_ids": [{"entry_id": i}],
+                }
             )
     group = _row_groups(next((out / "frames").iterdir()))[0]
     columns = {group.column(i).path_in_schema: group.column(i) for i in range(group.num_columns)}
     for undictionaried in ("stream_offset", "ts", "ts_first", "request_ts"):
         assert not columns[undictionaried].has_dictionary_page
+    for capture_time in ("ts", "ts_first", "request_ts"):  # written as deltas
+        assert "DELTA_BINARY_PACKED" in columns[capture_time].encodings
     assert columns["command"].has_dictionary_page and columns["conn_id"].has_dictionary_page
     assert columns["message_ids.list.element.entry_id"].has_dictionary_page
-    assert read(out, "frames").column("stream_offset").to_pylist() == [100 * i for i in range(10)]
+    frames = read(out, "frames")
+    assert frames.column("stream_offset").to_pylist() == [100 * i for i in range(10)]
+    request_ts = frames.column("request_ts").cast(pa.int64()).to_pylist()
+    assert request_ts == [1_700_000_000_000_000 + 7 * i for i in range(10)]
 
 
 def test_row_group_bounds_are_written_for_times_ids_and_the_capture_not_other_text(tmp_path):
