@@ -77,10 +77,13 @@ def _declarations(include: Path) -> str:
     """The ``.pxd`` files under their installed package names in ``include``, where a
     compiled module's ``cimport`` of ``pwcap.decode.wire`` looks for them (the folders
     here have short names). A file is rewritten only when it changed: Cython recompiles
-    whatever depends on a newer one."""
+    whatever depends on a newer one. A copy whose source is gone is removed: it would
+    declare a module that no longer has those declarations."""
+    copies = set()
     for package, folder in ROOTS.items():
         for source in Path(folder).rglob("*.pxd"):
             target = include.joinpath(*package.split("."), source.relative_to(folder))
+            copies.add(target)
             directory = target.parent
             while directory != include:  # each folder a package to Cython
                 directory.mkdir(parents=True, exist_ok=True)
@@ -90,6 +93,9 @@ def _declarations(include: Path) -> str:
                 directory = directory.parent
             if not target.exists() or target.read_bytes() != source.read_bytes():
                 target.write_bytes(source.read_bytes())
+    for stale in include.rglob("*.pxd"):
+        if stale.name != "__init__.pxd" and stale not in copies:
+            stale.unlink()
     return str(include)
 
 
