@@ -39,6 +39,8 @@ cdef class EntryMetadata(_Reading):
     cdef readonly object chunk_id
     cdef readonly object total_chunk_msg_size
 
+    cdef void _defaults(self)
+
 
 cdef class MemberMetadata(_Reading):
     cdef readonly object payload_size
@@ -47,6 +49,8 @@ cdef class MemberMetadata(_Reading):
     cdef readonly bytes ordering_key
     cdef readonly object sequence_id
     cdef readonly bint null_value
+
+    cdef void _defaults(self)
 
 
 cpdef EntryMetadata read_metadata(bytes data, Py_ssize_t start, Py_ssize_t end)

@@ -30,6 +30,9 @@ U32_SIZE = cython.declare(cython.Py_ssize_t, 4)
 # Bound once (compiled: a C global): looked up on the module, it cost a dict lookup and an
 # attribute lookup per entry.
 _crc32c = cython.declare(object, crc32c.crc32c)
+# Frames smaller than this hand out their parts as copies, larger ones as views: copying a
+# few hundred bytes costs less than making a memoryview and slicing it.
+VIEW_FROM = cython.declare(cython.Py_ssize_t, 2048)
 
 
 class PayloadError(Exception):
@@ -46,15 +49,16 @@ class PayloadError(Exception):
 
 # metadata, payload, checksum_ok (None: no checksum), broker timestamp, broker index.
 # A plain tuple: built once per payload frame, it is on the hot path.
-Entry = tuple[EntryMetadata, memoryview, bool | None, int | None, int | None]
+Entry = tuple[EntryMetadata, bytes | memoryview, bool | None, int | None, int | None]
 
 
 @cython.ccall
 def parse_entry(buf: bytes, start: cython.Py_ssize_t, end: cython.Py_ssize_t) -> Entry:
-    """Parse ``buf[start:end]``, the bytes of a payload frame after its command."""
+    """Parse ``buf[start:end]``, the bytes of a payload frame after its command. The payload
+    is a memoryview of ``buf``, or a copy when the frame is small (see :data:`VIEW_FROM`)."""
     if start < 0 or end > len(buf) or start > end:
         raise ValueError(f"bytes {start}:{end} are not within the {len(buf)} given")
-    view = memoryview(buf)
+    view = memoryview(buf) if end - start >= VIEW_FROM else None
     pos: cython.Py_ssize_t = start
     size: cython.Py_ssize_t
     magic: cython.int = _magic(buf, pos, end)
@@ -68,7 +72,7 @@ def parse_entry(buf: bytes, start: cython.Py_ssize_t, end: cython.Py_ssize_t) ->
                 "bad_payload", f"broker entry metadata of {size} bytes overruns the frame"
             )
         try:
-            broker = BrokerEntryMetadata.FromString(view[pos : pos + size])
+            broker = BrokerEntryMetadata.FromString(_part(buf, view, pos, pos + size))
         except DecodeError as exc:
             raise PayloadError(
                 "bad_protobuf", f"undecodable broker entry metadata: {exc}"
@@ -80,7 +84,7 @@ def parse_entry(buf: bytes, start: cython.Py_ssize_t, end: cython.Py_ssize_t) ->
             broker_index = broker.index
         magic = _magic(buf, pos, end)
     if magic == CHECKSUM:
-        checksum_ok = _crc32c(view[pos + MAGIC_SIZE + U32_SIZE : end]) == _u32(
+        checksum_ok = _crc32c(_part(buf, view, pos + MAGIC_SIZE + U32_SIZE, end)) == _u32(
             buf, pos + MAGIC_SIZE
         )
         pos += MAGIC_SIZE + U32_SIZE
@@ -97,7 +101,17 @@ def parse_entry(buf: bytes, start: cython.Py_ssize_t, end: cython.Py_ssize_t) ->
         except DecodeError as exc:
             raise PayloadError("bad_protobuf", f"undecodable message metadata: {exc}") from None
         metadata = entry_from_generated(generated)
-    return metadata, view[pos + size : end], checksum_ok, broker_timestamp, broker_index
+    return metadata, _part(buf, view, pos + size, end), checksum_ok, broker_timestamp, broker_index
+
+
+@cython.cfunc
+def _part(
+    buf: bytes, view: memoryview | None, start: cython.Py_ssize_t, end: cython.Py_ssize_t
+) -> object:
+    """``buf[start:end]``: a slice of ``view``, or a copy where no view was made."""
+    if view is None:
+        return buf[start:end]
+    return view[start:end]
 
 
 @cython.cfunc
