@@ -15,7 +15,7 @@ from pwcap.decode.pulsar._pb.pulsar_api_pb2 import AuthMethod, BaseCommand
 from pwcap.decode.pulsar.framing import PulsarFrames
 from pwcap.decode.pulsar.holdback import HeldRows
 from pwcap.decode.pulsar.sniff import looks_like_command
-from pwcap.decode.pulsar.state import CONSUMER_NAMES, PAIRERS, PRODUCER_NAMES, ConnectionState
+from pwcap.decode.pulsar.state import CONSUMER_NAMES, PRODUCER_NAMES, ROLE_CODES
 from pwcap.decode.wire import WireError, read_varint, text
 from pwcap.tables.schema import position
 
@@ -23,13 +23,18 @@ if cython.compiled:  # C declarations (.pxd files): C calls
     from cython.cimports.pwcap.decode.framing import FrameHandler, FrameStream
     from cython.cimports.pwcap.decode.pulsar.hot import HotReader
     from cython.cimports.pwcap.decode.pulsar.messages import EntryDecoder
-    from cython.cimports.pwcap.decode.pulsar.state import grant, merge_names, spend
+    from cython.cimports.pwcap.decode.pulsar.state import (
+        ConnectionState,
+        grant,
+        merge_names,
+        spend,
+    )
     from cython.cimports.pwcap.tables.columns import ColumnBuffer
 else:
     from pwcap.decode.framing import FrameHandler, FrameStream
     from pwcap.decode.pulsar.hot import HotReader
     from pwcap.decode.pulsar.messages import EntryDecoder
-    from pwcap.decode.pulsar.state import grant, merge_names, spend
+    from pwcap.decode.pulsar.state import ConnectionState, grant, merge_names, spend
     from pwcap.tables.columns import ColumnBuffer
 
 # A command holding only its `type` (tag byte + one-byte varint: every type is < 128)
@@ -111,7 +116,7 @@ class _Kind:
     command_type = cython.declare(cython.int, visibility="public")
     direction = cython.declare(str, visibility="public")
     extract = cython.declare(object, visibility="public")
-    pair = cython.declare(object, visibility="public")
+    pair_role = cython.declare(cython.int, visibility="public")  # ROLE_CODES; -1: none
     effect = cython.declare(object, visibility="public")
     needs_body = cython.declare(cython.bint, visibility="public")
     payload = cython.declare(cython.bint, visibility="public")
@@ -125,7 +130,7 @@ class _Kind:
         self.command_type = spec.type
         self.direction = LABELS[label]
         self.extract = spec.extractor()
-        self.pair = PAIRERS[spec.role] if spec.role is not None else None
+        self.pair_role = ROLE_CODES[spec.role] if spec.role is not None else -1
         self.effect = _EFFECTS.get(spec.name)
         self.needs_body = spec.needs_body
         self.payload = spec.name in c.PAYLOAD_COMMANDS
@@ -170,7 +175,7 @@ class PulsarDecoder:
     _capture = cython.declare(object)
     _conn_id = cython.declare(object)
     _roles_settled = cython.declare(cython.bint)
-    _state = cython.declare(object)
+    _state = cython.declare(ConnectionState)
     _producers = cython.declare(dict)  # the state's (producer id -> names behind it)
     _consumers = cython.declare(dict)  # the state's (consumer id -> names, permits)
     _conversation = cython.declare(object)
@@ -254,6 +259,7 @@ class PulsarDecoder:
 
     @cython.cfunc
     @cython.locals(side=_Side, kind=_Kind, rows=ColumnBuffer, start=cython.Py_ssize_t)
+    @cython.locals(state=ConnectionState, paired=cython.bint)
     @cython.locals(end=cython.Py_ssize_t, size=cython.longlong, offset=cython.longlong)
     @cython.locals(ts_first=cython.longlong, ts=cython.longlong, buf=bytes)
     @cython.locals(id_column=cython.Py_ssize_t, holders=dict)
@@ -316,11 +322,11 @@ class PulsarDecoder:
             if command is not None:
                 sub = kind.extract(command, rows)
             state = self._state
-            pair = kind.pair
-            if pair is not None:
+            paired = kind.pair_role >= 0
+            if paired:
                 # A PRODUCER_SUCCESS with producer_ready false is followed by another.
                 final = kind.command_type != _PRODUCER_SUCCESS or sub.producer_ready
-                if not pair(state, rows, side.label, final) and state.complete:
+                if not state.pair(kind.pair_role, rows, side.label, final) and state.complete:
                     self._suspect_unmatched(rows, side.label)
             effect = kind.effect
             if effect is not None:
@@ -331,7 +337,7 @@ class PulsarDecoder:
                 holder = holders.get(rows.get(id_column))
                 if holder is not None:
                     merge_names(rows, holder.names, kind.named)
-            elif pair is not None:  # a response: the ids it took over from its request
+            elif paired:  # a response: the ids it took over from its request
                 state.fill_names(rows, True)
             if command_end < end:
                 if kind.payload:

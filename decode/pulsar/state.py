@@ -18,8 +18,6 @@ seen: the connection was captured from its SYN and nothing was lost since.
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import Callable
-from functools import partial
 from typing import Any
 
 import cython
@@ -32,11 +30,6 @@ else:
     from pwcap.tables.columns import ColumnBuffer
 
 MAX_PENDING = 100_000  # outstanding requests kept per table before the oldest are dropped
-# (connection state, frame row being built, direction, final) -> False for a response
-# whose request was not seen. A response that is not ``final`` (PRODUCER_SUCCESS with
-# ``producer_ready`` false: another follows once the producer gets access) leaves its
-# request outstanding.
-Pairer = Callable[["ConnectionState", ColumnBuffer, int, bool], bool]
 MAX_SAME_ID = 8  # outstanding requests sharing one request id (one per id family is normal)
 
 
@@ -103,16 +96,41 @@ def _request(rows: ColumnBuffer) -> Request:
     )
 
 
+# Pairing roles (commands.py) by the code a frame's kind hands to ConnectionState.pair:
+# the roles matched by id, then the requests answered in order, then their answers.
+_BY_ID = (c.REQUEST, c.RESPONSE, c.SEND, c.RECEIPT, c.ACK, c.ACK_RESPONSE)
+_ANSWERED_IN_ORDER = {c.PONG: c.PING, c.CONNECTED: c.CONNECT, c.CHALLENGE_REPLY: c.CHALLENGE}
+_IN_ORDER = (*_ANSWERED_IN_ORDER.values(), *_ANSWERED_IN_ORDER)
+ROLE_CODES: dict[str, int] = {role: code for code, role in enumerate((*_BY_ID, *_IN_ORDER))}
+# The same, as C constants when compiled: ConnectionState.pair switches on them.
+_REQUEST = cython.declare(cython.int, ROLE_CODES[c.REQUEST])
+_RESPONSE = cython.declare(cython.int, ROLE_CODES[c.RESPONSE])
+_SEND = cython.declare(cython.int, ROLE_CODES[c.SEND])
+_RECEIPT = cython.declare(cython.int, ROLE_CODES[c.RECEIPT])
+_ACK = cython.declare(cython.int, ROLE_CODES[c.ACK])
+_ACK_RESPONSE = cython.declare(cython.int, ROLE_CODES[c.ACK_RESPONSE])
+_FIRST_ANSWER = cython.declare(cython.int, ROLE_CODES[c.PONG])  # the in-order answers from here
+# code -> the in-order request role it records or answers
+_ORDERED_ROLES = cython.declare(
+    tuple,
+    tuple(_ANSWERED_IN_ORDER.get(role, role) for role in (*_BY_ID, *_IN_ORDER)),
+)
+
+
+@cython.cclass
 class ConnectionState:
-    """Everything one connection's earlier frames tell about its later ones."""
+    """Everything one connection's earlier frames tell about its later ones.
+
+    Its fields' C types are in ``state.pxd``, where the decoder calls :meth:`pair` and
+    :meth:`fill_names` as C."""
 
     def __init__(self, complete: bool) -> None:
-        self.producers: dict[int, Producer] = {}
-        self.consumers: dict[int, Consumer] = {}
-        self._requests: dict[int, list[Request]] = {}  # request_id -> client requests
-        self._sends: dict[tuple[int, int], list[int]] = {}  # (producer_id, sequence_id)
-        self._acks: dict[tuple[int, int], int] = {}  # (consumer_id, request_id) -> ts
-        self._in_order: dict[tuple[str, int], deque[tuple[str, int]]] = {}
+        self.producers = {}  # producer id -> Producer
+        self.consumers = {}  # consumer id -> Consumer
+        self._requests = {}  # request_id -> client requests (list of Request)
+        self._sends = {}  # (producer_id, sequence_id) -> times of the SENDs waiting
+        self._acks = {}  # (consumer_id, request_id) -> ts
+        self._in_order = {}  # (request role, direction) -> deque of (command, ts)
         # True while every byte of both directions since the SYN has been decoded.
         self.complete = complete
 
@@ -142,7 +160,9 @@ class ConnectionState:
     def add_consumer(self, rows: ColumnBuffer) -> None:
         self.consumers[rows.get(CONSUMER_ID)] = Consumer(rows, 0 if self.complete else None)
 
-    @cython.locals(rows=ColumnBuffer)
+    @cython.ccall
+    @cython.locals(rows=ColumnBuffer, named=cython.bint)
+    @cython.returns(cython.void)
     def fill_names(self, rows: ColumnBuffer, named: bool) -> None:
         """Copy topic / subscription / names of the ids the row being built carries.
 
@@ -162,7 +182,34 @@ class ConnectionState:
 
     # -- pairing -------------------------------------------------------------------------
 
-    @cython.locals(rows=ColumnBuffer)
+    @cython.ccall
+    @cython.locals(role=cython.int, rows=ColumnBuffer, direction=cython.int, final=cython.bint)
+    @cython.returns(cython.bint)
+    def pair(self, role: int, rows: ColumnBuffer, direction: int, final: bool) -> bool:
+        """Record or match the row being built by its pairing ``role`` (a code of
+        :data:`ROLE_CODES`); False for a response whose request was not seen. A response
+        that is not ``final`` (PRODUCER_SUCCESS with ``producer_ready`` false: another
+        follows once the producer gets access) leaves its request outstanding."""
+        if role == _SEND:
+            return self._pair_send(rows, direction, final)
+        if role == _RECEIPT:
+            return self._pair_receipt(rows, direction, final)
+        if role == _REQUEST:
+            return self._pair_request(rows, direction, final)
+        if role == _RESPONSE:
+            return self._pair_response(rows, direction, final)
+        if role == _ACK:
+            return self._pair_ack(rows, direction, final)
+        if role == _ACK_RESPONSE:
+            return self._pair_ack_response(rows, direction, final)
+        if role < _FIRST_ANSWER:
+            self.record_in_order(_ORDERED_ROLES[role], direction, rows)
+            return True
+        return self.take_in_order(_ORDERED_ROLES[role], 1 - direction, rows)
+
+    @cython.cfunc
+    @cython.locals(rows=ColumnBuffer, direction=cython.int, final=cython.bint)
+    @cython.returns(cython.bint)
     def _pair_request(self, rows: ColumnBuffer, direction: int, final: bool) -> bool:
         if direction == 0:  # the broker's CLOSE_PRODUCER / CLOSE_CONSUMER expect no answer
             self._add_request(rows.get(REQUEST_ID), _request(rows))
@@ -171,7 +218,10 @@ class ConnectionState:
     # Typed locals (compiled): every SEND and receipt passes here, and the operations on
     # a dict, list or row builder known as such are C calls, not attribute lookups and
     # method calls.
-    @cython.locals(rows=ColumnBuffer, sends=dict, waiting=list)
+    @cython.cfunc
+    @cython.locals(rows=ColumnBuffer, direction=cython.int, final=cython.bint)
+    @cython.locals(sends=dict, waiting=list)
+    @cython.returns(cython.bint)
     def _pair_send(self, rows: ColumnBuffer, direction: int, final: bool) -> bool:
         key = (rows.get(PRODUCER_ID), rows.get(SEQUENCE_ID))
         sends = self._sends
@@ -184,7 +234,10 @@ class ConnectionState:
             waiting.append(rows.get(TS))
         return True
 
-    @cython.locals(rows=ColumnBuffer, sends=dict, waiting=list)
+    @cython.cfunc
+    @cython.locals(rows=ColumnBuffer, direction=cython.int, final=cython.bint)
+    @cython.locals(sends=dict, waiting=list)
+    @cython.returns(cython.bint)
     def _pair_receipt(self, rows: ColumnBuffer, direction: int, final: bool) -> bool:
         key = (rows.get(PRODUCER_ID), rows.get(SEQUENCE_ID))
         sends = self._sends
@@ -197,14 +250,18 @@ class ConnectionState:
             del sends[key]
         return True
 
-    @cython.locals(rows=ColumnBuffer)
+    @cython.cfunc
+    @cython.locals(rows=ColumnBuffer, direction=cython.int, final=cython.bint)
+    @cython.returns(cython.bint)
     def _pair_ack(self, rows: ColumnBuffer, direction: int, final: bool) -> bool:
         request_id = rows.get(REQUEST_ID)
         if request_id is not None:
             _put(self._acks, (rows.get(CONSUMER_ID), request_id), rows.get(TS), self)
         return True
 
-    @cython.locals(rows=ColumnBuffer)
+    @cython.cfunc
+    @cython.locals(rows=ColumnBuffer, direction=cython.int, final=cython.bint)
+    @cython.returns(cython.bint)
     def _pair_ack_response(self, rows: ColumnBuffer, direction: int, final: bool) -> bool:
         request_id = rows.get(REQUEST_ID)
         if request_id is None:
@@ -226,9 +283,12 @@ class ConnectionState:
             self.complete = False
         waiting.append(request)
 
-    @cython.locals(rows=ColumnBuffer, waiting=list, ranks=dict, candidate=tuple)
+    @cython.cfunc
+    @cython.locals(rows=ColumnBuffer, direction=cython.int, final=cython.bint)
+    @cython.locals(waiting=list, ranks=dict, candidate=tuple)
     @cython.locals(index=cython.Py_ssize_t, best=cython.Py_ssize_t)
     @cython.locals(rank=cython.Py_ssize_t, best_rank=cython.Py_ssize_t)
+    @cython.returns(cython.bint)
     def _pair_response(self, rows: ColumnBuffer, direction: int, final: bool) -> bool:
         request = None
         request_id = rows.get(REQUEST_ID)
@@ -273,38 +333,6 @@ class ConnectionState:
         rows.set(ANSWERS, answers)
         rows.set(REQUEST_TS, ts)
         return True
-
-
-def _in_order_request(
-    role: str, state: ConnectionState, rows: ColumnBuffer, direction: int, final: bool
-) -> bool:
-    state.record_in_order(role, direction, rows)
-    return True
-
-
-def _in_order_response(
-    request_role: str, state: ConnectionState, rows: ColumnBuffer, direction: int, final: bool
-) -> bool:
-    return state.take_in_order(request_role, 1 - direction, rows)
-
-
-# Pairing role -> how a row of that role is recorded or matched. One table for every
-# connection: functions of the state, not its bound methods, which a state holding them
-# would keep in a reference cycle (freed by the cyclic collector alone).
-PAIRERS: dict[str, Pairer] = {
-    c.REQUEST: ConnectionState._pair_request,
-    c.RESPONSE: ConnectionState._pair_response,
-    c.SEND: ConnectionState._pair_send,
-    c.RECEIPT: ConnectionState._pair_receipt,
-    c.ACK: ConnectionState._pair_ack,
-    c.ACK_RESPONSE: ConnectionState._pair_ack_response,
-    c.PING: partial(_in_order_request, c.PING),
-    c.CONNECT: partial(_in_order_request, c.CONNECT),
-    c.CHALLENGE: partial(_in_order_request, c.CHALLENGE),
-    c.PONG: partial(_in_order_response, c.PING),
-    c.CONNECTED: partial(_in_order_response, c.CONNECT),
-    c.CHALLENGE_REPLY: partial(_in_order_response, c.CHALLENGE),
-}
 
 
 # -- permits (module functions of a state's ``consumers``: the decoder calls them as C) ----
