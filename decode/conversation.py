@@ -10,10 +10,15 @@ request was never sent), or the connection ends. A gap in that direction acquits
 
 from __future__ import annotations
 
+import cython
 from pwcap.capture.events import LABELS, Direction
 from pwcap.decode.api import RowSink
-from pwcap.tables.columns import ColumnBuffer
 from pwcap.tables.schema import positions
+
+if cython.compiled:  # the row builder's C declarations (columns.pxd)
+    from cython.cimports.pwcap.tables.columns import ColumnBuffer
+else:
+    from pwcap.tables.columns import ColumnBuffer
 
 MAX_SUSPECTS = 10_000  # unmatched responses awaiting proof, kept per connection
 
@@ -40,31 +45,23 @@ _FRAME_TS, _FRAME_DIRECTION, _FRAME_OFFSET, _FRAME_SIZE, _FRAME_COMMAND = positi
 Anomaly = tuple[str | None, int, int | None, int | None, str | None, str, str]
 
 
+@cython.cclass
 class Conversation:
-    """One connection's anomalies and unmatched responses."""
-
-    __slots__ = (
-        "_capture",
-        "_conn_id",
-        "_protocol",
-        "_suspects",
-        "_unmatched",
-        "anomalies",
-        "rows",
-    )
+    """One connection's anomalies and unmatched responses (compiled: its fields are C's,
+    in ``conversation.pxd``, and a delivery is told of with a C call)."""
 
     def __init__(
         self, sink: RowSink, capture: str, conn_id: int, protocol: str, unmatched: str
     ) -> None:
         # Where anomaly rows are built (a decoder may hold rows back for a while).
-        self.rows: ColumnBuffer = sink.anomalies
+        self.rows = sink.anomalies
         self.anomalies = 0  # rows reported so far
         self._capture = capture
         self._conn_id = conn_id
         self._protocol = protocol
         self._unmatched = unmatched  # the `detail` of an unmatched_response
         # (direction of the missing request, ts of the response, its anomaly)
-        self._suspects: list[tuple[Direction, int, Anomaly]] = []
+        self._suspects = []
 
     # -- anomalies -------------------------------------------------------------------------
 
@@ -124,6 +121,8 @@ class Conversation:
         if len(suspects) > MAX_SUSPECTS:  # a silent peer: judge the oldest now
             self.report(suspects.pop(0)[2])
 
+    @cython.ccall
+    @cython.returns(cython.void)
     def on_data(self, direction: Direction, ts: int) -> None:
         """Bytes of ``direction`` captured at ``ts``: the suspects they prove are reported."""
         if self._suspects:

@@ -14,6 +14,7 @@ from collections import Counter
 from collections.abc import Callable
 from typing import Any
 
+import cython
 from pwcap.capture.events import ClientBy, Connection, Direction
 from pwcap.capture.reassembly import MAX_OPEN
 from pwcap.decode.api import ConnectionDecoder, DecodeOptions, Row, RowSink
@@ -50,8 +51,26 @@ class _Tracked:
         self.gaps: list[tuple[Direction, int, int, int]] = []
 
 
+@cython.cclass
 class Dispatcher:
-    """The StreamSink of one capture: detection, decoding and the `connections` rows."""
+    """The StreamSink of one capture: detection, decoding and the `connections` rows.
+
+    Compiled, its attributes are C fields: every delivery reads several of them."""
+
+    _rows = cython.declare(object)
+    _connection = cython.declare(object)
+    _registry = cython.declare(object)
+    _options = cython.declare(object)
+    _after_data = cython.declare(object)
+    _countdown = cython.declare(cython.Py_ssize_t)
+    _tracked = cython.declare(dict)
+    _feed = cython.declare(dict)
+    _sniffing = cython.declare(dict)
+    _sniffed = cython.declare(object, visibility="readonly")
+    events = cython.declare(object, visibility="readonly")
+    last_ts = cython.declare(object, visibility="readonly")
+    connections = cython.declare(object, visibility="readonly")
+    _closed_bytes = cython.declare(object)
 
     def __init__(
         self,
@@ -67,15 +86,16 @@ class Dispatcher:
         self._options = options
         self._after_data = after_data  # called every CHECK_EVERY deliveries: progress
         self._countdown = CHECK_EVERY
-        self._tracked: dict[int, _Tracked] = {}
+        self._tracked = {}  # conn_id -> its _Tracked
         # conn_id -> the callable that takes this connection's bytes (the hot path)
-        self._feed: dict[int, Callable[[Direction, int, int, bytes], None]] = {}
-        # Connections whose content is still undecided, and what their sniffers hold
-        self._sniffing: dict[int, _Tracked] = {}
+        self._feed = {}
+        # Connections whose content is still undecided (conn_id -> _Tracked), and what
+        # their sniffers hold
+        self._sniffing = {}
         self._sniffed = 0
         self.events = 0  # stream events received: none means the file gave nothing
         self.last_ts = 0
-        self.connections: Counter[str] = Counter()
+        self.connections = Counter()  # connections closed, by protocol
         self._closed_bytes = 0
 
     # -- StreamSink ----------------------------------------------------------------------

@@ -9,7 +9,6 @@ import cython
 from google.protobuf.message import DecodeError
 from pwcap.capture.events import LABELS, ClientBy, Connection, Direction
 from pwcap.decode.api import DecodeOptions, FlipRoles, Row, RowSink
-from pwcap.decode.conversation import Conversation
 from pwcap.decode.pulsar import commands as c
 from pwcap.decode.pulsar._pb.pulsar_api_pb2 import AuthMethod, BaseCommand
 from pwcap.decode.pulsar.framing import PulsarFrames
@@ -20,6 +19,7 @@ from pwcap.decode.wire import WireError, read_varint, text
 from pwcap.tables.schema import position
 
 if cython.compiled:  # C declarations (.pxd files): C calls
+    from cython.cimports.pwcap.decode.conversation import Conversation
     from cython.cimports.pwcap.decode.framing import FrameHandler, FrameStream
     from cython.cimports.pwcap.decode.pulsar.hot import HotReader
     from cython.cimports.pwcap.decode.pulsar.messages import EntryDecoder
@@ -31,6 +31,7 @@ if cython.compiled:  # C declarations (.pxd files): C calls
     )
     from cython.cimports.pwcap.tables.columns import ColumnBuffer
 else:
+    from pwcap.decode.conversation import Conversation
     from pwcap.decode.framing import FrameHandler, FrameStream
     from pwcap.decode.pulsar.hot import HotReader
     from pwcap.decode.pulsar.messages import EntryDecoder
@@ -178,7 +179,7 @@ class PulsarDecoder:
     _state = cython.declare(ConnectionState)
     _producers = cython.declare(dict)  # the state's (producer id -> names behind it)
     _consumers = cython.declare(dict)  # the state's (consumer id -> names, permits)
-    _conversation = cython.declare(object)
+    _conversation = cython.declare(Conversation)
     _emit_anomaly = cython.declare(object)
     _entries = cython.declare(EntryDecoder)
     _hot = cython.declare(HotReader)
