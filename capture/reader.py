@@ -66,6 +66,7 @@ class RecordReader:
         finally:
             self.record_stats.records += count
             self.record_stats.record_bytes += size
+            self._reassembler.count_segments()
 
     def walk(self, records: RecordWalk) -> None:
         """Every record of a capture, parsed where the walk keeps it."""
@@ -135,6 +136,7 @@ def _walk(
     finally:
         stats.records += count
         stats.record_bytes += size
+        reassembler.count_segments()
 
 
 @cython.cfunc

@@ -36,6 +36,8 @@ cdef class Reassembler:
     cdef dict _closed
     cdef dict _closed_ids
     cdef object _holding
+    cdef long long _segments
 
+    cpdef void count_segments(self)
     cpdef segment(self, object ts, object src, long sport, object dst, long dport,
                   long long seq, long long ack, long flags, object payload, long long cut=*)

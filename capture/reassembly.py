@@ -368,6 +368,7 @@ class Reassembler:
         # after its connection ended would otherwise open one with the same id.
         self._closed_ids: dict[int, None] = {}
         self._holding = _Holding()
+        self._segments = 0  # TCP segments not yet added to stats (see count_segments)
 
     @cython.ccall
     @cython.locals(sport=cython.long, dport=cython.long, flags=cython.long)
@@ -387,7 +388,7 @@ class Reassembler:
         cut: int = 0,
     ) -> None:
         """One TCP segment; ``cut`` is how many of its payload bytes the snaplen removed."""
-        self.stats.tcp_segments += 1
+        self._segments += 1  # a C counter: count_segments() adds it to stats
         key = (src, sport, dst, dport)
         half = self._halves.get(key)
         if half is None and sport == dport and src == dst:
@@ -429,8 +430,17 @@ class Reassembler:
                     settle(half, peer, ts)
                     break
 
+    @cython.ccall
+    @cython.returns(cython.void)
+    def count_segments(self) -> None:
+        """Add the segments seen since the last call to ``stats.tcp_segments`` (counted in
+        C per segment: an attribute update of ``stats`` per segment cost 1% of a decode)."""
+        self.stats.tcp_segments += self._segments
+        self._segments = 0
+
     def finish(self) -> None:
         """The capture ended: declare open holes and close every connection still open."""
+        self.count_segments()
         for conn_id in list(self._open):
             half = self._halves[self._open[conn_id][0]]
             self._close(half, half.conn.last_ts, "end_of_capture")

@@ -12,7 +12,7 @@ import struct
 import pytest
 from pwcap.capture import CaptureStats, ClientBy, Connection, Direction, read_streams, reassembly
 from pwcap.capture.reassembly import ACK, ACK_SLACK, FIN, RST, SYN, Reassembler
-from scapy.all import IP, TCP, Ether, Raw, wrpcap
+from scapy.all import IP, TCP, UDP, Ether, Raw, wrpcap
 
 from tests.stream_sink import Gap, RecordingSink
 
@@ -495,6 +495,35 @@ def test_a_crafted_capture_with_wrap_keepalive_and_retransmission_reads_back(tmp
     assert stats.retransmitted_bytes == len(b"across") + 1  # the copy, and the keep-alive
     assert recorded.close_reason == "end_of_capture"
     assert recorded.stream(Direction.C2B).timestamps[0][2] == 1_700_000_000_003_000
+
+
+class _StopAfter(RecordingSink):
+    """Takes ``count`` deliveries, then stops the run as an interrupt would."""
+
+    def __init__(self, count: int) -> None:
+        super().__init__()
+        self.left = count
+
+    def on_data(self, conn, direction, ts, offset, data) -> None:
+        super().on_data(conn, direction, ts, offset, data)
+        self.left -= 1
+        if not self.left:
+            raise KeyboardInterrupt
+
+
+def test_every_tcp_segment_is_counted_also_when_the_run_stops_early(tmp_path):
+    packets = [_packet(CLIENT, BROKER, "S", 100, 0), _packet(BROKER, CLIENT, "SA", 500, 101)]
+    packets += [_packet(CLIENT, BROKER, "PA", 101 + 2 * i, 501, b"hi") for i in range(5)]
+    packets.insert(3, Ether() / IP(src=CLIENT[0], dst=BROKER[0]) / UDP() / Raw(b"dns?"))
+    path = tmp_path / "counted.pcap"
+    wrpcap(str(path), packets)
+    stats = read_streams(path, RecordingSink())
+    assert (stats.records, stats.tcp_segments) == (len(packets), len(packets) - 1)
+    stopped = CaptureStats()
+    with pytest.raises(KeyboardInterrupt):
+        read_streams(path, _StopAfter(2), stats=stopped)
+    # The second delivery is the fourth TCP segment (after the handshake's two and the UDP).
+    assert (stopped.records, stopped.tcp_segments) == (5, 4)
 
 
 @pytest.mark.parametrize("flags", ["R", "RA"])
