@@ -69,9 +69,6 @@ class _Reading:
     Its fields' C types are in ``metadata.pxd``, where the entry decoder reads them.
     """
 
-    def __init__(self, required: int, properties_field: int) -> None:
-        self._start(required, properties_field)
-
     @cython.cfunc
     def _start(self, required: cython.ulonglong, properties_field: cython.int) -> cython.void:
         """Nothing read yet (a C call: a reading is made per entry and per batch member)."""
