@@ -4,6 +4,30 @@
 cimport cython
 
 
+cdef class _TextMap:
+    cdef bytearray keys
+    cdef bytearray items
+    cdef bytearray key_ends
+    cdef bytearray item_ends
+    cdef bytearray item_valid
+    cdef bytearray row_ends
+    cdef bytearray valid
+    cdef Py_ssize_t entries
+    cdef Py_ssize_t recorded
+    cdef Py_ssize_t filled
+
+    cdef Py_ssize_t held(self) except? -1
+    cdef bint has(self, Py_ssize_t at)
+    cdef int begin(self, Py_ssize_t at) except -1
+    cdef int add(
+        self, Py_ssize_t at, bytes key_data, Py_ssize_t key_start, Py_ssize_t key_stop,
+        bytes item_data, Py_ssize_t item_start, Py_ssize_t item_stop
+    ) except -1
+    cdef int clear(self, Py_ssize_t at) except -1
+    cdef object value(self, Py_ssize_t at)
+    cdef int recycle(self, Py_ssize_t rows) except -1
+
+
 @cython.final
 cdef class ColumnBuffer:
     cdef readonly object schema
@@ -36,6 +60,7 @@ cdef class ColumnBuffer:
     # Nested: per column the rows that set it and their values.
     cdef list _rows
     cdef list _values
+    cdef list _maps  # per nested column: its _TextMap (a map of strings), or None
     # The tallied column (-1: none), the str set in it on the row being built, and the
     # counts: the first TALLY_SLOTS values and theirs, then a dict.
     cdef Py_ssize_t _tallied_column
@@ -48,6 +73,8 @@ cdef class ColumnBuffer:
     cpdef int set_int(self, Py_ssize_t column, long long value) except -1
     cpdef int set_text(self, Py_ssize_t column, str value) except -1
     cpdef int set(self, Py_ssize_t column, object value) except -1
+    cpdef int set_pairs(self, Py_ssize_t column, bytes data, bytearray spans) except -1
+    cdef int _put_map(self, _TextMap textmap, Py_ssize_t column, object value) except -1
     cpdef bint has(self, Py_ssize_t column)
     cpdef object get(self, Py_ssize_t column)
     cpdef int copy(self, ColumnBuffer source, Py_ssize_t source_column, Py_ssize_t column) except -1
@@ -68,3 +95,9 @@ cdef class ColumnBuffer:
         object encoded
     ) except -1
     cdef inline Py_ssize_t _end_nulls(self, Py_ssize_t index, Py_ssize_t upto) except? -1
+
+
+cpdef int add_span(
+    bytearray spans, Py_ssize_t key_start, Py_ssize_t key_stop, Py_ssize_t value_start,
+    Py_ssize_t value_stop
+) except -1

@@ -12,8 +12,11 @@ its items: a value goes straight to where its column keeps it, as the row is bui
   block of C ``long long`` when compiled), with a validity byte beside it;
 - strings and binaries as their bytes, appended to the column's data, with the end
   offset of each row beside them (Arrow's offsets buffer, filled as rows arrive);
-- nested values (message ids, properties) as (row, value) pairs, laid out child by
-  child once per batch (Arrow's own conversion only for a shape it does not know).
+- a map of strings (message properties) as its keys' and values' bytes end to end,
+  with their end offsets and each row's (copied from the bytes a reader found them in:
+  :meth:`ColumnBuffer.set_pairs`);
+- other nested values (message ids) as (row, value) pairs, laid out child by child once
+  per batch (Arrow's own conversion only for a shape it does not know).
 
 A batch then becomes Arrow arrays without a conversion per value (compiled: a copy of
 each column's bytes made in C, the storage kept for the next batch; interpreted: views
@@ -26,6 +29,7 @@ that.
 
 from __future__ import annotations
 
+import struct
 import sys
 from collections.abc import Callable
 from typing import Any
@@ -58,6 +62,9 @@ KEPT_TEXT_BYTES = cython.declare(cython.Py_ssize_t, 1 << 20)
 # Values of the tallied column counted in C (by identity: decoders set a command's name
 # as the same str object every time); more distinct ones are counted in a dict.
 TALLY_SLOTS = cython.declare(cython.Py_ssize_t, 16)
+# A map entry's span (add_span): its key's start and stop, its value's, as native int32.
+_SPAN = struct.Struct("=4i")
+SPAN_BYTES = cython.declare(cython.Py_ssize_t, _SPAN.size)
 _TEXT_TYPES = (bytes, bytearray, memoryview)
 
 
@@ -137,6 +144,10 @@ class ColumnBuffer:
         self._text_set = memoryview(bytearray(8 * texts)).cast("q")
         self._rows = [[] for _ in self._positions[2]]
         self._values = [[] for _ in self._positions[2]]
+        self._maps = [
+            _TextMap(capacity) if _is_text_map(self.schema.field(position).type) else None
+            for position in self._positions[2]
+        ]
         self.count = 0
         self.held_bytes = 0
 
@@ -186,10 +197,73 @@ class ColumnBuffer:
         if storage == NESTED:
             self._index(column, NESTED)
             self._clear(code)
+            textmap: _TextMap = self._maps[code >> 2]
+            if textmap is not None:
+                return self._put_map(textmap, column, value)
             cython.cast(list, self._rows[code >> 2]).append(self.count)
             cython.cast(list, self._values[code >> 2]).append(value)
             return 0
         return self._add_text(self._index(column, STRING), column, value)
+
+    @cython.ccall
+    @cython.exceptval(-1, check=False)  # an error is -1: no PyErr_Occurred() after each call
+    def set_pairs(self, column: cython.Py_ssize_t, data: bytes, spans: bytearray) -> cython.int:
+        """A map<string, string> column's value: an entry per span of ``spans`` (see
+        :func:`add_span`), its key and value ``data``'s bytes there, which the caller has
+        made sure are UTF-8 (a reader that checked them as it read: no str made)."""
+        code: cython.Py_ssize_t = self._place[column]
+        self._index(column, NESTED)
+        textmap: _TextMap = self._maps[code >> 2]
+        if textmap is None:
+            raise TypeError(f"{self._columns[column]}: not a map of strings to strings")
+        if len(spans) % SPAN_BYTES:
+            raise ValueError(f"spans of {len(spans)} bytes: not whole spans")
+        self._clear(code)
+        before: cython.Py_ssize_t = textmap.held()
+        at: cython.Py_ssize_t = self.count
+        textmap.begin(at)
+        i: cython.Py_ssize_t
+        try:
+            for i in range(0, len(spans) // 4, 4):
+                textmap.add(
+                    at,
+                    data,
+                    _int32(spans, i),
+                    _int32(spans, i + 1),
+                    data,
+                    _int32(spans, i + 2),
+                    _int32(spans, i + 3),
+                )
+        except BaseException:  # a span beyond the data: the row keeps none of them
+            textmap.clear(at)
+            raise
+        self.held_bytes += textmap.held() - before
+        return 0
+
+    @cython.cfunc
+    @cython.exceptval(-1, check=False)
+    def _put_map(self, textmap: _TextMap, column: cython.Py_ssize_t, value: object) -> cython.int:
+        """A map column's value given as (key, value) pairs or a dict (values: str, or
+        UTF-8 bytes; a value may be None, a key may not). A value of another shape is
+        refused whole: the row keeps no part of it."""
+        name: str = self._columns[column]
+        before: cython.Py_ssize_t = textmap.held()
+        at: cython.Py_ssize_t = self.count
+        textmap.begin(at)
+        try:
+            for pair in value.items() if isinstance(value, dict) else value:
+                key, item = pair
+                if key is None:
+                    raise TypeError(f"{name}: a map's key is never null")
+                key_data: bytes = _encoded(key, True, name)
+                item_data: bytes = None if item is None else _encoded(item, True, name)
+                item_size = 0 if item_data is None else len(item_data)
+                textmap.add(at, key_data, 0, len(key_data), item_data, 0, item_size)
+        except BaseException:
+            textmap.clear(at)
+            raise
+        self.held_bytes += textmap.held() - before
+        return 0
 
     @cython.ccall
     def has(self, column: cython.Py_ssize_t) -> cython.bint:
@@ -357,6 +431,9 @@ class ColumnBuffer:
         if storage == SLOT:
             return self._valid[index, at] != 0
         if storage == NESTED:
+            textmap: _TextMap = self._maps[index]
+            if textmap is not None:
+                return textmap.has(at)
             rows: list = self._rows[index]
             return len(rows) > 0 and rows[len(rows) - 1] == at
         return self._text_valid[index, at] != 0
@@ -378,8 +455,14 @@ class ColumnBuffer:
             self._valid[index, at] = 0
             self._set[index] -= 1
         elif storage == NESTED:
-            cython.cast(list, self._rows[index]).pop()
-            cython.cast(list, self._values[index]).pop()
+            textmap: _TextMap = self._maps[index]
+            if textmap is not None:
+                held: cython.Py_ssize_t = textmap.held()
+                textmap.clear(at)
+                self.held_bytes -= held - textmap.held()
+            else:
+                cython.cast(list, self._rows[index]).pop()
+                cython.cast(list, self._values[index]).pop()
         else:  # its end goes back to where the row's value began
             start: cython.Py_ssize_t = self._ends[index, at]
             self.held_bytes -= self._ends[index, at + 1] - start
@@ -402,6 +485,9 @@ class ColumnBuffer:
             value = self._data[index, at]
             return bool(value) if position in self._booleans else value
         if storage == NESTED:
+            textmap: _TextMap = self._maps[index]
+            if textmap is not None:
+                return textmap.value(at)
             rows: list = self._rows[index]
             return self._values[index][rows.index(at)]
         data: bytearray = self._text[index]
@@ -420,7 +506,7 @@ class ColumnBuffer:
     @cython.cfunc
     def _has_at(self, code: cython.Py_ssize_t, at: cython.Py_ssize_t) -> cython.bint:
         """:meth:`_has` for any row held, not only the last."""
-        if code & 3 == NESTED:
+        if code & 3 == NESTED and self._maps[code >> 2] is None:
             return at in self._rows[code >> 2]
         return self._has(code, at)
 
@@ -549,6 +635,9 @@ class ColumnBuffer:
                 self._text[i] = bytearray()
         self._rows = [[] for _ in self._positions[2]]
         self._values = [[] for _ in self._positions[2]]
+        for textmap in self._maps:
+            if textmap is not None:
+                cython.cast(_TextMap, textmap).recycle(rows)
         self.count = 0
         self.held_bytes = 0
 
@@ -590,6 +679,9 @@ class ColumnBuffer:
         return pa.Array.from_buffers(kind, count, [validity, offsets, values])
 
     def _nested_array(self, index: int, kind: pa.DataType) -> pa.Array:
+        textmap: _TextMap = self._maps[index]
+        if textmap is not None:
+            return textmap.array(self.count, kind) if textmap.filled else pa.nulls(self.count, kind)
         rows: list = self._rows[index]
         values: list = self._values[index]
         if not rows:
@@ -663,6 +755,263 @@ class _OneByOne:
     def _ended(self) -> None:
         for row in self.buffer.take_rows():
             self._each(row)
+
+
+@cython.ccall
+@cython.exceptval(-1, check=False)
+def add_span(
+    spans: bytearray,
+    key_start: cython.Py_ssize_t,
+    key_stop: cython.Py_ssize_t,
+    value_start: cython.Py_ssize_t,
+    value_stop: cython.Py_ssize_t,
+) -> cython.int:
+    """Append one map entry's span to ``spans``, for :meth:`ColumnBuffer.set_pairs`: where
+    its key and its value are in the data that will be given with them (four int32)."""
+    if len(spans) % SPAN_BYTES:
+        raise ValueError(f"spans of {len(spans)} bytes: not whole spans")
+    key_fits: cython.bint = 0 <= key_start <= key_stop <= MAX_OFFSET
+    if not key_fits or not 0 <= value_start <= value_stop <= MAX_OFFSET:
+        raise OverflowError(f"{key_start}:{key_stop}, {value_start}:{value_stop}: not int32 spans")
+    size: cython.Py_ssize_t = len(spans)
+    if not cython.compiled:
+        spans += _SPAN.pack(key_start, key_stop, value_start, value_stop)
+        return 0
+    PyByteArray_Resize(spans, size + SPAN_BYTES)
+    out: cython.p_int = cython.cast(cython.p_int, PyByteArray_AS_STRING(spans) + size)
+    out[0] = key_start
+    out[1] = key_stop
+    out[2] = value_start
+    out[3] = value_stop
+    return 0
+
+
+def _is_text_map(kind: pa.DataType) -> bool:
+    return pa.types.is_map(kind) and kind.key_type == pa.string() and kind.item_type == pa.string()
+
+
+@cython.cclass
+class _TextMap:
+    """A map<string, string> column (message properties) kept in Arrow's layout as its
+    rows are built: every key and every value end to end, each with its end offset, and
+    per row where its entries end. An entry read off the wire is copied from the bytes
+    that carry it (:meth:`ColumnBuffer.set_pairs`): no str, tuple or list per entry, and
+    no walk over the entries when the batch becomes Arrow arrays.
+
+    Byte buffers grow by doubling: only the part their offsets reach holds values.
+    """
+
+    def __init__(self, limit: cython.Py_ssize_t) -> None:
+        self.keys = bytearray()
+        self.items = bytearray()
+        self.key_ends = bytearray(4)  # int32: 0, then the end of each entry's key
+        self.item_ends = bytearray(4)
+        self.item_valid = bytearray()  # a byte per entry: 0 where its value is null
+        self.row_ends = bytearray(4 * (limit + 1))  # int32: 0, then each row's entries' end
+        self.valid = bytearray(limit)  # a byte per row: 1 where the row has a map
+        self.entries = self.recorded = self.filled = 0
+
+    @cython.cfunc
+    @cython.exceptval(-1, check=True)
+    def held(self) -> cython.Py_ssize_t:
+        """Bytes of keys and values held (the batch's byte limit counts them)."""
+        return _int32(self.key_ends, self.entries) + _int32(self.item_ends, self.entries)
+
+    @cython.cfunc
+    def has(self, at: cython.Py_ssize_t) -> cython.bint:
+        return 0 <= at < len(self.valid) and self.valid[at] != 0
+
+    @cython.cfunc
+    @cython.exceptval(-1, check=False)
+    def begin(self, at: cython.Py_ssize_t) -> cython.int:
+        """Row ``at`` (the row being built, without a map) has one, empty so far; the rows
+        before it that set none are null (their entries end where the last row's did)."""
+        while self.recorded < at:
+            self.recorded += 1
+            _put_int32(self.row_ends, self.recorded, self.entries)
+        self.valid[at] = 1
+        self.filled += 1
+        self.recorded = at + 1
+        return _put_int32(self.row_ends, at + 1, self.entries)
+
+    @cython.cfunc
+    @cython.exceptval(-1, check=False)
+    def add(
+        self,
+        at: cython.Py_ssize_t,
+        key_data: bytes,
+        key_start: cython.Py_ssize_t,
+        key_stop: cython.Py_ssize_t,
+        item_data: bytes,
+        item_start: cython.Py_ssize_t,
+        item_stop: cython.Py_ssize_t,
+    ) -> cython.int:
+        """One entry of row ``at`` (begun): its key ``key_data[key_start:key_stop]`` and
+        its value ``item_data[item_start:item_stop]`` (null when ``item_data`` is None).
+        Both are UTF-8: the caller has made sure of it."""
+        if self.entries >= MAX_OFFSET:
+            raise OverflowError("a map column: over 2**31 entries in one batch")
+        entry: cython.Py_ssize_t = self.entries
+        _put_text(self.keys, self.key_ends, entry, key_data, key_start, key_stop)
+        null: cython.bint = item_data is None
+        if null:
+            item_data, item_start, item_stop = b"", 0, 0
+        _put_text(self.items, self.item_ends, entry, item_data, item_start, item_stop)
+        if len(self.item_valid) <= entry:
+            self.item_valid.append(0)
+        self.item_valid[entry] = 0 if null else 1
+        self.entries = entry + 1
+        return _put_int32(self.row_ends, at + 1, self.entries)
+
+    @cython.cfunc
+    @cython.exceptval(-1, check=False)
+    def clear(self, at: cython.Py_ssize_t) -> cython.int:
+        """Row ``at`` (the row being built) has no map: its entries go."""
+        if not self.has(at):
+            return 0
+        self.entries = _int32(self.row_ends, at)
+        self.valid[at] = 0
+        self.filled -= 1
+        self.recorded = at
+        return 0
+
+    @cython.cfunc
+    def value(self, at: cython.Py_ssize_t) -> object:
+        """Row ``at``'s map as (key, value) pairs, or None."""
+        if not self.has(at):
+            return None
+        pairs = []
+        entry: cython.Py_ssize_t
+        for entry in range(_int32(self.row_ends, at), _int32(self.row_ends, at + 1)):
+            key = _text_at(self.keys, self.key_ends, entry)
+            item = _text_at(self.items, self.item_ends, entry) if self.item_valid[entry] else None
+            pairs.append((key, item))
+        return pairs
+
+    def array(self, count: cython.Py_ssize_t, kind: pa.MapType) -> pa.Array:
+        """The first ``count`` rows as a map array (copies: the storage is kept)."""
+        while self.recorded < count:  # rows after the last map are null
+            self.recorded += 1
+            _put_int32(self.row_ends, self.recorded, self.entries)
+        entries: cython.Py_ssize_t = self.entries
+        item_validity = None
+        if self.item_valid.find(0, 0, entries) >= 0:
+            item_validity = _flag_bits(self.item_valid, 0, entries)
+        keys = _texts(kind.key_type, entries, None, self.keys, self.key_ends)
+        items = _texts(kind.item_type, entries, item_validity, self.items, self.item_ends)
+        structs = pa.Array.from_buffers(
+            pa.struct([kind.key_field, kind.item_field]), entries, [None], children=[keys, items]
+        )
+        validity = None if self.filled == count else _flag_bits(self.valid, 0, count)
+        offsets = _copy(self.row_ends, 4 * (count + 1))
+        return pa.Array.from_buffers(kind, count, [validity, offsets], children=[structs])
+
+    @cython.cfunc
+    @cython.exceptval(-1, check=False)
+    def recycle(self, rows: cython.Py_ssize_t) -> cython.int:
+        """Empty, after a batch became arrays (``rows``: how many rows may hold a map)."""
+        self.valid[:rows] = bytes(rows)
+        self.entries = self.recorded = self.filled = 0
+        if len(self.keys) > KEPT_TEXT_BYTES:
+            self.keys = bytearray()
+        if len(self.items) > KEPT_TEXT_BYTES:
+            self.items = bytearray()
+        return 0
+
+
+@cython.cfunc
+@cython.exceptval(-1, check=False)
+def _reserve(buffer: bytearray, size: cython.Py_ssize_t) -> cython.int:
+    """Make ``buffer`` at least ``size`` bytes long, doubling as it grows."""
+    if len(buffer) < size:
+        grown: cython.Py_ssize_t = max(size, min(2 * len(buffer), 2 * MAX_OFFSET))
+        if cython.compiled:
+            PyByteArray_Resize(buffer, grown)
+        else:
+            buffer.extend(bytes(grown - len(buffer)))
+    return 0
+
+
+@cython.cfunc
+@cython.exceptval(-1, check=False)
+def _put_int32(buffer: bytearray, index: cython.Py_ssize_t, value: cython.Py_ssize_t) -> cython.int:
+    """Int32 number ``index`` of ``buffer`` (grown to hold it) is ``value``."""
+    if index < 0:
+        raise IndexError(f"int32 {index} of a buffer")
+    _reserve(buffer, 4 * (index + 1))
+    if cython.compiled:
+        cython.cast(cython.p_int, PyByteArray_AS_STRING(buffer))[index] = value
+    else:
+        buffer[4 * index : 4 * index + 4] = value.to_bytes(4, sys.byteorder, signed=True)
+    return 0
+
+
+@cython.cfunc
+@cython.exceptval(-1, check=True)
+def _int32(buffer: bytearray, index: cython.Py_ssize_t) -> cython.Py_ssize_t:
+    """Int32 number ``index`` of ``buffer``."""
+    if index < 0 or 4 * (index + 1) > len(buffer):
+        raise IndexError(f"int32 {index} of a buffer of {len(buffer)} bytes")
+    if not cython.compiled:
+        return int.from_bytes(buffer[4 * index : 4 * index + 4], sys.byteorder, signed=True)
+    return cython.cast(cython.p_int, PyByteArray_AS_STRING(buffer))[index]
+
+
+@cython.cfunc
+@cython.exceptval(-1, check=False)
+def _put_text(
+    data: bytearray,
+    ends: bytearray,
+    entry: cython.Py_ssize_t,
+    source: bytes,
+    start: cython.Py_ssize_t,
+    stop: cython.Py_ssize_t,
+) -> cython.int:
+    """Text number ``entry`` of ``data`` (whose int32 ``ends`` say where each ends) is
+    ``source[start:stop]``."""
+    if start < 0 or stop < start or stop > len(source):
+        raise IndexError(f"bytes {start}:{stop} of {len(source)}")
+    begin: cython.Py_ssize_t = _int32(ends, entry)
+    end: cython.Py_ssize_t = begin + stop - start
+    if end > MAX_OFFSET:
+        raise OverflowError("a map column: over 2 GiB of text in one batch")
+    _reserve(data, end)
+    if cython.compiled:
+        memcpy(PyByteArray_AS_STRING(data) + begin, PyBytes_AS_STRING(source) + start, stop - start)
+    else:
+        data[begin:end] = source[start:stop]
+    return _put_int32(ends, entry + 1, end)
+
+
+@cython.cfunc
+def _text_at(data: bytearray, ends: bytearray, entry: cython.Py_ssize_t) -> str:
+    """Text number ``entry`` of ``data``, as str."""
+    start: cython.Py_ssize_t = _int32(ends, entry)
+    stop: cython.Py_ssize_t = _int32(ends, entry + 1)
+    if start < 0 or stop < start or stop > len(data):
+        raise IndexError(f"text {start}:{stop} beyond the {len(data)} bytes kept")
+    return bytes(data[start:stop]).decode()
+
+
+def _texts(
+    kind: pa.DataType, count: cython.Py_ssize_t, validity: Any, data: bytearray, ends: bytearray
+) -> pa.Array:
+    """A string array of the first ``count`` texts of ``data``, each ending at its int32
+    of ``ends`` (after a 0), copied."""
+    offsets = _copy(ends, 4 * (count + 1))
+    return pa.Array.from_buffers(kind, count, [validity, offsets, _copy(data, _int32(ends, count))])
+
+
+@cython.cfunc
+def _copy(buffer: bytearray, size: cython.Py_ssize_t) -> object:
+    """The first ``size`` bytes of ``buffer`` as a new Arrow buffer."""
+    if size < 0 or size > len(buffer):
+        raise IndexError(f"{size} bytes of a buffer of {len(buffer)}")
+    if not cython.compiled:
+        return pa.py_buffer(bytes(buffer[:size]))
+    copied = pa.allocate_buffer(size)
+    memcpy(_address(copied), PyByteArray_AS_STRING(buffer), size)
+    return copied
 
 
 def _list_of_structs(

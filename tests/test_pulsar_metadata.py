@@ -225,10 +225,18 @@ def test_properties_read_in_order_or_left_to_the_generated_class():
     md = pb.MessageMetadata(producer_name="p", sequence_id=1, publish_time=2)
     md.properties.add(key="b", value="2")
     md.properties.add(key="a", value="")
+    md.properties.add(key="ключ", value="naïve")
     data = md.SerializePartialToString()
-    assert read_metadata(data, 0, len(data)).properties == [("b", "2"), ("a", "")]
-    # A KeyValue without its value, or with a key that is not UTF-8: not the common shape.
-    for pair in (b"\x0a\x01k", b"\x0a\x01\xff\x12\x00", b"\x0a\x01k\x12\x00\x0a\x01j"):
+    expected = [("b", "2"), ("a", ""), ("ключ", "naïve")]
+    assert read_metadata(data, 0, len(data)).properties == expected
+    # A KeyValue without its value, with a key or a value that is not UTF-8, or with a
+    # key twice: not the common shape.
+    for pair in (
+        b"\x0a\x01k",
+        b"\x0a\x01\xff\x12\x00",
+        b"\x0a\x01k\x12\x02\xc3\x28",
+        b"\x0a\x01k\x12\x00\x0a\x01j",
+    ):
         bad = data + b"\x22" + bytes([len(pair)]) + pair
         assert read_metadata(bad, 0, len(bad)) is None
 

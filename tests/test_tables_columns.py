@@ -13,7 +13,7 @@ from collections import Counter
 
 import pyarrow as pa
 import pytest
-from pwcap.tables.columns import ColumnBuffer
+from pwcap.tables.columns import ColumnBuffer, add_span
 from pwcap.tables.schema import TABLES, arrow_schema, position
 
 I64_EDGES = [0, 1, -1, (1 << 63) - 1, -(1 << 63), 1_700_000_000_000_000]
@@ -32,7 +32,7 @@ def value_for(rng: random.Random, kind: pa.DataType):
     if pa.types.is_binary(kind):
         return rng.choice([b"", b"\x00\xff", bytes(100)])
     if pa.types.is_map(kind):
-        return [("k", "v"), ("k2", "")]
+        return rng.choice([[("k", "v"), ("k2", "")], [], [("ключ", None)]])
     if pa.types.is_list(kind):
         first = {"ledger_id": 1, "entry_id": 2, "partition": None, "batch_index": 3}
         second = {"ledger_id": -1, "entry_id": 0, "partition": 7}  # batch_index left out
@@ -290,3 +290,74 @@ def test_the_row_that_fills_a_batch_hands_it_to_the_owner():
         rows.end_row()
     assert [b.column("n").to_pylist() for b in batches] == [[0, 1], [2, 3]]
     assert len(rows) == 1
+
+
+TEXT_MAP = pa.schema([("properties", pa.map_(pa.string(), pa.string())), ("n", pa.int64())])
+
+
+def spans_of(data: bytes, *pairs: tuple[bytes, bytes]) -> bytearray:
+    """The spans of each (key, value) pair, found in ``data``."""
+    spans = bytearray()
+    for key, value in pairs:
+        key_start, value_start = data.index(key), data.index(value)
+        add_span(spans, key_start, key_start + len(key), value_start, value_start + len(value))
+    return spans
+
+
+def test_map_entries_are_copied_from_the_bytes_their_spans_point_at():
+    """set_pairs copies each entry's key and value from where a reader found them; a row
+    that sets no map is null, an empty span list is an empty map, a discarded row's
+    entries and their bytes go."""
+    data = "..k1=a..ключ=naïve..".encode()
+    spans = spans_of(data, (b"k1", b"a"), ("ключ".encode(), "naïve".encode()))
+    rows = ColumnBuffer(TEXT_MAP, limit=8)
+    rows.set_pairs(0, data, spans)
+    assert rows.get(0) == [("k1", "a"), ("ключ", "naïve")]
+    rows.end_row()
+    rows.set_int(1, 5)
+    rows.end_row()
+    held = rows.held_bytes
+    rows.set_pairs(0, data, spans)
+    assert rows.held_bytes == held + len("k1aключnaïve".encode())
+    rows.discard_row()
+    assert rows.held_bytes == held
+    rows.set_pairs(0, data, bytearray())
+    rows.end_row()
+    rows.set(0, {"x": None})
+    rows.end_row()
+    column = rows.take_batch().column("properties").to_pylist()
+    assert column == [[("k1", "a"), ("ключ", "naïve")], None, [], [("x", None)]]
+
+
+def test_a_map_of_another_shape_or_beyond_its_bytes_is_refused_whole():
+    rows = ColumnBuffer(TEXT_MAP, limit=8)
+    for bad, error in (([("a", "b"), ("c",)], ValueError), ([("a", "b"), (None, "v")], TypeError)):
+        with pytest.raises(error):
+            rows.set(0, bad)
+        assert not rows.has(0) and rows.held_bytes == 0
+    data = b"key=value"
+    spans = spans_of(data, (b"key", b"value"))
+    add_span(spans, 0, 3, 4, 99)  # a value past the end of the data
+    with pytest.raises(IndexError):
+        rows.set_pairs(0, data, spans)
+    assert not rows.has(0) and rows.held_bytes == 0
+    with pytest.raises(ValueError, match="whole spans"):
+        rows.set_pairs(0, data, bytearray(5))
+    with pytest.raises(OverflowError):
+        add_span(bytearray(), 0, 1, 2, 1 << 31)
+
+
+def test_maps_of_many_batches_read_back_as_they_were_set():
+    """The storage kept from one batch to the next holds nothing of the last one."""
+    rng = random.Random(3)
+    rows = ColumnBuffer(TEXT_MAP, limit=4)
+    expected, got = [], []
+    for i in range(41):
+        pairs = [(f"k{i}-{j}" * rng.randint(0, 3), "v" * rng.randint(0, 40)) for j in range(i % 4)]
+        if i % 5:
+            rows.set(0, pairs)
+        expected.append(pairs if i % 5 else None)
+        if rows.end_row():
+            got += rows.take_batch().column("properties").to_pylist()
+    got += rows.take_batch().column("properties").to_pylist()
+    assert got == expected

@@ -246,7 +246,8 @@ class EntryDecoder:
         rows.set(M_KEY, single.partition_key if single.has(_PARTITION_KEY) else None)
         if single.has(_ORDERING_KEY):
             rows.set(M_ORDERING_KEY, single.ordering_key)
-        rows.set(M_PROPERTIES, single.properties or None)
+        if single.pairs is not None:
+            rows.set_pairs(M_PROPERTIES, single.pairs_data, single.pairs)
         if single.null_value:
             rows.set_int(M_NULL_VALUE, True)
 
@@ -307,8 +308,8 @@ class EntryDecoder:
         (the fields most entries leave unset included)."""
         self._begin()
         rows: ColumnBuffer = self.messages
-        if md.properties:
-            rows.set(M_PROPERTIES, md.properties)
+        if md.pairs is not None:
+            rows.set_pairs(M_PROPERTIES, md.pairs_data, md.pairs)
         if md.ordering_key:
             rows.set(M_ORDERING_KEY, md.ordering_key)
         if md.null_value:

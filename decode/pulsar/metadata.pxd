@@ -8,7 +8,8 @@ from pwcap.decode.wire cimport Fields
 
 cdef class _Reading:
     cdef readonly unsigned long long seen
-    cdef readonly object properties
+    cdef readonly bytes pairs_data
+    cdef readonly bytearray pairs
     cdef unsigned long long _required
     cdef unsigned long long _repeated
     cdef Fields _pair

@@ -29,9 +29,11 @@ if cython.compiled:  # the C declarations (wire.pxd, hot.pxd): these are C calls
     from cython.cimports.cpython.unicode import PyUnicode_DecodeUTF8
     from cython.cimports.pwcap.decode.pulsar.hot import int32
     from cython.cimports.pwcap.decode.wire import Fields, cursor
+    from cython.cimports.pwcap.tables.columns import add_span
 else:
     from pwcap.decode.pulsar.hot import int32
     from pwcap.decode.wire import Fields, cursor
+    from pwcap.tables.columns import add_span
 
 # Compiled, C constants: a module global is a dict lookup at every use.
 WIRE_VARINT = cython.declare(cython.int, VARINT)
@@ -63,8 +65,11 @@ def _unread(reads: cython.ulonglong, number: cython.int) -> cython.bint:
 @cython.cclass
 class _Reading:
     """One message read: the field walk both messages share, each field handed to
-    :meth:`put`; ``seen`` has bit n set where field n was present. ``properties`` (the
-    repeated field of both messages) are (key, value) pairs, in wire order, or ``()``.
+    :meth:`put`; ``seen`` has bit n set where field n was present. The properties (the
+    repeated field of both messages) are where they were read: ``pairs`` holds the span
+    of each key and value in ``pairs_data``, in wire order (None: no properties), for
+    :meth:`pwcap.tables.columns.ColumnBuffer.set_pairs` to copy them; :attr:`properties`
+    makes them (key, value) pairs.
 
     Its fields' C types are in ``metadata.pxd``, where the entry decoder reads them.
     """
@@ -73,7 +78,8 @@ class _Reading:
     def _start(self, required: cython.ulonglong, properties_field: cython.int) -> cython.void:
         """Nothing read yet (a C call: a reading is made per entry and per batch member)."""
         self.seen = 0
-        self.properties = ()
+        self.pairs_data = None
+        self.pairs = None
         self._required = required
         self._repeated = cython.cast(cython.ulonglong, 1) << properties_field
         self._pair = None
@@ -106,19 +112,28 @@ class _Reading:
 
     @cython.cfunc
     def _property(self, fields: Fields, data: bytes) -> cython.bint:
-        """One KeyValue of ``properties``; False unless exactly its key and value, as text."""
+        """One KeyValue of the properties, its span kept; False unless exactly its key and
+        its value, both UTF-8."""
         if self._pair is None:
             self._pair = cursor(data, fields.start, fields.stop)
         else:
             self._pair.place(data, fields.start, fields.stop)
-        pair = _key_value(self._pair, data)
-        if pair is None:
-            return False
-        if self.properties:
-            cython.cast(list, self.properties).append(pair)
-        else:
-            self.properties = [pair]
-        return True
+        if self.pairs is None:
+            self.pairs = bytearray()
+            self.pairs_data = data
+        return _key_value(self._pair, data, self.pairs)
+
+    @property
+    def properties(self) -> list[tuple[str, str]]:
+        """The properties as (key, value) pairs, in wire order ([] for none)."""
+        found = []
+        if self.pairs is not None:
+            spans = memoryview(self.pairs).cast("i")
+            data = self.pairs_data
+            for i in range(0, len(spans), 4):
+                key = data[spans[i] : spans[i + 1]].decode()
+                found.append((key, data[spans[i + 2] : spans[i + 3]].decode()))
+        return found
 
     @cython.cfunc
     def has(self, number: cython.int) -> cython.bint:
@@ -131,8 +146,17 @@ class _Reading:
         for name, number in numbers.items():
             if generated.HasField(name):
                 self.seen |= cython.cast(cython.ulonglong, 1) << number
-        if generated.properties:
-            self.properties = [(text(p.key), text(p.value)) for p in generated.properties]
+        if generated.properties:  # laid end to end, to be read as the wire reader's are
+            joined = bytearray()
+            self.pairs = bytearray()
+            for pair in generated.properties:
+                key = text(pair.key).encode("utf-8", "backslashreplace")
+                value = text(pair.value).encode("utf-8", "backslashreplace")
+                start = len(joined)
+                joined += key
+                joined += value
+                add_span(self.pairs, start, start + len(key), start + len(key), len(joined))
+            self.pairs_data = bytes(joined)
 
 
 @cython.cclass
@@ -347,30 +371,48 @@ def member_from_generated(single: Any) -> MemberMetadata:
 
 
 @cython.cfunc
-def _key_value(fields: Fields, data: bytes) -> object:
-    """The KeyValue ``fields`` is placed on, as (key, value): both required, each once,
-    both UTF-8; else None."""
-    key = value = None
+def _key_value(fields: Fields, data: bytes, spans: bytearray) -> cython.bint:
+    """The span of the KeyValue ``fields`` is placed on, added to ``spans``: False unless
+    its key and its value (both required) are each there once, both UTF-8."""
+    key_start: cython.Py_ssize_t = -1
+    key_stop: cython.Py_ssize_t = -1
+    value_start: cython.Py_ssize_t = -1
+    value_stop: cython.Py_ssize_t = -1
     number: cython.int
     while True:
         number = fields.next()
         if number == 0:
             break
         if fields.wire_type != WIRE_LENGTH_DELIMITED:
-            return None
-        if number == 1 and key is None:
-            key = _utf8(data, fields.start, fields.stop)
-            if key is None:
-                return None
-        elif number == 2 and value is None:
-            value = _utf8(data, fields.start, fields.stop)
-            if value is None:
-                return None
+            return False
+        if number == 1 and key_start < 0:
+            key_start, key_stop = fields.start, fields.stop
+        elif number == 2 and value_start < 0:
+            value_start, value_stop = fields.start, fields.stop
         else:
-            return None
-    if fields.broken or key is None or value is None:
-        return None
-    return (key, value)
+            return False
+    if fields.broken or key_start < 0 or value_start < 0:
+        return False
+    if not _is_utf8(data, key_start, key_stop) or not _is_utf8(data, value_start, value_stop):
+        return False
+    add_span(spans, key_start, key_stop, value_start, value_stop)
+    return True
+
+
+@cython.cfunc
+def _is_utf8(data: bytes, start: cython.Py_ssize_t, stop: cython.Py_ssize_t) -> cython.bint:
+    """Whether ``data[start:stop]`` is UTF-8. Compiled, ASCII (nearly every property) is
+    checked byte by byte in C, anything else by decoding it."""
+    if start < 0 or stop < start or stop > len(data):
+        raise ValueError(f"bytes {start}:{stop} are not within the {len(data)} given")
+    if not cython.compiled:
+        return _utf8(data, start, stop) is not None
+    text_bytes: cython.p_const_uchar = cython.cast(cython.p_const_uchar, PyBytes_AS_STRING(data))
+    i: cython.Py_ssize_t
+    for i in range(start, stop):
+        if text_bytes[i] >= 0x80:
+            return _utf8(data, start, stop) is not None
+    return True
 
 
 @cython.cfunc
