@@ -1,9 +1,11 @@
 """Every BaseCommand type: its name, who sends it, how it pairs, and its row columns.
 
-The per-command column extractors are built from the protobuf descriptors, each once, on
-its command's first frame (a capture uses a few of the seventy types): a field whose name
-means a `frames` column (``request_id``, ``consumer_id``, ``messagePermits``,
-``message_id``...) is copied into that column, whatever command it sits in. The semantic
+Each command's column extractor is built from the protobuf descriptors when the module
+loads: a field whose name means a `frames` column (``request_id``, ``consumer_id``,
+``messagePermits``, ``message_id``...) is copied into that column, whatever command it
+sits in, by one :class:`Step` of the command's plan; the other fields (credentials
+excepted) are summarised in `info`. A compiled loop runs the plan on every frame of the
+command (:meth:`Extractor.copy`). The semantic
 table below (sender and pairing role) is written out by hand for every type of the
 current protocol, and a test checks it covers the whole enum.
 """
@@ -11,16 +13,20 @@ current protocol, and a test checks it covers the whole enum.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+import cython
 from google.protobuf.descriptor import Descriptor, FieldDescriptor
 from pwcap.decode.pulsar._pb.pulsar_api_pb2 import BaseCommand, MessageIdData
-from pwcap.decode.pulsar.info import fields, is_secret, summarize
+from pwcap.decode.pulsar.info import Field, fields, is_secret, summarize
 from pwcap.decode.wire import text
-from pwcap.tables.columns import ColumnBuffer
 from pwcap.tables.schema import FRAMES, I32, position
+
+if cython.compiled:
+    from cython.cimports.pwcap.tables.columns import ColumnBuffer
+else:
+    from pwcap.tables.columns import ColumnBuffer
 
 _I32_COLUMNS = frozenset(column.name for column in FRAMES if column.type == I32)
 
@@ -202,9 +208,121 @@ _ENUM_COLUMNS = {
 }
 # Message-id fields whose ledger / entry / partition / batch index become columns.
 _MESSAGE_ID_FIELDS = ("message_id", "last_message_id", "message_ids")
-# (BaseCommand, frame row being built) -> the command's own message, after copying its
-# fields into the row.
-Extractor = Callable[[Any, ColumnBuffer], Any]
+
+# How a step copies its field into its column (C constants compiled: a switch per field).
+PLAIN = cython.declare(cython.int, 0)  # as it is
+TEXT = cython.declare(cython.int, 1)  # a string field (bytes when not UTF-8: escaped)
+WRAPPED = cython.declare(cython.int, 2)  # a uint64 in an int64 column, as Java reads it
+CHECKED = cython.declare(cython.int, 3)  # a uint32 in an int32 column: null past it
+ENUM = cython.declare(cython.int, 4)  # an enum, as its value's name
+MESSAGE_ID = cython.declare(cython.int, 5)  # a MessageIdData: its four columns
+MESSAGE_IDS = cython.declare(cython.int, 6)  # repeated MessageIdData: the list, the first's
+INFO = position("frames", "info")
+LEDGER_ID = position("frames", "ledger_id")
+ENTRY_ID = position("frames", "entry_id")
+PARTITION = position("frames", "partition")
+BATCH_INDEX = position("frames", "batch_index")
+NUM_MESSAGE_IDS = position("frames", "num_message_ids")
+MESSAGE_IDS_COLUMN = position("frames", "message_ids")
+
+
+@cython.cclass
+class Step:
+    """One field of a command copied into its `frames` column."""
+
+    name = cython.declare(str, visibility="readonly")  # the field's
+    column = cython.declare(cython.Py_ssize_t, visibility="readonly")  # its position
+    how = cython.declare(cython.int, visibility="readonly")  # PLAIN, TEXT, ... as above
+    always = cython.declare(cython.bint, visibility="readonly")  # required: no HasField
+    names = cython.declare(dict, visibility="readonly")  # an enum's: number -> name
+
+    def __init__(self, name: str, column: str, how: int, always: bool, names: dict) -> None:
+        self.name = name
+        self.column = position("frames", column) if column else -1
+        self.how = how
+        self.always = always
+        self.names = names
+
+
+@cython.cclass
+class Extractor:
+    """A command's plan: its message's field in BaseCommand, its steps, in field order,
+    and the fields its `info` summarises."""
+
+    field = cython.declare(str, visibility="readonly")
+    steps = cython.declare(tuple, visibility="readonly")
+    info = cython.declare(tuple, visibility="readonly")
+
+    def __init__(self, field: str, steps: tuple[Step, ...], info: tuple[Field, ...]) -> None:
+        self.field = field
+        self.steps = steps
+        self.info = info
+
+    @cython.ccall
+    @cython.locals(step=Step)
+    def copy(self, command: Any, row: ColumnBuffer) -> object:
+        """Copy the command's column-worthy fields (and `info`) into ``row``; the
+        command's own message."""
+        sub = getattr(command, self.field)
+        for step in self.steps:
+            if step.how == MESSAGE_IDS:
+                _message_ids(getattr(sub, step.name), row)
+                continue
+            if not step.always and not sub.HasField(step.name):
+                continue
+            value = getattr(sub, step.name)
+            if step.how == MESSAGE_ID:
+                _message_id(value, row)
+            elif step.how == TEXT:
+                row.set(step.column, value if value.__class__ is str else text(value))
+            elif step.how == WRAPPED:
+                row.set(step.column, value - U64 if value > I63 else value)
+            elif step.how == CHECKED:
+                row.set(step.column, value if value <= I31 else None)
+            elif step.how == ENUM:
+                row.set(step.column, step.names.get(value) or str(value))
+            else:
+                row.set(step.column, value)
+        if self.info:
+            summary = summarize(sub, self.info)
+            if summary is not None:
+                row.set(INFO, summary)
+        return sub
+
+
+@cython.cfunc
+def _message_id(m: Any, row: ColumnBuffer) -> cython.void:
+    """A MessageIdData's columns (a partition or batch index of -1, their default, means
+    "not set": null)."""
+    ledger, entry, partition, batch_index = m.ledgerId, m.entryId, m.partition, m.batch_index
+    row.set(LEDGER_ID, ledger - U64 if ledger > I63 else ledger)
+    row.set(ENTRY_ID, entry - U64 if entry > I63 else entry)
+    if partition != -1:
+        row.set(PARTITION, partition)
+    if batch_index != -1:
+        row.set(BATCH_INDEX, batch_index)
+
+
+@cython.cfunc
+def _message_ids(ids: Any, row: ColumnBuffer) -> cython.void:
+    """Repeated MessageIdData: the `message_ids` list and its count; the scalar columns
+    hold the first."""
+    structs = [_id_struct(m) for m in ids]
+    row.set(NUM_MESSAGE_IDS, len(structs))
+    if structs:
+        row.set(MESSAGE_IDS_COLUMN, structs)
+        _message_id(ids[0], row)
+
+
+def _id_struct(m: MessageIdData) -> dict[str, Any]:
+    """One element of the `message_ids` list column (-1 partition / batch index: null)."""
+    ledger, entry, partition, batch_index = m.ledgerId, m.entryId, m.partition, m.batch_index
+    return {
+        "ledger_id": ledger - U64 if ledger > I63 else ledger,
+        "entry_id": entry - U64 if entry > I63 else entry,
+        "partition": None if partition == -1 else partition,
+        "batch_index": None if batch_index == -1 else batch_index,
+    }
 
 
 @dataclass(frozen=True, slots=True)
@@ -219,147 +337,46 @@ class CommandSpec:
     columns: frozenset[str]  # the `frames` columns the command's own fields may fill
     always: tuple[str, ...]  # those it fills on every frame (its required scalar fields)
     needs_body: bool  # the command message has required fields, so it must be present
-    # The statements of its extractor, and the names they use besides the module's.
-    lines: tuple[str, ...] = dataclasses.field(repr=False, compare=False)
-    names: dict[str, Any] = dataclasses.field(repr=False, compare=False)
-
-    def extractor(self) -> Extractor:
-        """The function copying the command's column-worthy fields (and `info`) into a
-        row, compiled on its first use."""
-        found = _EXTRACTORS.get(self.type)
-        if found is None:
-            found = _EXTRACTORS[self.type] = _compile_extractor(
-                self.name, self.field, self.lines, self.names
-            )
-        return found
+    extractor: Extractor = dataclasses.field(repr=False, compare=False)
 
 
-_EXTRACTORS: dict[int, Extractor] = {}  # command type -> its extractor, once compiled
-
-
-def _compile_extractor(
-    name: str, field: str, lines: tuple[str, ...], names: dict[str, Any]
-) -> Extractor:
-    """Turn the copy statements of one command into a function.
-
-    Straight-line code per command instead of a loop over a field table: this runs once
-    per frame, and the loop's overhead was most of its cost.
-    """
-    body = "\n".join(_indent([f"sub = command.{field}", *lines, "return sub"]))
-    source = f"def extract_{name}(command, row):\n{body}\n"
-    namespace = {"I31": I31, "I63": I63, "U64": U64, "text": text, **names}
-    exec(compile(source, f"<pulsar extractor {name}>", "exec"), namespace)
-    return namespace[f"extract_{name}"]
-
-
-def _set(column: str, value: str) -> str:
-    """The statement setting a `frames` column of the row being built (named by its
-    position, resolved here once) to the expression ``value``."""
-    return f"row.set({position('frames', column)}, {value})  # {column}"
-
-
-def _copy(column: str, value: str, field_type: int) -> list[str]:
-    """Statements copying one field into its column, as a value the column's type holds."""
-    if field_type == FieldDescriptor.TYPE_STRING:
-        return [f"v = {value}", _set(column, "v if v.__class__ is str else text(v)")]
-    if field_type == FieldDescriptor.TYPE_UINT64:  # int64 columns: as Java reads them
-        return [f"v = {value}", _set(column, "v - U64 if v > I63 else v")]
-    if field_type == FieldDescriptor.TYPE_UINT32 and column in _I32_COLUMNS:
-        # redelivery_count is a uint32 in an int32 column: null when it does not fit.
-        return [f"v = {value}", _set(column, "v if v <= I31 else None")]
-    return [_set(column, value)]
-
-
-def _message_id(target: str) -> list[str]:
-    # partition and batch_index: -1 (their default) means "not set", written as null.
-    return [
-        f"m = {target}",
-        *_copy("ledger_id", "m.ledgerId", FieldDescriptor.TYPE_UINT64),
-        *_copy("entry_id", "m.entryId", FieldDescriptor.TYPE_UINT64),
-        "v = m.partition",
-        "if v != -1:",
-        "    " + _set("partition", "v"),
-        "v = m.batch_index",
-        "if v != -1:",
-        "    " + _set("batch_index", "v"),
-    ]
-
-
-def _id_struct(m: MessageIdData) -> dict[str, Any]:
-    """One element of the `message_ids` list column (-1 partition / batch index: null)."""
-    ledger, entry, partition, batch_index = m.ledgerId, m.entryId, m.partition, m.batch_index
-    return {
-        "ledger_id": ledger - U64 if ledger > I63 else ledger,
-        "entry_id": entry - U64 if entry > I63 else entry,
-        "partition": None if partition == -1 else partition,
-        "batch_index": None if batch_index == -1 else batch_index,
-    }
-
-
-def _indent(lines: list[str]) -> list[str]:
-    return ["    " + line for line in lines]
+def _how(fd: FieldDescriptor, column: str) -> int:
+    """How a scalar field is copied into ``column``, as a value the column's type holds."""
+    if fd.type == FieldDescriptor.TYPE_STRING:
+        return TEXT
+    if fd.type == FieldDescriptor.TYPE_UINT64:
+        return WRAPPED
+    if fd.type == FieldDescriptor.TYPE_UINT32 and column in _I32_COLUMNS:
+        return CHECKED  # redelivery_count is a uint32 in an int32 column
+    return PLAIN
 
 
 def _build(type_number: int, name: str) -> CommandSpec:
     field = BaseCommand.DESCRIPTOR.fields_by_number[type_number]
     descriptor: Descriptor = field.message_type
     sender, role = SEMANTICS[name]
-    lines: list[str] = []
-    names: dict[str, Any] = {}
+    steps: list[Step] = []
     info = []
     columns = set()
     always = []
     for fd in descriptor.fields:
         repeated = fd.is_repeated
-        attr = f"sub.{fd.name}"
         if fd.name in _MESSAGE_ID_FIELDS and fd.message_type is MessageIdData.DESCRIPTOR:
-            if repeated:
-                # Read each id once, into its struct; the scalar columns copy the first.
-                lines += [
-                    f"ids = [_id_struct(m) for m in {attr}]",
-                    _set("num_message_ids", "len(ids)"),
-                    "if ids:",
-                    "    " + _set("message_ids", "ids"),
-                    "    first = ids[0]",
-                    "    " + _set("ledger_id", "first['ledger_id']"),
-                    "    " + _set("entry_id", "first['entry_id']"),
-                    "    if first['partition'] is not None:",
-                    "        " + _set("partition", "first['partition']"),
-                    "    if first['batch_index'] is not None:",
-                    "        " + _set("batch_index", "first['batch_index']"),
-                ]
-                names["_id_struct"] = _id_struct
-            else:
-                lines += [f"if sub.HasField({fd.name!r}):", *_indent(_message_id(attr))]
+            how = MESSAGE_IDS if repeated else MESSAGE_ID
+            steps.append(Step(fd.name, "", how, False, {}))
         elif fd.name in _ENUM_COLUMNS and fd.type == FieldDescriptor.TYPE_ENUM and not repeated:
-            table = f"names_{fd.name}"
-            names[table] = {v.number: v.name for v in fd.enum_type.values}
             column = _ENUM_COLUMNS[fd.name]
             columns.add(column)
-            lines += [
-                f"if sub.HasField({fd.name!r}):",
-                f"    v = {attr}",
-                "    " + _set(column, f"{table}.get(v) or str(v)"),
-            ]
+            names = {v.number: v.name for v in fd.enum_type.values}
+            steps.append(Step(fd.name, column, ENUM, False, names))
         elif fd.name in _PLAIN_COLUMNS and not repeated and fd.message_type is None:
-            columns.add(_PLAIN_COLUMNS[fd.name])
-            copy = _copy(_PLAIN_COLUMNS[fd.name], attr, fd.type)
+            column = _PLAIN_COLUMNS[fd.name]
+            columns.add(column)
             if fd.is_required:
-                always.append(_PLAIN_COLUMNS[fd.name])
-                lines += copy
-            else:
-                lines += [f"if sub.HasField({fd.name!r}):", *_indent(copy)]
+                always.append(column)
+            steps.append(Step(fd.name, column, _how(fd, column), fd.is_required, {}))
         elif not is_secret(fd):
             info.append(fd)
-    if info:
-        # summarize() asks each field's presence itself (None when none is there): the
-        # same questions asked first here cost as much again.
-        lines += [
-            "summary = summarize(sub, INFO)",
-            "if summary is not None:",
-            "    " + _set("info", "summary"),
-        ]
-        names.update(summarize=summarize, INFO=fields(info))
     return CommandSpec(
         type=type_number,
         name=name,
@@ -369,8 +386,7 @@ def _build(type_number: int, name: str) -> CommandSpec:
         columns=frozenset(columns),
         always=tuple(always),
         needs_body=any(fd.is_required for fd in descriptor.fields),
-        lines=tuple(lines),
-        names=names,
+        extractor=Extractor(field.name, tuple(steps), fields(info)),
     )
 
 

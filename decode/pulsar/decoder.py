@@ -130,7 +130,7 @@ class _Kind:
         self.command = spec.name
         self.command_type = spec.type
         self.direction = LABELS[label]
-        self.extract = spec.extractor()
+        self.extract = spec.extractor.copy
         self.pair_role = ROLE_CODES[spec.role] if spec.role is not None else -1
         self.effect = _EFFECTS.get(spec.name)
         self.needs_body = spec.needs_body
