@@ -37,7 +37,7 @@ def general_path(data: bytes) -> tuple[int, dict] | None:
     spec = SPECS.get(command.type)
     if spec is None:
         return None
-    spec.extractor.copy(command, ROWS)
+    spec.extractor.copy(command, ROWS, data, 0, len(data))
     return command.type, ROWS.take_row()
 
 

@@ -1,3 +1,4 @@
+# cython: annotation_typing=True
 """Every BaseCommand type: its name, who sends it, how it pairs, and its row columns.
 
 Each command's column extractor is built from the protobuf descriptors when the module
@@ -20,12 +21,17 @@ import cython
 from google.protobuf.descriptor import Descriptor, FieldDescriptor
 from pwcap.decode.pulsar._pb.pulsar_api_pb2 import BaseCommand, MessageIdData
 from pwcap.decode.pulsar.info import Field, fields, is_secret, summarize
-from pwcap.decode.wire import text
+from pwcap.decode.wire import LENGTH_DELIMITED, text
 from pwcap.tables.schema import FRAMES, I32, position
 
 if cython.compiled:
+    from cython.cimports.cpython.bytearray import PyByteArray_AS_STRING, PyByteArray_Resize
+    from cython.cimports.cpython.bytes import PyBytes_AS_STRING, PyBytes_FromStringAndSize
+    from cython.cimports.libc.string import memcpy
+    from cython.cimports.pwcap.decode.wire import Fields, cursor
     from cython.cimports.pwcap.tables.columns import ColumnBuffer
 else:
+    from pwcap.decode.wire import Fields, cursor
     from pwcap.tables.columns import ColumnBuffer
 
 _I32_COLUMNS = frozenset(column.name for column in FRAMES if column.type == I32)
@@ -224,6 +230,14 @@ PARTITION = position("frames", "partition")
 BATCH_INDEX = position("frames", "batch_index")
 NUM_MESSAGE_IDS = position("frames", "num_message_ids")
 MESSAGE_IDS_COLUMN = position("frames", "message_ids")
+WIRE_LENGTH_DELIMITED = cython.declare(cython.int, LENGTH_DELIMITED)
+# Summaries kept per command type, at most, each for at most this many bytes of fields
+# (C constants beside them when compiled).
+KEPT_SUMMARIES = 1024
+MAX_SUMMARY_KEY = 256
+_KEPT = cython.declare(cython.Py_ssize_t, KEPT_SUMMARIES)
+_MAX_KEY = cython.declare(cython.Py_ssize_t, MAX_SUMMARY_KEY)
+_MISSING = object()
 
 
 @cython.cclass
@@ -247,22 +261,52 @@ class Step:
 @cython.cclass
 class Extractor:
     """A command's plan: its message's field in BaseCommand, its steps, in field order,
-    and the fields its `info` summarises."""
+    and the fields its `info` summarises.
+
+    Commands of a type mostly repeat their summarised fields (a client's version and
+    features, a subscription's options) while their ids change: a summary is kept by the
+    wire bytes of those fields (every occurrence, in order: the same bytes parse to the
+    same values), so a repeat costs a walk of the bytes, not a summary.
+    """
 
     field = cython.declare(str, visibility="readonly")
+    number = cython.declare(cython.int, visibility="readonly")  # its field number
     steps = cython.declare(tuple, visibility="readonly")
     info = cython.declare(tuple, visibility="readonly")
+    _info_low = cython.declare(cython.ulonglong)  # bit n: field n (< 64) is summarised
+    _info_high = cython.declare(frozenset)  # the summarised fields numbered 64 and up
+    _summaries = cython.declare(dict)  # summarised fields' wire bytes -> summary or None
+    _outer = cython.declare(Fields)  # cursors, moved over each command's bytes
+    _inner = cython.declare(Fields)
+    _key = cython.declare(bytearray)  # the summarised fields of the command being read
 
-    def __init__(self, field: str, steps: tuple[Step, ...], info: tuple[Field, ...]) -> None:
+    def __init__(
+        self, field: str, number: int, steps: tuple[Step, ...], info: tuple[Field, ...]
+    ) -> None:
         self.field = field
+        self.number = number
         self.steps = steps
         self.info = info
+        self._info_low = sum(1 << fd.number for fd in info if fd.number < 64)
+        self._info_high = frozenset(fd.number for fd in info if fd.number >= 64)
+        self._summaries = {}
+        self._outer = cursor(b"", 0, 0)
+        self._inner = cursor(b"", 0, 0)
+        self._key = bytearray()
 
     @cython.ccall
     @cython.locals(step=Step)
-    def copy(self, command: Any, row: ColumnBuffer) -> object:
+    def copy(
+        self,
+        command: Any,
+        row: ColumnBuffer,
+        data: bytes,
+        start: cython.Py_ssize_t,
+        end: cython.Py_ssize_t,
+    ) -> object:
         """Copy the command's column-worthy fields (and `info`) into ``row``; the
-        command's own message."""
+        command's own message. ``data[start:end]`` is the BaseCommand ``command`` was
+        parsed from."""
         sub = getattr(command, self.field)
         for step in self.steps:
             if step.how == MESSAGE_IDS:
@@ -284,10 +328,96 @@ class Extractor:
             else:
                 row.set(step.column, value)
         if self.info:
-            summary = summarize(sub, self.info)
+            summary = self._summary(sub, data, start, end)
             if summary is not None:
                 row.set(INFO, summary)
         return sub
+
+    def kept(self) -> int:
+        """How many summaries are kept (at most KEPT_SUMMARIES)."""
+        return len(self._summaries)
+
+    @cython.cfunc
+    def _summary(self, sub: Any, data: bytes, start: cython.Py_ssize_t, end: cython.Py_ssize_t):
+        """The `info` of ``sub``: the one kept for the same summarised bytes, or made."""
+        if not self._summarised(data, start, end):  # damage, or too long to keep
+            return summarize(sub, self.info)
+        key = _bytes_of(self._key)
+        summary = self._summaries.get(key, _MISSING)
+        if summary is _MISSING:
+            summary = summarize(sub, self.info)
+            if len(self._summaries) >= _KEPT:
+                self._summaries.clear()
+            self._summaries[key] = summary
+        return summary
+
+    @cython.cfunc
+    @cython.exceptval(-1, check=True)
+    def _summarised(
+        self, data: bytes, start: cython.Py_ssize_t, end: cython.Py_ssize_t
+    ) -> cython.bint:
+        """Gather into ``_key`` the summarised fields of the command message in the
+        BaseCommand ``data[start:end]``, tags included, every occurrence in wire order;
+        False when the bytes are not walked whole or these take over MAX_SUMMARY_KEY."""
+        outer: Fields = self._outer
+        inner: Fields = self._inner
+        key: bytearray = self._key
+        del key[:]
+        outer.place(data, start, end)
+        number: cython.int
+        at: cython.Py_ssize_t
+        while True:
+            number = outer.next()
+            if number == 0:
+                break
+            if number != self.number:
+                continue
+            if outer.wire_type != WIRE_LENGTH_DELIMITED:
+                return False
+            inner.place(data, outer.start, outer.stop)
+            while True:
+                at = inner.pos
+                number = inner.next()
+                if number == 0:
+                    break
+                if self._summarises(number):
+                    if len(key) + inner.pos - at > _MAX_KEY:
+                        return False
+                    _append(key, data, at, inner.pos)
+            if inner.broken:
+                return False
+        return not outer.broken
+
+    @cython.cfunc
+    def _summarises(self, number: cython.int) -> cython.bint:
+        if number < 64:
+            return (self._info_low >> number) & 1 == 1
+        return number in self._info_high
+
+
+@cython.cfunc
+@cython.exceptval(-1, check=False)
+def _append(
+    target: bytearray, data: bytes, start: cython.Py_ssize_t, stop: cython.Py_ssize_t
+) -> cython.int:
+    """``data[start:stop]`` appended to ``target`` (compiled: copied in C, no slice)."""
+    if start < 0 or stop < start or stop > len(data):
+        raise IndexError(f"bytes {start}:{stop} of {len(data)}")
+    if not cython.compiled:
+        target += data[start:stop]
+        return 0
+    size: cython.Py_ssize_t = len(target)
+    PyByteArray_Resize(target, size + stop - start)
+    memcpy(PyByteArray_AS_STRING(target) + size, PyBytes_AS_STRING(data) + start, stop - start)
+    return 0
+
+
+@cython.cfunc
+def _bytes_of(source: bytearray) -> bytes:
+    """A bytes copy of ``source`` (compiled, without the call of ``bytes()``)."""
+    if not cython.compiled:
+        return bytes(source)
+    return PyBytes_FromStringAndSize(PyByteArray_AS_STRING(source), len(source))
 
 
 @cython.cfunc
@@ -386,7 +516,7 @@ def _build(type_number: int, name: str) -> CommandSpec:
         columns=frozenset(columns),
         always=tuple(always),
         needs_body=any(fd.is_required for fd in descriptor.fields),
-        extractor=Extractor(field.name, tuple(steps), fields(info)),
+        extractor=Extractor(field.name, field.number, tuple(steps), fields(info)),
     )
 
 

@@ -321,7 +321,7 @@ class PulsarDecoder:
             )
             sub = None  # a hot command has no message object: its columns are read already
             if command is not None:
-                sub = kind.extract(command, rows)
+                sub = kind.extract(command, rows, buf, start + 8, command_end)
             state = self._state
             paired = kind.pair_role >= 0
             if paired:

@@ -32,6 +32,7 @@ class Field:
     descriptor's attribute costs a lookup, and summaries run per frame."""
 
     name = cython.declare(str, visibility="readonly")
+    number = cython.declare(cython.int, visibility="readonly")
     repeated = cython.declare(cython.bint, visibility="readonly")
     kind = cython.declare(cython.int, visibility="readonly")  # its FieldDescriptor.type
     enum_names = cython.declare(dict, visibility="readonly")  # number -> name (an enum)
@@ -39,6 +40,7 @@ class Field:
 
     def __init__(self, fd: FieldDescriptor) -> None:
         self.name = fd.name
+        self.number = fd.number
         self.repeated = fd.is_repeated
         self.kind = fd.type
         self.enum_names = None
