@@ -1,4 +1,5 @@
-# cython: annotation_typing=True
+# cython: annotation_typing=True, initializedcheck=False
+# (initializedcheck: the constructor sets every memoryview of the storage, before any row.)
 """The row builder of one table: rows set column by column, held in the layout Arrow
 reads, handed to Arrow as ready-made buffers.
 
