@@ -4,12 +4,7 @@
 cimport cython
 
 
-cdef class _TextMap:
-    cdef bytearray keys
-    cdef bytearray items
-    cdef bytearray key_ends
-    cdef bytearray item_ends
-    cdef bytearray item_valid
+cdef class _ListRows:
     cdef bytearray row_ends
     cdef bytearray valid
     cdef Py_ssize_t entries
@@ -19,13 +14,43 @@ cdef class _TextMap:
     cdef Py_ssize_t held(self) except? -1
     cdef bint has(self, Py_ssize_t at)
     cdef int begin(self, Py_ssize_t at) except -1
+    cdef int _added(self, Py_ssize_t at) except -1
+    cdef int clear(self, Py_ssize_t at) except -1
+    cdef object value(self, Py_ssize_t at)
+    cdef object _element(self, Py_ssize_t entry)
+    cdef int _end_nulls(self, Py_ssize_t upto) except -1
+    cdef int recycle(self, Py_ssize_t rows) except -1
+
+
+cdef class _TextMap(_ListRows):
+    cdef bytearray keys
+    cdef bytearray items
+    cdef bytearray key_ends
+    cdef bytearray item_ends
+    cdef bytearray item_valid
+
+    cdef Py_ssize_t held(self) except? -1
     cdef int add(
         self, Py_ssize_t at, bytes key_data, Py_ssize_t key_start, Py_ssize_t key_stop,
         bytes item_data, Py_ssize_t item_start, Py_ssize_t item_stop
     ) except -1
-    cdef int clear(self, Py_ssize_t at) except -1
-    cdef object value(self, Py_ssize_t at)
+    cdef object _element(self, Py_ssize_t entry)
     cdef int recycle(self, Py_ssize_t rows) except -1
+
+
+cdef class _IntStructs(_ListRows):
+    cdef list fields
+    cdef Py_ssize_t width
+    cdef list slots
+    cdef list present
+    cdef bytearray element_valid
+
+    cdef int add(
+        self, Py_ssize_t at, long long first, long long second, long long third,
+        long long fourth, int nulls
+    ) except -1
+    cdef int add_null(self, Py_ssize_t at) except -1
+    cdef object _element(self, Py_ssize_t entry)
 
 
 @cython.final
@@ -57,10 +82,7 @@ cdef class ColumnBuffer:
     cdef bytearray _text_valid_bytes
     cdef long long[::1] _text_set
     cdef Py_ssize_t _strings  # text columns below this index are strings
-    # Nested: per column the rows that set it and their values.
-    cdef list _rows
-    cdef list _values
-    cdef list _maps  # per nested column: its _TextMap (a map of strings), or None
+    cdef list _lists  # per nested column: its storage (_TextMap, _IntStructs)
     # The tallied column (-1: none), the str set in it on the row being built, and the
     # counts: the first TALLY_SLOTS values and theirs, then a dict.
     cdef Py_ssize_t _tallied_column
@@ -74,7 +96,11 @@ cdef class ColumnBuffer:
     cpdef int set_text(self, Py_ssize_t column, str value) except -1
     cpdef int set(self, Py_ssize_t column, object value) except -1
     cpdef int set_pairs(self, Py_ssize_t column, bytes data, bytearray spans) except -1
-    cdef int _put_map(self, _TextMap textmap, Py_ssize_t column, object value) except -1
+    cpdef int add_struct(
+        self, Py_ssize_t column, long long first, long long second, long long third,
+        long long fourth, int nulls
+    ) except -1
+    cdef int _put_list(self, _ListRows kept, Py_ssize_t column, object value) except -1
     cpdef bint has(self, Py_ssize_t column)
     cpdef object get(self, Py_ssize_t column)
     cpdef int copy(self, ColumnBuffer source, Py_ssize_t source_column, Py_ssize_t column) except -1
@@ -88,7 +114,6 @@ cdef class ColumnBuffer:
     cdef inline bint _has(self, Py_ssize_t code, Py_ssize_t at)
     cdef int _clear(self, Py_ssize_t code) except -1
     cdef object _value(self, Py_ssize_t position, Py_ssize_t at)
-    cdef bint _has_at(self, Py_ssize_t code, Py_ssize_t at)
     cdef int _add_text(self, Py_ssize_t index, Py_ssize_t column, object value) except -1
     cdef int _append(
         self, Py_ssize_t index, Py_ssize_t column, const char *source, Py_ssize_t size,

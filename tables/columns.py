@@ -16,8 +16,8 @@ its items: a value goes straight to where its column keeps it, as the row is bui
 - a map of strings (message properties) as its keys' and values' bytes end to end,
   with their end offsets and each row's (copied from the bytes a reader found them in:
   :meth:`ColumnBuffer.set_pairs`);
-- other nested values (message ids) as (row, value) pairs, laid out child by child once
-  per batch (Arrow's own conversion only for a shape it does not know).
+- a list of integer structs (message ids) as a 64-bit slot per element and field, with
+  validity bytes and each row's end (:meth:`ColumnBuffer.add_struct`).
 
 A batch then becomes Arrow arrays without a conversion per value (compiled: a copy of
 each column's bytes made in C, the storage kept for the next batch; interpreted: views
@@ -63,6 +63,8 @@ KEPT_TEXT_BYTES = cython.declare(cython.Py_ssize_t, 1 << 20)
 # Values of the tallied column counted in C (by identity: decoders set a command's name
 # as the same str object every time); more distinct ones are counted in a dict.
 TALLY_SLOTS = cython.declare(cython.Py_ssize_t, 16)
+# A list of structs kept in Arrow's layout has at most this many (integer) fields.
+MAX_STRUCT_FIELDS = 4
 # A map entry's span (add_span): its key's start and stop, its value's, as native int32.
 _SPAN = struct.Struct("=4i")
 SPAN_BYTES = cython.declare(cython.Py_ssize_t, _SPAN.size)
@@ -143,12 +145,7 @@ class ColumnBuffer:
         self._text_valid_bytes = bytearray(texts * capacity)
         self._text_valid = memoryview(self._text_valid_bytes).cast("B", (texts, capacity))
         self._text_set = memoryview(bytearray(8 * texts)).cast("q")
-        self._rows = [[] for _ in self._positions[2]]
-        self._values = [[] for _ in self._positions[2]]
-        self._maps = [
-            _TextMap(capacity) if _is_text_map(self.schema.field(position).type) else None
-            for position in self._positions[2]
-        ]
+        self._lists = [_list_storage(self.schema.field(p), capacity) for p in self._positions[2]]
         self.count = 0
         self.held_bytes = 0
 
@@ -198,12 +195,7 @@ class ColumnBuffer:
         if storage == NESTED:
             self._index(column, NESTED)
             self._clear(code)
-            textmap: _TextMap = self._maps[code >> 2]
-            if textmap is not None:
-                return self._put_map(textmap, column, value)
-            cython.cast(list, self._rows[code >> 2]).append(self.count)
-            cython.cast(list, self._values[code >> 2]).append(value)
-            return 0
+            return self._put_list(self._lists[code >> 2], column, value)
         return self._add_text(self._index(column, STRING), column, value)
 
     @cython.ccall
@@ -214,9 +206,10 @@ class ColumnBuffer:
         made sure are UTF-8 (a reader that checked them as it read: no str made)."""
         code: cython.Py_ssize_t = self._place[column]
         self._index(column, NESTED)
-        textmap: _TextMap = self._maps[code >> 2]
-        if textmap is None:
+        kept: _ListRows = self._lists[code >> 2]
+        if not isinstance(kept, _TextMap):
             raise TypeError(f"{self._columns[column]}: not a map of strings to strings")
+        textmap: _TextMap = kept
         if len(spans) % SPAN_BYTES:
             raise ValueError(f"spans of {len(spans)} bytes: not whole spans")
         self._clear(code)
@@ -229,11 +222,11 @@ class ColumnBuffer:
                 textmap.add(
                     at,
                     data,
-                    _int32(spans, i),
-                    _int32(spans, i + 1),
+                    _integer_at(spans, i, 4),
+                    _integer_at(spans, i + 1, 4),
                     data,
-                    _int32(spans, i + 2),
-                    _int32(spans, i + 3),
+                    _integer_at(spans, i + 2, 4),
+                    _integer_at(spans, i + 3, 4),
                 )
         except BaseException:  # a span beyond the data: the row keeps none of them
             textmap.clear(at)
@@ -241,29 +234,52 @@ class ColumnBuffer:
         self.held_bytes += textmap.held() - before
         return 0
 
+    @cython.ccall
+    @cython.exceptval(-1, check=False)  # an error is -1: no PyErr_Occurred() after each call
+    def add_struct(
+        self,
+        column: cython.Py_ssize_t,
+        first: cython.longlong,
+        second: cython.longlong,
+        third: cython.longlong,
+        fourth: cython.longlong,
+        nulls: cython.int,
+    ) -> cython.int:
+        """One more element of a list<struct> column of integer fields (message ids) in
+        the row being built (its list begins with the first): the fields' values in
+        order, bit n of ``nulls`` set where field n is null (values past its fields are
+        ignored)."""
+        code: cython.Py_ssize_t = self._place[column]
+        self._index(column, NESTED)
+        kept: _ListRows = self._lists[code >> 2]
+        if not isinstance(kept, _IntStructs):
+            raise TypeError(f"{self._columns[column]}: not a list of integer structs")
+        structs: _IntStructs = kept
+        at: cython.Py_ssize_t = self.count
+        if not structs.has(at):
+            structs.begin(at)
+        return structs.add(at, first, second, third, fourth, nulls)
+
     @cython.cfunc
     @cython.exceptval(-1, check=False)
-    def _put_map(self, textmap: _TextMap, column: cython.Py_ssize_t, value: object) -> cython.int:
-        """A map column's value given as (key, value) pairs or a dict (values: str, or
-        UTF-8 bytes; a value may be None, a key may not). A value of another shape is
-        refused whole: the row keeps no part of it."""
+    def _put_list(self, kept: _ListRows, column: cython.Py_ssize_t, value: object) -> cython.int:
+        """A nested column's value as :meth:`set` takes it. For a map: (key, value) pairs
+        or a dict (values: str, or UTF-8 bytes; a value may be None, a key may not); for a
+        list of structs: dicts by field name (a field left out is null) or None. A value of
+        another shape is refused whole: the row keeps no part of it."""
         name: str = self._columns[column]
-        before: cython.Py_ssize_t = textmap.held()
+        before: cython.Py_ssize_t = kept.held()
         at: cython.Py_ssize_t = self.count
-        textmap.begin(at)
+        kept.begin(at)
         try:
-            for pair in value.items() if isinstance(value, dict) else value:
-                key, item = pair
-                if key is None:
-                    raise TypeError(f"{name}: a map's key is never null")
-                key_data: bytes = _encoded(key, True, name)
-                item_data: bytes = None if item is None else _encoded(item, True, name)
-                item_size = 0 if item_data is None else len(item_data)
-                textmap.add(at, key_data, 0, len(key_data), item_data, 0, item_size)
+            if isinstance(kept, _TextMap):
+                _put_pairs(cython.cast(_TextMap, kept), at, value, name)
+            else:
+                _put_structs(cython.cast(_IntStructs, kept), at, value, name)
         except BaseException:
-            textmap.clear(at)
+            kept.clear(at)
             raise
-        self.held_bytes += textmap.held() - before
+        self.held_bytes += kept.held() - before
         return 0
 
     @cython.ccall
@@ -432,11 +448,7 @@ class ColumnBuffer:
         if storage == SLOT:
             return self._valid[index, at] != 0
         if storage == NESTED:
-            textmap: _TextMap = self._maps[index]
-            if textmap is not None:
-                return textmap.has(at)
-            rows: list = self._rows[index]
-            return len(rows) > 0 and rows[len(rows) - 1] == at
+            return cython.cast(_ListRows, self._lists[index]).has(at)
         return self._text_valid[index, at] != 0
 
     @cython.cfunc
@@ -456,14 +468,10 @@ class ColumnBuffer:
             self._valid[index, at] = 0
             self._set[index] -= 1
         elif storage == NESTED:
-            textmap: _TextMap = self._maps[index]
-            if textmap is not None:
-                held: cython.Py_ssize_t = textmap.held()
-                textmap.clear(at)
-                self.held_bytes -= held - textmap.held()
-            else:
-                cython.cast(list, self._rows[index]).pop()
-                cython.cast(list, self._values[index]).pop()
+            kept: _ListRows = self._lists[index]
+            held: cython.Py_ssize_t = kept.held()
+            kept.clear(at)
+            self.held_bytes -= held - kept.held()
         else:  # its end goes back to where the row's value began
             start: cython.Py_ssize_t = self._ends[index, at]
             self.held_bytes -= self._ends[index, at + 1] - start
@@ -478,7 +486,7 @@ class ColumnBuffer:
     def _value(self, position: cython.Py_ssize_t, at: cython.Py_ssize_t) -> object:
         """Row ``at``'s value in column ``position`` (None: null)."""
         code: cython.Py_ssize_t = self._place[position]
-        if not self._has_at(code, at):
+        if not self._has(code, at):
             return None
         storage: cython.Py_ssize_t = code & 3
         index: cython.Py_ssize_t = code >> 2
@@ -486,11 +494,7 @@ class ColumnBuffer:
             value = self._data[index, at]
             return bool(value) if position in self._booleans else value
         if storage == NESTED:
-            textmap: _TextMap = self._maps[index]
-            if textmap is not None:
-                return textmap.value(at)
-            rows: list = self._rows[index]
-            return self._values[index][rows.index(at)]
+            return cython.cast(_ListRows, self._lists[index]).value(at)
         data: bytearray = self._text[index]
         start: cython.Py_ssize_t = self._ends[index, at]
         size: cython.Py_ssize_t = self._ends[index, at + 1] - start
@@ -503,13 +507,6 @@ class ColumnBuffer:
         if storage == STRING:
             return PyUnicode_DecodeUTF8(source, size, cython.NULL)
         return PyBytes_FromStringAndSize(source, size)
-
-    @cython.cfunc
-    def _has_at(self, code: cython.Py_ssize_t, at: cython.Py_ssize_t) -> cython.bint:
-        """:meth:`_has` for any row held, not only the last."""
-        if code & 3 == NESTED and self._maps[code >> 2] is None:
-            return at in self._rows[code >> 2]
-        return self._has(code, at)
 
     def _row(self, at: cython.Py_ssize_t) -> dict:
         """Row ``at`` as a dict of every column (None: null), as the table will hold it."""
@@ -634,11 +631,8 @@ class ColumnBuffer:
             self._recorded[i] = 0
             if len(cython.cast(bytearray, self._text[i])) > KEPT_TEXT_BYTES:
                 self._text[i] = bytearray()
-        self._rows = [[] for _ in self._positions[2]]
-        self._values = [[] for _ in self._positions[2]]
-        for textmap in self._maps:
-            if textmap is not None:
-                cython.cast(_TextMap, textmap).recycle(rows)
+        for kept in self._lists:
+            cython.cast(_ListRows, kept).recycle(rows)
         self.count = 0
         self.held_bytes = 0
 
@@ -680,28 +674,8 @@ class ColumnBuffer:
         return pa.Array.from_buffers(kind, count, [validity, offsets, values])
 
     def _nested_array(self, index: int, kind: pa.DataType) -> pa.Array:
-        textmap: _TextMap = self._maps[index]
-        if textmap is not None:
-            return textmap.array(self.count, kind) if textmap.filled else pa.nulls(self.count, kind)
-        rows: list = self._rows[index]
-        values: list = self._values[index]
-        if not rows:
-            return pa.nulls(self.count, kind)
-        if pa.types.is_map(kind) or (
-            pa.types.is_list(kind) and pa.types.is_struct(kind.value_type)
-        ):
-            built = _list_of_structs(rows, values, self.count, kind)
-            if built is not None:
-                return built
-        if len(rows) == self.count:  # set on every row: the values are the column
-            return pa.array(values, type=kind)
-        full: list = [None] * self.count
-        i: cython.Py_ssize_t
-        row: cython.Py_ssize_t
-        for i in range(len(rows)):
-            row = rows[i]
-            full[row] = values[i]
-        return pa.array(full, type=kind)
+        kept: _ListRows = self._lists[index]
+        return kept.array(self.count, kind) if kept.filled else pa.nulls(self.count, kind)
 
 
 def pairs(source: str, table: str, columns: tuple[str, ...]) -> memoryview:
@@ -787,36 +761,82 @@ def add_span(
     return 0
 
 
-def _is_text_map(kind: pa.DataType) -> bool:
-    return pa.types.is_map(kind) and kind.key_type == pa.string() and kind.item_type == pa.string()
+@cython.cfunc
+@cython.exceptval(-1, check=False)
+def _put_pairs(textmap: _TextMap, at: cython.Py_ssize_t, value: object, name: str) -> cython.int:
+    """A map's (key, value) pairs or dict into row ``at`` of ``textmap`` (begun)."""
+    for pair in value.items() if isinstance(value, dict) else value:
+        key, item = pair
+        if key is None:
+            raise TypeError(f"{name}: a map's key is never null")
+        key_data: bytes = _encoded(key, True, name)
+        item_data: bytes = None if item is None else _encoded(item, True, name)
+        item_size = 0 if item_data is None else len(item_data)
+        textmap.add(at, key_data, 0, len(key_data), item_data, 0, item_size)
+    return 0
+
+
+@cython.cfunc
+@cython.exceptval(-1, check=False)
+def _put_structs(
+    structs: _IntStructs, at: cython.Py_ssize_t, value: object, name: str
+) -> cython.int:
+    """A list of dicts (or None) into row ``at`` of ``structs`` (begun)."""
+    values = [0] * MAX_STRUCT_FIELDS
+    field: cython.Py_ssize_t
+    nulls: cython.int
+    for element in value:
+        if element is None:
+            structs.add_null(at)
+            continue
+        if type(element) is not dict:
+            raise TypeError(f"{name}: a {type(element).__name__} is not a struct (a dict)")
+        nulls = 0
+        for field in range(structs.width):
+            found = cython.cast(dict, element).get(structs.fields[field].name)
+            if found is None:
+                nulls |= 1 << field
+                values[field] = 0
+            else:
+                values[field] = found
+        structs.add(at, values[0], values[1], values[2], values[3], nulls)
+    return 0
+
+
+def _list_storage(column: pa.Field, limit: cython.Py_ssize_t) -> _ListRows:
+    """The storage of a nested column, in Arrow's layout: a map of strings to strings
+    (properties), or a list of structs of up to four integer fields (message ids), the
+    nested shapes of the tables; any other is refused."""
+    kind = column.type
+    if pa.types.is_map(kind) and kind.key_type == pa.string() and kind.item_type == pa.string():
+        return _TextMap(limit)
+    if pa.types.is_list(kind) and pa.types.is_struct(kind.value_type):
+        fields = list(kind.value_type)
+        if 0 < len(fields) <= MAX_STRUCT_FIELDS and all(
+            pa.types.is_integer(field.type) for field in fields
+        ):
+            return _IntStructs(limit, fields)
+    raise TypeError(f"{column.name}: no storage for a nested column of type {kind}")
 
 
 @cython.cclass
-class _TextMap:
-    """A map<string, string> column (message properties) kept in Arrow's layout as its
-    rows are built: every key and every value end to end, each with its end offset, and
-    per row where its entries end. An entry read off the wire is copied from the bytes
-    that carry it (:meth:`ColumnBuffer.set_pairs`): no str, tuple or list per entry, and
-    no walk over the entries when the batch becomes Arrow arrays.
-
-    Byte buffers grow by doubling: only the part their offsets reach holds values.
+class _ListRows:
+    """What every nested column kept in Arrow's layout has: per row, whether it has a
+    value and where its elements end (Arrow's list offsets), the elements themselves
+    being each storage's own. The rows before the one being built that set no value are
+    null; only the row being built can be cleared.
     """
 
     def __init__(self, limit: cython.Py_ssize_t) -> None:
-        self.keys = bytearray()
-        self.items = bytearray()
-        self.key_ends = bytearray(4)  # int32: 0, then the end of each entry's key
-        self.item_ends = bytearray(4)
-        self.item_valid = bytearray()  # a byte per entry: 0 where its value is null
-        self.row_ends = bytearray(4 * (limit + 1))  # int32: 0, then each row's entries' end
-        self.valid = bytearray(limit)  # a byte per row: 1 where the row has a map
+        self.row_ends = bytearray(4 * (limit + 1))  # int32: 0, then each row's elements' end
+        self.valid = bytearray(limit)  # a byte per row: 1 where the row has a value
         self.entries = self.recorded = self.filled = 0
 
     @cython.cfunc
     @cython.exceptval(-1, check=True)
     def held(self) -> cython.Py_ssize_t:
-        """Bytes of keys and values held (the batch's byte limit counts them)."""
-        return _int32(self.key_ends, self.entries) + _int32(self.item_ends, self.entries)
+        """Bytes of text held (the batch's byte limit counts them)."""
+        return 0
 
     @cython.cfunc
     def has(self, at: cython.Py_ssize_t) -> cython.bint:
@@ -825,15 +845,98 @@ class _TextMap:
     @cython.cfunc
     @cython.exceptval(-1, check=False)
     def begin(self, at: cython.Py_ssize_t) -> cython.int:
-        """Row ``at`` (the row being built, without a map) has one, empty so far; the rows
-        before it that set none are null (their entries end where the last row's did)."""
-        while self.recorded < at:
-            self.recorded += 1
-            _put_int32(self.row_ends, self.recorded, self.entries)
+        """Row ``at`` (the row being built, without a value) has one, empty so far."""
+        self._end_nulls(at)
         self.valid[at] = 1
         self.filled += 1
         self.recorded = at + 1
-        return _put_int32(self.row_ends, at + 1, self.entries)
+        return _put_integer(self.row_ends, at + 1, self.entries, 4)
+
+    @cython.cfunc
+    @cython.exceptval(-1, check=False)
+    def _added(self, at: cython.Py_ssize_t) -> cython.int:
+        """One element more in row ``at`` (begun)."""
+        if self.entries >= MAX_OFFSET:
+            raise OverflowError("a nested column: over 2**31 elements in one batch")
+        self.entries += 1
+        return _put_integer(self.row_ends, at + 1, self.entries, 4)
+
+    @cython.cfunc
+    @cython.exceptval(-1, check=False)
+    def clear(self, at: cython.Py_ssize_t) -> cython.int:
+        """Row ``at`` (the row being built) has no value: its elements go."""
+        if not self.has(at):
+            return 0
+        self.entries = _integer_at(self.row_ends, at, 4)
+        self.valid[at] = 0
+        self.filled -= 1
+        self.recorded = at
+        return 0
+
+    @cython.cfunc
+    def value(self, at: cython.Py_ssize_t) -> object:
+        """Row ``at``'s value as :meth:`ColumnBuffer.set` takes it (its elements, in a
+        list), or None."""
+        if not self.has(at):
+            return None
+        start: cython.Py_ssize_t = _integer_at(self.row_ends, at, 4)
+        stop: cython.Py_ssize_t = _integer_at(self.row_ends, at + 1, 4)
+        return [self._element(entry) for entry in range(start, stop)]
+
+    @cython.cfunc
+    def _element(self, entry: cython.Py_ssize_t) -> object:
+        """Element ``entry`` as :meth:`ColumnBuffer.set` takes it."""
+        raise NotImplementedError
+
+    @cython.cfunc
+    @cython.exceptval(-1, check=False)
+    def _end_nulls(self, upto: cython.Py_ssize_t) -> cython.int:
+        """The rows before ``upto`` that set no value end where the last one did."""
+        while self.recorded < upto:
+            self.recorded += 1
+            _put_integer(self.row_ends, self.recorded, self.entries, 4)
+        return 0
+
+    def _list_array(self, count: cython.Py_ssize_t, kind: pa.DataType, child: pa.Array) -> pa.Array:
+        """The first ``count`` rows as a list (or map) array of the elements ``child``."""
+        self._end_nulls(count)
+        validity = None if self.filled == count else _flag_bits(self.valid, 0, count)
+        offsets = _copy(self.row_ends, 4 * (count + 1))
+        return pa.Array.from_buffers(kind, count, [validity, offsets], children=[child])
+
+    @cython.cfunc
+    @cython.exceptval(-1, check=False)
+    def recycle(self, rows: cython.Py_ssize_t) -> cython.int:
+        """Empty, after a batch became arrays (``rows``: how many rows may hold a value)."""
+        self.valid[:rows] = bytes(rows)
+        self.entries = self.recorded = self.filled = 0
+        return 0
+
+
+@cython.cclass
+class _TextMap(_ListRows):
+    """A map<string, string> column (message properties): every key and every value end
+    to end, each with its end offset. An entry read off the wire is copied from the bytes
+    that carry it (:meth:`ColumnBuffer.set_pairs`): no str, tuple or list per entry, and
+    no walk over the entries when the batch becomes Arrow arrays.
+
+    Byte buffers grow by doubling: only the part their offsets reach holds values.
+    """
+
+    def __init__(self, limit: cython.Py_ssize_t) -> None:
+        super().__init__(limit)
+        self.keys = bytearray()
+        self.items = bytearray()
+        self.key_ends = bytearray(4)  # int32: 0, then the end of each entry's key
+        self.item_ends = bytearray(4)
+        self.item_valid = bytearray()  # a byte per entry: 0 where its value is null
+
+    @cython.cfunc
+    @cython.exceptval(-1, check=True)
+    def held(self) -> cython.Py_ssize_t:
+        return _integer_at(self.key_ends, self.entries, 4) + _integer_at(
+            self.item_ends, self.entries, 4
+        )
 
     @cython.cfunc
     @cython.exceptval(-1, check=False)
@@ -850,74 +953,119 @@ class _TextMap:
         """One entry of row ``at`` (begun): its key ``key_data[key_start:key_stop]`` and
         its value ``item_data[item_start:item_stop]`` (null when ``item_data`` is None).
         Both are UTF-8: the caller has made sure of it."""
-        if self.entries >= MAX_OFFSET:
-            raise OverflowError("a map column: over 2**31 entries in one batch")
         entry: cython.Py_ssize_t = self.entries
         _put_text(self.keys, self.key_ends, entry, key_data, key_start, key_stop)
         null: cython.bint = item_data is None
         if null:
             item_data, item_start, item_stop = b"", 0, 0
         _put_text(self.items, self.item_ends, entry, item_data, item_start, item_stop)
-        if len(self.item_valid) <= entry:
-            self.item_valid.append(0)
-        self.item_valid[entry] = 0 if null else 1
-        self.entries = entry + 1
-        return _put_int32(self.row_ends, at + 1, self.entries)
+        _put_flag(self.item_valid, entry, not null)
+        return self._added(at)
 
     @cython.cfunc
-    @cython.exceptval(-1, check=False)
-    def clear(self, at: cython.Py_ssize_t) -> cython.int:
-        """Row ``at`` (the row being built) has no map: its entries go."""
-        if not self.has(at):
-            return 0
-        self.entries = _int32(self.row_ends, at)
-        self.valid[at] = 0
-        self.filled -= 1
-        self.recorded = at
-        return 0
-
-    @cython.cfunc
-    def value(self, at: cython.Py_ssize_t) -> object:
-        """Row ``at``'s map as (key, value) pairs, or None."""
-        if not self.has(at):
-            return None
-        pairs = []
-        entry: cython.Py_ssize_t
-        for entry in range(_int32(self.row_ends, at), _int32(self.row_ends, at + 1)):
-            key = _text_at(self.keys, self.key_ends, entry)
-            item = _text_at(self.items, self.item_ends, entry) if self.item_valid[entry] else None
-            pairs.append((key, item))
-        return pairs
+    def _element(self, entry: cython.Py_ssize_t) -> object:
+        """Entry ``entry`` as (key, value)."""
+        key = _text_at(self.keys, self.key_ends, entry)
+        item = _text_at(self.items, self.item_ends, entry) if self.item_valid[entry] else None
+        return (key, item)
 
     def array(self, count: cython.Py_ssize_t, kind: pa.MapType) -> pa.Array:
         """The first ``count`` rows as a map array (copies: the storage is kept)."""
-        while self.recorded < count:  # rows after the last map are null
-            self.recorded += 1
-            _put_int32(self.row_ends, self.recorded, self.entries)
         entries: cython.Py_ssize_t = self.entries
-        item_validity = None
-        if self.item_valid.find(0, 0, entries) >= 0:
-            item_validity = _flag_bits(self.item_valid, 0, entries)
         keys = _texts(kind.key_type, entries, None, self.keys, self.key_ends)
+        item_validity = _validity(self.item_valid, entries)
         items = _texts(kind.item_type, entries, item_validity, self.items, self.item_ends)
         structs = pa.Array.from_buffers(
             pa.struct([kind.key_field, kind.item_field]), entries, [None], children=[keys, items]
         )
-        validity = None if self.filled == count else _flag_bits(self.valid, 0, count)
-        offsets = _copy(self.row_ends, 4 * (count + 1))
-        return pa.Array.from_buffers(kind, count, [validity, offsets], children=[structs])
+        return self._list_array(count, kind, structs)
 
     @cython.cfunc
     @cython.exceptval(-1, check=False)
     def recycle(self, rows: cython.Py_ssize_t) -> cython.int:
-        """Empty, after a batch became arrays (``rows``: how many rows may hold a map)."""
-        self.valid[:rows] = bytes(rows)
-        self.entries = self.recorded = self.filled = 0
+        _ListRows.recycle(self, rows)
         if len(self.keys) > KEPT_TEXT_BYTES:
             self.keys = bytearray()
         if len(self.items) > KEPT_TEXT_BYTES:
             self.items = bytearray()
         return 0
+
+
+@cython.cclass
+class _IntStructs(_ListRows):
+    """A list of structs of up to four integer fields (message ids): each field's values
+    in a 64-bit slot per element with a validity byte, added with
+    :meth:`ColumnBuffer.add_struct` (no dict per element, no walk over them when the
+    batch becomes Arrow arrays)."""
+
+    def __init__(self, limit: cython.Py_ssize_t, fields: list[pa.Field]) -> None:
+        super().__init__(limit)
+        self.fields = fields
+        self.width = len(fields)
+        self.slots = [bytearray() for _ in fields]  # per field: int64 per element
+        self.present = [bytearray() for _ in fields]  # per field: 0 where it is null
+        self.element_valid = bytearray()  # per element: 0 where the element is null
+
+    @cython.cfunc
+    @cython.exceptval(-1, check=False)
+    def add(
+        self,
+        at: cython.Py_ssize_t,
+        first: cython.longlong,
+        second: cython.longlong,
+        third: cython.longlong,
+        fourth: cython.longlong,
+        nulls: cython.int,
+    ) -> cython.int:
+        """One element of row ``at`` (begun): its fields' values, in order, bit n of
+        ``nulls`` set where field n is null (the values past its fields are ignored)."""
+        entry: cython.Py_ssize_t = self.entries
+        field: cython.Py_ssize_t
+        value: cython.longlong
+        for field in range(self.width):
+            value = (
+                first if field == 0 else second if field == 1 else third if field == 2 else fourth
+            )
+            null: cython.bint = (nulls >> field) & 1
+            _put_integer(self.slots[field], entry, 0 if null else value, 8)
+            _put_flag(self.present[field], entry, not null)
+        _put_flag(self.element_valid, entry, True)
+        return self._added(at)
+
+    @cython.cfunc
+    @cython.exceptval(-1, check=False)
+    def add_null(self, at: cython.Py_ssize_t) -> cython.int:
+        """A null element of row ``at`` (begun)."""
+        self.add(at, 0, 0, 0, 0, (1 << self.width) - 1)
+        self.element_valid[self.entries - 1] = 0
+        return 0
+
+    @cython.cfunc
+    def _element(self, entry: cython.Py_ssize_t) -> object:
+        """Element ``entry`` as a dict by field name, or None."""
+        if not self.element_valid[entry]:
+            return None
+        element = {}
+        field: cython.Py_ssize_t
+        for field in range(self.width):
+            present: bytearray = self.present[field]
+            value = _integer_at(self.slots[field], entry, 8) if present[entry] else None
+            element[self.fields[field].name] = value
+        return element
+
+    def array(self, count: cython.Py_ssize_t, kind: pa.ListType) -> pa.Array:
+        """The first ``count`` rows as a list array (copies: the storage is kept)."""
+        entries: cython.Py_ssize_t = self.entries
+        children = []
+        for field, slots, present in zip(self.fields, self.slots, self.present, strict=True):
+            _reserve(slots, 8 * entries)
+            _reserve(present, entries)
+            validity = _validity(present, entries)
+            children.append(_integers(field, entries, validity, slots, present, 0))
+        structs = pa.Array.from_buffers(
+            kind.value_type, entries, [_validity(self.element_valid, entries)], children=children
+        )
+        return self._list_array(count, kind, structs)
 
 
 @cython.cfunc
@@ -935,27 +1083,60 @@ def _reserve(buffer: bytearray, size: cython.Py_ssize_t) -> cython.int:
 
 @cython.cfunc
 @cython.exceptval(-1, check=False)
-def _put_int32(buffer: bytearray, index: cython.Py_ssize_t, value: cython.Py_ssize_t) -> cython.int:
-    """Int32 number ``index`` of ``buffer`` (grown to hold it) is ``value``."""
-    if index < 0:
-        raise IndexError(f"int32 {index} of a buffer")
-    _reserve(buffer, 4 * (index + 1))
-    if cython.compiled:
-        cython.cast(cython.p_int, PyByteArray_AS_STRING(buffer))[index] = value
+def _put_integer(
+    buffer: bytearray, index: cython.Py_ssize_t, value: cython.longlong, width: cython.Py_ssize_t
+) -> cython.int:
+    """Integer number ``index`` of ``buffer``, ``width`` bytes each (4 or 8, native
+    order), is ``value``; the buffer grows to hold it."""
+    if index < 0 or (width != 4 and width != 8):
+        raise IndexError(f"integer {index} of {width} bytes")
+    _reserve(buffer, width * (index + 1))
+    if not cython.compiled:
+        buffer[width * index : width * (index + 1)] = value.to_bytes(
+            width, sys.byteorder, signed=True
+        )
+    elif width == 4:
+        cython.cast(cython.p_int, PyByteArray_AS_STRING(buffer))[index] = cython.cast(
+            cython.int, value
+        )
     else:
-        buffer[4 * index : 4 * index + 4] = value.to_bytes(4, sys.byteorder, signed=True)
+        cython.cast(cython.p_longlong, PyByteArray_AS_STRING(buffer))[index] = value
     return 0
 
 
 @cython.cfunc
-@cython.exceptval(-1, check=True)
-def _int32(buffer: bytearray, index: cython.Py_ssize_t) -> cython.Py_ssize_t:
-    """Int32 number ``index`` of ``buffer``."""
-    if index < 0 or 4 * (index + 1) > len(buffer):
-        raise IndexError(f"int32 {index} of a buffer of {len(buffer)} bytes")
+def _integer_at(
+    buffer: bytearray, index: cython.Py_ssize_t, width: cython.Py_ssize_t
+) -> cython.longlong:
+    """Integer number ``index`` of ``buffer``, ``width`` bytes each (4 or 8)."""
+    if index < 0 or (width != 4 and width != 8) or width * (index + 1) > len(buffer):
+        raise IndexError(f"integer {index} of {width} bytes in a buffer of {len(buffer)}")
     if not cython.compiled:
-        return int.from_bytes(buffer[4 * index : 4 * index + 4], sys.byteorder, signed=True)
-    return cython.cast(cython.p_int, PyByteArray_AS_STRING(buffer))[index]
+        return int.from_bytes(
+            buffer[width * index : width * (index + 1)], sys.byteorder, signed=True
+        )
+    if width == 4:
+        return cython.cast(cython.p_int, PyByteArray_AS_STRING(buffer))[index]
+    return cython.cast(cython.p_longlong, PyByteArray_AS_STRING(buffer))[index]
+
+
+@cython.cfunc
+@cython.exceptval(-1, check=False)
+def _put_flag(flags: bytearray, index: cython.Py_ssize_t, value: cython.bint) -> cython.int:
+    """Byte ``index`` of ``flags`` (grown to hold it) is 1 where ``value``, else 0."""
+    if index < 0:
+        raise IndexError(f"flag {index} of a buffer")
+    _reserve(flags, index + 1)
+    flags[index] = 1 if value else 0
+    return 0
+
+
+@cython.cfunc
+def _validity(flags: bytearray, count: cython.Py_ssize_t) -> object:
+    """Arrow's validity bits of the first ``count`` flags; None when none is 0."""
+    if flags.find(0, 0, count) < 0:
+        return None
+    return _flag_bits(flags, 0, count)
 
 
 @cython.cfunc
@@ -972,7 +1153,7 @@ def _put_text(
     ``source[start:stop]``."""
     if start < 0 or stop < start or stop > len(source):
         raise IndexError(f"bytes {start}:{stop} of {len(source)}")
-    begin: cython.Py_ssize_t = _int32(ends, entry)
+    begin: cython.Py_ssize_t = _integer_at(ends, entry, 4)
     end: cython.Py_ssize_t = begin + stop - start
     if end > MAX_OFFSET:
         raise OverflowError("a map column: over 2 GiB of text in one batch")
@@ -981,14 +1162,14 @@ def _put_text(
         memcpy(PyByteArray_AS_STRING(data) + begin, PyBytes_AS_STRING(source) + start, stop - start)
     else:
         data[begin:end] = source[start:stop]
-    return _put_int32(ends, entry + 1, end)
+    return _put_integer(ends, entry + 1, end, 4)
 
 
 @cython.cfunc
 def _text_at(data: bytearray, ends: bytearray, entry: cython.Py_ssize_t) -> str:
     """Text number ``entry`` of ``data``, as str."""
-    start: cython.Py_ssize_t = _int32(ends, entry)
-    stop: cython.Py_ssize_t = _int32(ends, entry + 1)
+    start: cython.Py_ssize_t = _integer_at(ends, entry, 4)
+    stop: cython.Py_ssize_t = _integer_at(ends, entry + 1, 4)
     if start < 0 or stop < start or stop > len(data):
         raise IndexError(f"text {start}:{stop} beyond the {len(data)} bytes kept")
     return bytes(data[start:stop]).decode()
@@ -1000,7 +1181,9 @@ def _texts(
     """A string array of the first ``count`` texts of ``data``, each ending at its int32
     of ``ends`` (after a 0), copied."""
     offsets = _copy(ends, 4 * (count + 1))
-    return pa.Array.from_buffers(kind, count, [validity, offsets, _copy(data, _int32(ends, count))])
+    return pa.Array.from_buffers(
+        kind, count, [validity, offsets, _copy(data, _integer_at(ends, count, 4))]
+    )
 
 
 @cython.cfunc
@@ -1013,161 +1196,6 @@ def _copy(buffer: bytearray, size: cython.Py_ssize_t) -> object:
     copied = pa.allocate_buffer(size)
     memcpy(_address(copied), PyByteArray_AS_STRING(buffer), size)
     return copied
-
-
-def _list_of_structs(
-    rows: list, values: list, count: cython.Py_ssize_t, kind: pa.ListType
-) -> pa.Array | None:
-    """A list<struct> column (message ids: dicts) or a map (properties: (key, value)
-    pairs) built child by child: Arrow's conversion of nested values costs microseconds
-    per element. None for an element of another shape: Arrow's own conversion decides."""
-    pairs: cython.bint = pa.types.is_map(kind)
-    fields = [kind.key_field, kind.item_field] if pairs else list(kind.value_type)
-    names = [field.name for field in fields]
-    width: cython.Py_ssize_t = len(names)
-    children: list = [[] for _ in names]
-    item_flags = bytearray()  # 1 for each element that is a struct, 0 for a null one
-    offsets_bytes = bytearray(4 * (count + 1))
-    offsets: cython.int[::1] = memoryview(offsets_bytes).cast("i")
-    row_flags = bytearray(count)
-    row_valid: cython.uchar[::1] = row_flags
-    total: cython.Py_ssize_t = 0
-    filled: cython.Py_ssize_t = 0
-    i: cython.Py_ssize_t
-    j: cython.Py_ssize_t
-    row: cython.Py_ssize_t
-    keys: list = children[0]
-    items: list = children[-1]
-    entries: list
-    pair: tuple
-    k: cython.Py_ssize_t
-    for i in range(len(rows)):
-        row = rows[i]
-        while filled < row:  # rows in between are null: their offsets do not move
-            filled += 1
-            offsets[filled] = total
-        if type(values[i]) is not list:
-            return None
-        entries = values[i]
-        for k in range(len(entries)):
-            item = entries[k]
-            if pairs:  # a map's entries are never null: no flags are kept for them
-                if type(item) is not tuple or len(cython.cast(tuple, item)) != 2:
-                    return None
-                pair = item
-                if pair[0] is None:
-                    return None
-                keys.append(pair[0])
-                items.append(pair[1])
-            elif item is None:
-                item_flags.append(0)
-                for j in range(width):
-                    cython.cast(list, children[j]).append(None)
-            elif type(item) is dict:
-                item_flags.append(1)
-                for j in range(width):
-                    cython.cast(list, children[j]).append(cython.cast(dict, item).get(names[j]))
-            else:
-                return None
-            total += 1
-        if total > MAX_OFFSET:
-            raise OverflowError(f"{kind}: over 2**31 elements in one batch")
-        row_valid[row] = 1
-        filled = row + 1
-        offsets[filled] = total
-    while filled < count:
-        filled += 1
-        offsets[filled] = total
-    arrays = [_child_array(child, field) for child, field in zip(children, fields, strict=True)]
-    item_valid = None if pairs else _flag_bits(item_flags, 0, total)
-    structs = pa.Array.from_buffers(pa.struct(fields), total, [item_valid], children=arrays)
-    buffers = [_flag_bits(row_flags, 0, count), pa.py_buffer(offsets_bytes)]
-    return pa.Array.from_buffers(kind, count, buffers, children=[structs])
-
-
-def _child_array(values: list, field: pa.Field) -> pa.Array:
-    """One child of a nested column. Integers and texts are laid out here as the columns
-    are: ``pa.array`` would cost more, and its first call in a process imports pandas."""
-    kind = field.type
-    if kind == pa.string() or kind == pa.binary():
-        return _text_child(values, field)
-    if not pa.types.is_integer(kind):
-        return pa.array(values, type=kind)
-    count: cython.Py_ssize_t = len(values)
-    data = bytearray(8 * count)
-    flags = bytearray(count)
-    slots: cython.longlong[::1] = memoryview(data).cast("q")
-    valid: cython.uchar[::1] = flags
-    i: cython.Py_ssize_t
-    for i in range(count):
-        value = values[i]
-        if value is not None:
-            slots[i] = value
-            valid[i] = 1
-    return _integers(field, count, _flag_bits(flags, 0, count), data, flags, 0)
-
-
-def _text_child(values: list, field: pa.Field) -> pa.Array:
-    """A string or binary child from its values (None: null), laid end to end (compiled:
-    each str's UTF-8 copied from where the str keeps it, no bytes object made for it)."""
-    string: cython.bint = field.type == pa.string()
-    count: cython.Py_ssize_t = len(values)
-    offsets_bytes = bytearray(4 * (count + 1))
-    offsets: cython.int[::1] = memoryview(offsets_bytes).cast("i")
-    flags = bytearray(count)
-    valid: cython.uchar[::1] = flags
-    end: cython.Py_ssize_t = 0
-    i: cython.Py_ssize_t
-    for i in range(count):
-        value = values[i]
-        if value is not None:
-            if type(value) is not str or not cython.compiled:
-                value = _encoded(value, string, field.name)
-                values[i] = value
-            end += _utf8_size(value)
-            if end > MAX_OFFSET:
-                raise OverflowError(f"{field.name}: over 2 GiB of values in one batch")
-            valid[i] = 1
-        offsets[i + 1] = end
-    buffers = [_flag_bits(flags, 0, count), pa.py_buffer(offsets_bytes), _joined(values, end)]
-    return pa.Array.from_buffers(field.type, count, buffers)
-
-
-@cython.cfunc
-@cython.exceptval(-1, check=True)
-def _utf8_size(value: object) -> cython.Py_ssize_t:
-    """Bytes of a str's UTF-8 (compiled only: interpreted, every value is bytes here) or
-    of bytes."""
-    size: cython.Py_ssize_t = 0
-    if cython.compiled and type(value) is str:
-        PyUnicode_AsUTF8AndSize(value, cython.address(size))
-        return size
-    return len(value)
-
-
-@cython.cfunc
-def _joined(values: list, size: cython.Py_ssize_t) -> object:
-    """The values (str or bytes; None skipped) end to end, ``size`` bytes in all."""
-    if not cython.compiled:
-        return pa.py_buffer(b"".join(value for value in values if value is not None))
-    joined = pa.allocate_buffer(size)
-    out: cython.p_char = _address(joined)
-    end: cython.Py_ssize_t = 0
-    length: cython.Py_ssize_t = 0
-    source: cython.p_const_char
-    for value in values:
-        if value is None:
-            continue
-        if type(value) is str:
-            source = PyUnicode_AsUTF8AndSize(value, cython.address(length))
-        else:
-            source = PyBytes_AS_STRING(value)
-            length = len(cython.cast(bytes, value))
-        if end + length > size:
-            raise ValueError("values larger than counted")
-        memcpy(out + end, source, length)
-        end += length
-    return joined
 
 
 def _integers(

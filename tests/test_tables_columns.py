@@ -193,10 +193,10 @@ def test_a_bytearray_changed_after_its_row_was_added_keeps_the_value_it_had():
     assert buffer.take_batch().column("payload").to_pylist() == [b"abc", b"Xbc"]
 
 
-def test_nested_values_of_another_shape_are_left_to_arrows_conversion():
+def test_a_map_may_come_as_a_dict_and_hold_null_values():
     schema = pa.schema([("properties", pa.map_(pa.string(), pa.string()))])
     buffer = ColumnBuffer(schema, limit=8)
-    buffer.add({"properties": {"k": "v"}})  # a dict, not (key, value) pairs
+    buffer.add({"properties": {"k": "v"}})
     buffer.add({"properties": [("k2", None)]})
     assert buffer.take_batch().column("properties").to_pylist() == [[("k", "v")], [("k2", None)]]
 
@@ -361,3 +361,82 @@ def test_maps_of_many_batches_read_back_as_they_were_set():
             got += rows.take_batch().column("properties").to_pylist()
     got += rows.take_batch().column("properties").to_pylist()
     assert got == expected
+
+
+ID_LIST = pa.schema(
+    [
+        (
+            "ids",
+            pa.list_(
+                pa.struct([("ledger", pa.int64()), ("entry", pa.int64()), ("part", pa.int32())])
+            ),
+        ),
+        ("n", pa.int64()),
+    ]
+)
+
+
+def test_struct_elements_are_added_one_by_one_with_their_null_fields():
+    """add_struct: a row's list begins with its first element; bit n of ``nulls`` makes
+    field n null; a row that adds none is null; a discarded row's elements go."""
+    rows = ColumnBuffer(ID_LIST, limit=8)
+    rows.add_struct(0, 1, 2, 3, 0, 0)
+    rows.add_struct(0, -1, (1 << 63) - 1, 0, 99, 4)  # the fourth value: past its fields
+    assert rows.get(0) == [
+        {"ledger": 1, "entry": 2, "part": 3},
+        {"ledger": -1, "entry": (1 << 63) - 1, "part": None},
+    ]
+    rows.end_row()
+    rows.set_int(1, 5)
+    rows.end_row()
+    rows.add_struct(0, 7, 7, 7, 0, 0)
+    rows.discard_row()
+    rows.set(0, [None, {"entry": 4}])
+    rows.end_row()
+    column = rows.take_batch().column("ids").to_pylist()
+    assert column == [
+        [
+            {"ledger": 1, "entry": 2, "part": 3},
+            {"ledger": -1, "entry": (1 << 63) - 1, "part": None},
+        ],
+        None,
+        [None, {"ledger": None, "entry": 4, "part": None}],
+    ]
+
+
+def test_struct_values_out_of_their_fields_range_or_shape_are_refused():
+    rows = ColumnBuffer(ID_LIST, limit=8)
+    with pytest.raises(TypeError, match="n: not a column of that type"):
+        rows.add_struct(1, 1, 2, 3, 4, 0)
+    with pytest.raises(TypeError, match="struct"):
+        rows.set(0, [{"ledger": 1}, ("a", "tuple")])
+    assert not rows.has(0)
+    rows.add_struct(0, 1, 2, 1 << 40, 0, 0)  # too large for the int32 field
+    rows.end_row()
+    with pytest.raises(pa.ArrowInvalid):
+        rows.take_batch()
+
+
+def test_structs_of_many_batches_read_back_as_they_were_added():
+    """The storage kept from one batch to the next holds nothing of the last one."""
+    rng = random.Random(4)
+    rows = ColumnBuffer(ID_LIST, limit=4)
+    expected, got = [], []
+    for i in range(41):
+        elements = []
+        for _ in range(i % 4):
+            part = rng.choice([None, 0, -5, 2**31 - 1])
+            element = {"ledger": rng.randint(-(2**63), 2**63 - 1), "entry": i, "part": part}
+            rows.add_struct(0, element["ledger"], i, part or 0, 0, 4 if part is None else 0)
+            elements.append(element)
+        expected.append(elements or None)
+        if rows.end_row():
+            got += rows.take_batch().column("ids").to_pylist()
+    got += rows.take_batch().column("ids").to_pylist()
+    assert got == expected
+
+
+def test_a_nested_column_of_another_shape_is_refused():
+    for kind in (pa.list_(pa.string()), pa.map_(pa.string(), pa.int64())):
+        with pytest.raises(TypeError, match="no storage for a nested column"):
+            ColumnBuffer(pa.schema([("nested", kind)]), limit=8)

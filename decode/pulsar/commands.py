@@ -28,9 +28,11 @@ if cython.compiled:
     from cython.cimports.cpython.bytearray import PyByteArray_AS_STRING, PyByteArray_Resize
     from cython.cimports.cpython.bytes import PyBytes_AS_STRING, PyBytes_FromStringAndSize
     from cython.cimports.libc.string import memcpy
+    from cython.cimports.pwcap.decode.pulsar.hot import id_nulls
     from cython.cimports.pwcap.decode.wire import Fields, cursor
     from cython.cimports.pwcap.tables.columns import ColumnBuffer
 else:
+    from pwcap.decode.pulsar.hot import id_nulls
     from pwcap.decode.wire import Fields, cursor
     from pwcap.tables.columns import ColumnBuffer
 
@@ -438,22 +440,19 @@ def _message_id(m: Any, row: ColumnBuffer) -> cython.void:
 def _message_ids(ids: Any, row: ColumnBuffer) -> cython.void:
     """Repeated MessageIdData: the `message_ids` list and its count; the scalar columns
     hold the first."""
-    structs = [_id_struct(m) for m in ids]
-    row.set(NUM_MESSAGE_IDS, len(structs))
-    if structs:
-        row.set(MESSAGE_IDS_COLUMN, structs)
+    for m in ids:
+        ledger, entry, partition, batch_index = m.ledgerId, m.entryId, m.partition, m.batch_index
+        row.add_struct(
+            MESSAGE_IDS_COLUMN,
+            ledger - U64 if ledger > I63 else ledger,
+            entry - U64 if entry > I63 else entry,
+            partition,
+            batch_index,
+            id_nulls(partition, batch_index),
+        )
+    row.set(NUM_MESSAGE_IDS, len(ids))
+    if ids:
         _message_id(ids[0], row)
-
-
-def _id_struct(m: MessageIdData) -> dict[str, Any]:
-    """One element of the `message_ids` list column (-1 partition / batch index: null)."""
-    ledger, entry, partition, batch_index = m.ledgerId, m.entryId, m.partition, m.batch_index
-    return {
-        "ledger_id": ledger - U64 if ledger > I63 else ledger,
-        "entry_id": entry - U64 if entry > I63 else entry,
-        "partition": None if partition == -1 else partition,
-        "batch_index": None if batch_index == -1 else batch_index,
-    }
 
 
 @dataclass(frozen=True, slots=True)

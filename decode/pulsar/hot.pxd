@@ -26,3 +26,4 @@ cdef class HotReader:
 
 
 cpdef int int32(unsigned long long value)
+cpdef int id_nulls(long long partition, long long batch_index)

@@ -237,7 +237,7 @@ class HotReader:
     @cython.locals(number=cython.int, value=cython.ulonglong)
     def _ack(self, rows: ColumnBuffer) -> cython.bint:
         fields: Fields = self._fields
-        ids: list = []
+        ids: cython.Py_ssize_t = 0
         found: cython.int = 0  # bit 1: consumer_id, bit 2: ack_type
         while True:
             number = fields.next()
@@ -248,13 +248,14 @@ class HotReader:
                     return False
                 if not ids:  # the first id also fills the frame's own columns
                     self._put_message_id(rows)
-                ids.append(
-                    {
-                        "ledger_id": self._ledger,
-                        "entry_id": self._entry,
-                        "partition": None if self._partition == -1 else self._partition,
-                        "batch_index": None if self._batch_index == -1 else self._batch_index,
-                    }
+                ids += 1
+                rows.add_struct(
+                    MESSAGE_IDS,
+                    self._ledger,
+                    self._entry,
+                    self._partition,
+                    self._batch_index,
+                    id_nulls(self._partition, self._batch_index),
                 )
             elif fields.wire_type != WIRE_VARINT:
                 return False
@@ -276,9 +277,7 @@ class HotReader:
                 return False
         if found != 3:  # consumer id and ack type are required
             return False
-        rows.set_int(NUM_MESSAGE_IDS, len(ids))
-        if ids:
-            rows.set(MESSAGE_IDS, ids)
+        rows.set_int(NUM_MESSAGE_IDS, ids)
         return True
 
     @cython.cfunc
@@ -328,6 +327,13 @@ class HotReader:
             rows.set_int(PARTITION, self._partition)
         if self._batch_index != -1:
             rows.set_int(BATCH_INDEX, self._batch_index)
+
+
+@cython.ccall
+def id_nulls(partition: cython.longlong, batch_index: cython.longlong) -> cython.int:
+    """The null fields of a `message_ids` element (ColumnBuffer.add_struct's ``nulls``):
+    a partition or batch index of -1, their default, means "not set"."""
+    return (4 if partition == -1 else 0) | (8 if batch_index == -1 else 0)
 
 
 @cython.cfunc
