@@ -101,6 +101,7 @@ cdef class ColumnBuffer:
         long long fourth, int nulls
     ) except -1
     cdef int _put_list(self, _ListRows kept, Py_ssize_t column, object value) except -1
+    cdef _ListRows _storage(self, Py_ssize_t column, type kind, str what)
     cpdef bint has(self, Py_ssize_t column)
     cpdef object get(self, Py_ssize_t column)
     cpdef int copy(self, ColumnBuffer source, Py_ssize_t source_column, Py_ssize_t column) except -1

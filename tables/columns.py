@@ -204,15 +204,10 @@ class ColumnBuffer:
         """A map<string, string> column's value: an entry per span of ``spans`` (see
         :func:`add_span`), its key and value ``data``'s bytes there, which the caller has
         made sure are UTF-8 (a reader that checked them as it read: no str made)."""
-        code: cython.Py_ssize_t = self._place[column]
-        self._index(column, NESTED)
-        kept: _ListRows = self._lists[code >> 2]
-        if not isinstance(kept, _TextMap):
-            raise TypeError(f"{self._columns[column]}: not a map of strings to strings")
-        textmap: _TextMap = kept
+        textmap: _TextMap = self._storage(column, _TextMap, "a map of strings to strings")
         if len(spans) % SPAN_BYTES:
             raise ValueError(f"spans of {len(spans)} bytes: not whole spans")
-        self._clear(code)
+        self._clear(self._place[column])
         before: cython.Py_ssize_t = textmap.held()
         at: cython.Py_ssize_t = self.count
         textmap.begin(at)
@@ -249,16 +244,21 @@ class ColumnBuffer:
         the row being built (its list begins with the first): the fields' values in
         order, bit n of ``nulls`` set where field n is null (values past its fields are
         ignored)."""
-        code: cython.Py_ssize_t = self._place[column]
-        self._index(column, NESTED)
-        kept: _ListRows = self._lists[code >> 2]
-        if not isinstance(kept, _IntStructs):
-            raise TypeError(f"{self._columns[column]}: not a list of integer structs")
-        structs: _IntStructs = kept
+        structs: _IntStructs = self._storage(column, _IntStructs, "a list of integer structs")
         at: cython.Py_ssize_t = self.count
         if not structs.has(at):
             structs.begin(at)
         return structs.add(at, first, second, third, fourth, nulls)
+
+    @cython.cfunc
+    def _storage(self, column: cython.Py_ssize_t, kind: type, what: str) -> _ListRows:
+        """The storage of nested column ``column``, checked to be a ``kind``, in a buffer
+        with room for the row."""
+        self._index(column, NESTED)
+        kept: _ListRows = self._lists[self._place[column] >> 2]
+        if not isinstance(kept, kind):
+            raise TypeError(f"{self._columns[column]}: not {what}")
+        return kept
 
     @cython.cfunc
     @cython.exceptval(-1, check=False)
