@@ -18,6 +18,7 @@ cdef class _ListRows:
     cdef int clear(self, Py_ssize_t at) except -1
     cdef object value(self, Py_ssize_t at)
     cdef object _element(self, Py_ssize_t entry)
+    cdef int put(self, Py_ssize_t at, object value, str name) except -1
     cdef int _end_nulls(self, Py_ssize_t upto) except -1
     cdef int recycle(self, Py_ssize_t rows) except -1
 
@@ -35,6 +36,7 @@ cdef class _TextMap(_ListRows):
         bytes item_data, Py_ssize_t item_start, Py_ssize_t item_stop
     ) except -1
     cdef object _element(self, Py_ssize_t entry)
+    cdef int put(self, Py_ssize_t at, object value, str name) except -1
     cdef int recycle(self, Py_ssize_t rows) except -1
 
 
@@ -51,6 +53,7 @@ cdef class _IntStructs(_ListRows):
     ) except -1
     cdef int add_null(self, Py_ssize_t at) except -1
     cdef object _element(self, Py_ssize_t entry)
+    cdef int put(self, Py_ssize_t at, object value, str name) except -1
 
 
 @cython.final

@@ -272,10 +272,7 @@ class ColumnBuffer:
         at: cython.Py_ssize_t = self.count
         kept.begin(at)
         try:
-            if isinstance(kept, _TextMap):
-                _put_pairs(cython.cast(_TextMap, kept), at, value, name)
-            else:
-                _put_structs(cython.cast(_IntStructs, kept), at, value, name)
+            kept.put(at, value, name)
         except BaseException:
             kept.clear(at)
             raise
@@ -662,8 +659,7 @@ class ColumnBuffer:
         if filled < count:
             validity = _flag_bits(self._text_valid_bytes, index * self._limit, count)
         if cython.compiled:
-            values = pa.allocate_buffer(end)
-            memcpy(_address(values), PyByteArray_AS_STRING(data), end)
+            values = _copy(data, end)
             offsets = pa.allocate_buffer(4 * (count + 1))
             memcpy(_address(offsets), cython.address(self._ends[index, 0]), 4 * (count + 1))
         else:
@@ -761,48 +757,6 @@ def add_span(
     return 0
 
 
-@cython.cfunc
-@cython.exceptval(-1, check=False)
-def _put_pairs(textmap: _TextMap, at: cython.Py_ssize_t, value: object, name: str) -> cython.int:
-    """A map's (key, value) pairs or dict into row ``at`` of ``textmap`` (begun)."""
-    for pair in value.items() if isinstance(value, dict) else value:
-        key, item = pair
-        if key is None:
-            raise TypeError(f"{name}: a map's key is never null")
-        key_data: bytes = _encoded(key, True, name)
-        item_data: bytes = None if item is None else _encoded(item, True, name)
-        item_size = 0 if item_data is None else len(item_data)
-        textmap.add(at, key_data, 0, len(key_data), item_data, 0, item_size)
-    return 0
-
-
-@cython.cfunc
-@cython.exceptval(-1, check=False)
-def _put_structs(
-    structs: _IntStructs, at: cython.Py_ssize_t, value: object, name: str
-) -> cython.int:
-    """A list of dicts (or None) into row ``at`` of ``structs`` (begun)."""
-    values = [0] * MAX_STRUCT_FIELDS
-    field: cython.Py_ssize_t
-    nulls: cython.int
-    for element in value:
-        if element is None:
-            structs.add_null(at)
-            continue
-        if type(element) is not dict:
-            raise TypeError(f"{name}: a {type(element).__name__} is not a struct (a dict)")
-        nulls = 0
-        for field in range(structs.width):
-            found = cython.cast(dict, element).get(structs.fields[field].name)
-            if found is None:
-                nulls |= 1 << field
-                values[field] = 0
-            else:
-                values[field] = found
-        structs.add(at, values[0], values[1], values[2], values[3], nulls)
-    return 0
-
-
 def _list_storage(column: pa.Field, limit: cython.Py_ssize_t) -> _ListRows:
     """The storage of a nested column, in Arrow's layout: a map of strings to strings
     (properties), or a list of structs of up to four integer fields (message ids), the
@@ -890,6 +844,13 @@ class _ListRows:
 
     @cython.cfunc
     @cython.exceptval(-1, check=False)
+    def put(self, at: cython.Py_ssize_t, value: object, name: str) -> cython.int:
+        """Row ``at``'s value (begun) as :meth:`ColumnBuffer.set` takes it; ``name``: its
+        column's, for errors."""
+        raise NotImplementedError
+
+    @cython.cfunc
+    @cython.exceptval(-1, check=False)
     def _end_nulls(self, upto: cython.Py_ssize_t) -> cython.int:
         """The rows before ``upto`` that set no value end where the last one did."""
         while self.recorded < upto:
@@ -961,6 +922,20 @@ class _TextMap(_ListRows):
         _put_text(self.items, self.item_ends, entry, item_data, item_start, item_stop)
         _put_flag(self.item_valid, entry, not null)
         return self._added(at)
+
+    @cython.cfunc
+    @cython.exceptval(-1, check=False)
+    def put(self, at: cython.Py_ssize_t, value: object, name: str) -> cython.int:
+        """A map's (key, value) pairs or dict into row ``at`` of this map (begun)."""
+        for pair in value.items() if isinstance(value, dict) else value:
+            key, item = pair
+            if key is None:
+                raise TypeError(f"{name}: a map's key is never null")
+            key_data: bytes = _encoded(key, True, name)
+            item_data: bytes = None if item is None else _encoded(item, True, name)
+            item_size = 0 if item_data is None else len(item_data)
+            self.add(at, key_data, 0, len(key_data), item_data, 0, item_size)
+        return 0
 
     @cython.cfunc
     def _element(self, entry: cython.Py_ssize_t) -> object:
@@ -1038,6 +1013,30 @@ class _IntStructs(_ListRows):
         """A null element of row ``at`` (begun)."""
         self.add(at, 0, 0, 0, 0, (1 << self.width) - 1)
         self.element_valid[self.entries - 1] = 0
+        return 0
+
+    @cython.cfunc
+    @cython.exceptval(-1, check=False)
+    def put(self, at: cython.Py_ssize_t, value: object, name: str) -> cython.int:
+        """A list of dicts (or None) into row ``at`` of these structs (begun)."""
+        values = [0] * MAX_STRUCT_FIELDS
+        field: cython.Py_ssize_t
+        nulls: cython.int
+        for element in value:
+            if element is None:
+                self.add_null(at)
+                continue
+            if type(element) is not dict:
+                raise TypeError(f"{name}: a {type(element).__name__} is not a struct (a dict)")
+            nulls = 0
+            for field in range(self.width):
+                found = cython.cast(dict, element).get(self.fields[field].name)
+                if found is None:
+                    nulls |= 1 << field
+                    values[field] = 0
+                else:
+                    values[field] = found
+            self.add(at, values[0], values[1], values[2], values[3], nulls)
         return 0
 
     @cython.cfunc
