@@ -38,9 +38,10 @@ from contenders import (
 )
 from options import add_options, parse_size
 from profile_decode import profile_decode
+from scoreboard import contest, print_table
+
 from pwcap.decode.pulsar._pb import pulsar_api_pb2 as pb
 from pwcap.decode.pulsar.commands import SPECS_BY_NAME
-from scoreboard import contest, print_table
 
 PCAP_HEADER = struct.Struct("<IHHiIII")
 RECORD = struct.Struct("<IIII")

@@ -18,6 +18,7 @@ import time
 from functools import partial
 
 import crc32c
+
 from pwcap.capture.events import ClientBy, Connection, Direction
 from pwcap.decode.api import DecodeOptions
 from pwcap.decode.pulsar._pb import pulsar_api_pb2 as pb

@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING
 import cython
 
 if TYPE_CHECKING:
-    from pwcap.capture.stats import CaptureStats
+    from .stats import CaptureStats
 
 ETHERNET, NULL, RAW, RAW_ALT, LOOP, LINUX_SLL, RAW_IPV4, RAW_IPV6, LINUX_SLL2 = (
     1, 0, 101, 12, 108, 113, 228, 229, 276

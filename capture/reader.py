@@ -13,19 +13,20 @@ from collections.abc import Iterable
 from typing import BinaryIO
 
 import cython
-from pwcap.capture.events import StreamSink
-from pwcap.capture.records import CaptureError, open_capture, walk_records
-from pwcap.capture.shares import FlowShare
-from pwcap.capture.stats import CaptureStats
+
+from .events import StreamSink
+from .records import CaptureError, open_capture, walk_records
+from .shares import FlowShare
+from .stats import CaptureStats
 
 if cython.compiled:  # the C declarations of the walk, the parser and reassembly (.pxd)
     from cython.cimports.pwcap.capture.packets import PacketParser
     from cython.cimports.pwcap.capture.reassembly import Reassembler
     from cython.cimports.pwcap.capture.records import RecordWalk
 else:
-    from pwcap.capture.packets import PacketParser
-    from pwcap.capture.reassembly import Reassembler
-    from pwcap.capture.records import RecordWalk
+    from .packets import PacketParser
+    from .reassembly import Reassembler
+    from .records import RecordWalk
 
 
 class RecordReader:

@@ -24,7 +24,8 @@ from collections.abc import Iterator
 from typing import BinaryIO
 
 import cython
-from pwcap.capture.stats import CaptureStats
+
+from .stats import CaptureStats
 
 if cython.compiled:  # a refill reads straight into the chunk it makes
     from cython.cimports.cpython.buffer import PyBUF_WRITE

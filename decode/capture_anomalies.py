@@ -7,8 +7,8 @@ records of a link layer pwcap does not parse; these rows make sure that is never
 
 from __future__ import annotations
 
-from pwcap.capture import CaptureStats
-from pwcap.tables.schema import Row
+from ..capture import CaptureStats
+from ..tables.schema import Row
 
 
 def capture_anomalies(stats: CaptureStats, capture: str, ts: int | None) -> list[Row]:

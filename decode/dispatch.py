@@ -15,10 +15,11 @@ from collections.abc import Callable
 from typing import Any
 
 import cython
-from pwcap.capture.events import ClientBy, Connection, Direction
-from pwcap.capture.reassembly import MAX_OPEN
-from pwcap.decode.api import ConnectionDecoder, DecodeOptions, Row, RowSink
-from pwcap.decode.registry import SNIFF_TOTAL, UNKNOWN, Decision, Protocol, Registry, Sniffer
+
+from ..capture.events import ClientBy, Connection, Direction
+from ..capture.reassembly import MAX_OPEN
+from .api import ConnectionDecoder, DecodeOptions, Row, RowSink
+from .registry import SNIFF_TOTAL, UNKNOWN, Decision, Protocol, Registry, Sniffer
 
 CHECK_EVERY = 64  # deliveries (``on_data`` calls) between two calls of ``after_data``
 _CLIENT_BY = {ClientBy.SYN: "syn", ClientBy.PORT: "port", ClientBy.GUESS: "guess"}

@@ -16,14 +16,14 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import BinaryIO, Protocol
 
-from pwcap.capture import CaptureError, CaptureStats, read_streams
-from pwcap.capture.shares import FlowShare
-from pwcap.decode.api import DecodeOptions, FrameBudget, Row, RowSink
-from pwcap.decode.capture_anomalies import capture_anomalies
-from pwcap.decode.dispatch import Dispatcher
-from pwcap.decode.inputs import InputError, expand_inputs
-from pwcap.decode.registry import Registry
-from pwcap.tables.dataset import DatasetWriter
+from ..capture import CaptureError, CaptureStats, read_streams
+from ..capture.shares import FlowShare
+from ..tables.dataset import DatasetWriter
+from .api import DecodeOptions, FrameBudget, Row, RowSink
+from .capture_anomalies import capture_anomalies
+from .dispatch import Dispatcher
+from .inputs import InputError, expand_inputs
+from .registry import Registry
 
 
 class TableSink(Protocol):

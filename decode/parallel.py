@@ -27,9 +27,12 @@ from dataclasses import dataclass, field
 from multiprocessing.connection import Connection
 from pathlib import Path
 
-from pwcap.capture.shares import FlowShare
-from pwcap.decode.api import DecodeOptions
-from pwcap.decode.driver import (
+from ..capture.shares import FlowShare
+from ..tables.dataset import DatasetWriter, check_output, make_temporary, put_in_place
+from ..tables.interrupts import Interrupted, interrupts_deferred, terminate_as_interrupt
+from ..tables.schema import TABLES
+from .api import DecodeOptions
+from .driver import (
     CaptureResult,
     Progress,
     Summary,
@@ -38,10 +41,7 @@ from pwcap.decode.driver import (
     decode_captures,
     merge_shares,
 )
-from pwcap.decode.inputs import CaptureInput, expand_inputs
-from pwcap.tables.dataset import DatasetWriter, check_output, make_temporary, put_in_place
-from pwcap.tables.interrupts import Interrupted, interrupts_deferred, terminate_as_interrupt
-from pwcap.tables.schema import TABLES
+from .inputs import CaptureInput, expand_inputs
 
 MIN_WORKER_BYTES = 16 << 20  # input bytes below which another worker does not pay off
 POLL_SECONDS = 0.25  # how often the parent redraws progress and looks for finished workers

@@ -18,9 +18,9 @@ import importlib
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 
-from pwcap.capture.events import ClientBy, Connection, Direction
-from pwcap.decode import kafka07, pulsar
-from pwcap.decode.api import ConnectionDecoder, DecodeOptions, DecoderFactory, FlipRoles, RowSink
+from ..capture.events import ClientBy, Connection, Direction
+from . import kafka07, pulsar
+from .api import ConnectionDecoder, DecodeOptions, DecoderFactory, FlipRoles, RowSink
 
 SNIFF_LIMIT = 256 * 1024  # bytes of one direction examined before giving up on content
 # What one buffered event costs beside its bytes, counted toward the limits: a capture of

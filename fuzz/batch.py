@@ -18,11 +18,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from pwcap.decode.driver import Summary, decode_captures
-from pwcap.decode.inputs import InputError
-
 from fuzz.invariants import read, violations
 from fuzz.mutate import Mutant
+from pwcap.decode.driver import Summary, decode_captures
+from pwcap.decode.inputs import InputError
 
 MEMORY_MB = 400  # peak resident memory of the whole decoding process, any input
 SECONDS_BASE = 1.0  # time budget of one capture: this plus SECONDS_PER_BYTE per byte

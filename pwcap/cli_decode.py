@@ -10,11 +10,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING, TextIO
 
 from pwcap.cli_paths import describe
-from pwcap.decode import MAX_FRAME_SIZE
+from pwcap.decode.options import add_decode_options, decode_options, positive
 
 if TYPE_CHECKING:  # imported lazily at run time: `pwcap --help` stays fast
     from pwcap.capture import CaptureStats
-    from pwcap.decode.api import DecodeOptions
     from pwcap.decode.driver import Summary
 
 EPILOG = """\
@@ -47,64 +46,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "-j",
         "--jobs",
-        type=_positive,
+        type=positive,
         metavar="N",
         help="worker processes (default: every core, one per 16 MB of input at most);"
         " 1 decodes in this process",
     )
     parser.add_argument("-q", "--quiet", action="store_true", help="no progress bar and no summary")
-
-
-def add_decode_options(parser: argparse.ArgumentParser) -> None:
-    """The options that change what is decoded, defined once for ``pwcap decode`` and
-    ``jobs/decode.py`` (read back by :func:`decode_options`): the same flags must give
-    the same dataset on one machine and on a cluster."""
-    parser.add_argument("--payloads", action="store_true", help="also write message payload bytes")
-    parser.add_argument(
-        "--max-frame-size",
-        type=_size,
-        default=MAX_FRAME_SIZE,
-        metavar="N",
-        help="largest believable frame in bytes, e.g. 5M (brokers may raise theirs)",
-    )
-    parser.add_argument(
-        "--series",
-        action="store_true",
-        help="the inputs are one capture that tcpdump rotated (-G names): one timeline;"
-        " -C/-W names (trace.pcap1...) are recognised without it",
-    )
-    add_port_arguments(parser)
-
-
-def decode_options(args: argparse.Namespace) -> DecodeOptions:
-    """What the options of :func:`add_decode_options` ask for, as the decoders take it."""
-    from pwcap.decode.api import DecodeOptions
-
-    return DecodeOptions(
-        payloads=args.payloads,
-        max_frame_size=args.max_frame_size,
-        hints=port_hints(args),
-        series=args.series,
-    )
-
-
-def add_port_arguments(parser: argparse.ArgumentParser) -> None:
-    """The protocol hints ``decode`` and ``show`` share: ports whose connections are
-    decoded as a protocol whatever their content looks like."""
-    for protocol, name in (("pulsar", "Pulsar"), ("kafka07", "Kafka 0.7")):
-        parser.add_argument(
-            f"--{protocol}-port",
-            type=port,
-            action="append",
-            default=[],
-            metavar="P",
-            help=f"decode connections to this port as {name} (repeatable)",
-        )
-
-
-def port_hints(args: argparse.Namespace) -> dict[str, list[int]]:
-    """The ports of :func:`add_port_arguments` by protocol, as ``DecodeOptions.hints``."""
-    return {"pulsar": args.pulsar_port, "kafka07": args.kafka07_port}
 
 
 def run(args: argparse.Namespace) -> int:
@@ -218,39 +165,3 @@ def _written_path(error: OSError, output: str) -> Path | None:
 
 def _error(message: str) -> None:
     print(f"pwcap decode: error: {message}", file=sys.stderr)
-
-
-def _size(text: str) -> int:
-    """A byte count, optionally with a K, M or G suffix (powers of 1024)."""
-    units = {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30}
-    scale = units.get(text[-1:].upper(), 1)
-    digits = text[:-1] if scale != 1 else text
-    try:
-        value = int(digits) * scale
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a size: {text!r}") from None
-    if value <= 0:
-        raise argparse.ArgumentTypeError(f"must be positive: {text!r}")
-    return value
-
-
-def _positive(text: str) -> int:
-    """A count of at least 1."""
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be at least 1: {text!r}")
-    return value
-
-
-def port(text: str) -> int:
-    """A TCP port number given on the command line."""
-    try:
-        port = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a port: {text!r}") from None
-    if not 0 < port < 65536:
-        raise argparse.ArgumentTypeError(f"not a port: {text!r}")
-    return port

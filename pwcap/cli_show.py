@@ -20,7 +20,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from pwcap.cli_decode import add_port_arguments, port_hints
+from pwcap.decode.options import add_port_arguments, port_hints
 
 FrameCallback = Callable[[dict[str, Any]], None]
 ANOMALY_COLUMNS = ["ts", "capture", "conn_id", "direction", "kind", "stream_offset", "detail"]

@@ -37,8 +37,9 @@ from typing import Any
 
 import cython
 import pyarrow as pa
-from pwcap.tables.schema import Row, arrow_schema
-from pwcap.tables.schema import position as schema_position
+
+from .schema import Row, arrow_schema
+from .schema import position as schema_position
 
 if cython.compiled:  # a text value is copied to its column's bytes with memcpy
     from cython.cimports.cpython.bytearray import PyByteArray_AS_STRING, PyByteArray_Resize

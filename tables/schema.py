@@ -312,7 +312,7 @@ def positions(table: str, *columns: str) -> tuple[int, ...]:
 
 def markdown() -> str:
     """The reference of every table pwcap writes, as ``docs/schema.md`` holds it."""
-    from pwcap.tables.analytics import ANALYTICS  # it builds on this module's columns
+    from .analytics import ANALYTICS  # it builds on this module's columns
 
     lines = [
         "# pwcap table columns",

@@ -16,6 +16,10 @@ from pathlib import Path
 
 import pytest
 
+from pwcap.engine import activate
+
+activate()  # before any test module imports the decoders (PWCAP_PURE_PYTHON, stale builds)
+
 SAMPLES = Path(__file__).resolve().parent.parent / "sample_pcaps"
 CAPTURE_SUFFIXES = (".pcap", ".pcapng")
 

@@ -9,9 +9,9 @@ from __future__ import annotations
 
 import pyarrow.parquet as pq
 import pytest
+
 from pwcap.capture import CaptureStats, read_streams
 from pwcap.decode.driver import decode_captures
-
 from tests.bench_scripts import load_bench
 from tests.stream_sink import RecordingSink
 

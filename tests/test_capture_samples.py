@@ -15,8 +15,8 @@ from functools import cache
 from pathlib import Path
 
 import pytest
-from pwcap.capture import ClientBy, Direction, read_streams
 
+from pwcap.capture import ClientBy, Direction, read_streams
 from tests.conftest import SAMPLES, sample_captures
 from tests.corpus.pcapfile import Capture, read_pcap, tcp_segment, write_pcap
 from tests.corpus.streams import read_packets, reassemble

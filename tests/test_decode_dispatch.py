@@ -7,12 +7,12 @@ pinned with a conversation built frame by frame.
 from __future__ import annotations
 
 import pytest
+
 from pwcap.capture.events import ClientBy, Connection, Direction
 from pwcap.decode import dispatch
 from pwcap.decode.api import DecodeOptions
 from pwcap.decode.dispatch import Dispatcher
 from pwcap.decode.registry import Registry
-
 from tests import kafka07_frames as kafka
 from tests.pulsar_frames import RecordingSink, command, frame
 

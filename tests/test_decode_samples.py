@@ -16,8 +16,8 @@ from pathlib import Path
 import duckdb
 import pyarrow.parquet as pq
 import pytest
-from pwcap.tables.schema import TABLES, arrow_schema
 
+from pwcap.tables.schema import TABLES, arrow_schema
 from tests.corpus.pcapfile import read_pcap
 from tests.test_kafka07_samples import message_fields as kafka_fields
 from tests.test_kafka07_samples import truth_fields as kafka_truth

@@ -13,6 +13,7 @@ from collections import Counter
 
 import pyarrow as pa
 import pytest
+
 from pwcap.tables.columns import ColumnBuffer, add_span
 from pwcap.tables.schema import TABLES, arrow_schema, position
 

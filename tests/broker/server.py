@@ -14,7 +14,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from pwcap.decode.pulsar._pb import pulsar_api_pb2 as pb
-
 from tests.broker.journal import Journal
 from tests.broker.topics import Consumer, Entry, Subscription, Topic
 from tests.broker.wire import U32, Frame, build_frame, command_of, parse_frame
