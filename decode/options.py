@@ -12,6 +12,8 @@ import argparse
 from . import MAX_FRAME_SIZE
 from .api import DecodeOptions
 
+HINTED = {"pulsar": "Pulsar", "kafka07": "Kafka 0.7"}  # protocols a port can be given for
+
 
 def add_decode_options(parser: argparse.ArgumentParser) -> None:
     """Every option of a decode run (read back by :func:`decode_options`)."""
@@ -45,7 +47,7 @@ def decode_options(args: argparse.Namespace) -> DecodeOptions:
 def add_port_arguments(parser: argparse.ArgumentParser) -> None:
     """The protocol hints: ports whose connections are decoded as a protocol whatever
     their content looks like (``pwcap show`` takes these alone)."""
-    for protocol, name in (("pulsar", "Pulsar"), ("kafka07", "Kafka 0.7")):
+    for protocol, name in HINTED.items():
         parser.add_argument(
             f"--{protocol}-port",
             type=port,
