@@ -53,6 +53,11 @@ COMPILED = [
     "decode/kafka07/framing.py",
     "decode/kafka07/decoder.py",
     "decode/kafka07/messages.py",
+    "tables/arrow_copy.py",
+    "tables/slots.py",
+    "tables/texts.py",
+    "tables/nested.py",
+    "tables/tally.py",
     "tables/columns.py",
     "tables/dataset.py",
 ]

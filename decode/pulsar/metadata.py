@@ -30,9 +30,9 @@ if cython.compiled:  # the C declarations (wire.pxd, hot.pxd): these are C calls
     from cython.cimports.cpython.unicode import PyUnicode_DecodeUTF8
     from cython.cimports.pwcap.decode.pulsar.hot import int32
     from cython.cimports.pwcap.decode.wire import Fields, cursor
-    from cython.cimports.pwcap.tables.columns import add_span
+    from cython.cimports.pwcap.tables.nested import add_span
 else:
-    from ...tables.columns import add_span
+    from ...tables.nested import add_span
     from ..wire import Fields, cursor
     from .hot import int32
 
