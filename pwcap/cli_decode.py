@@ -74,6 +74,7 @@ def add_decode_options(parser: argparse.ArgumentParser) -> None:
         " -C/-W names (trace.pcap1...) are recognised without it",
     )
     add_port_arguments(parser)
+    add_tls_arguments(parser)
 
 
 def decode_options(args: argparse.Namespace) -> DecodeOptions:
@@ -85,6 +86,20 @@ def decode_options(args: argparse.Namespace) -> DecodeOptions:
         max_frame_size=args.max_frame_size,
         hints=port_hints(args),
         series=args.series,
+        tls_keylogs=tuple(args.tls_keylog),
+    )
+
+
+def add_tls_arguments(parser: argparse.ArgumentParser) -> None:
+    """The TLS secrets ``decode`` and ``show`` share (read back as
+    ``DecodeOptions.tls_keylogs``)."""
+    parser.add_argument(
+        "--tls-keylog",
+        action="append",
+        default=[],
+        metavar="FILE",
+        help="NSS key log (SSLKEYLOGFILE) with the TLS sessions' secrets, to decrypt them"
+        " (repeatable; secrets a pcapng embeds are used without it); never written out",
     )
 
 
@@ -170,6 +185,8 @@ def print_summary(summary: Summary, out: TextIO) -> None:
     )
     print(f"packets      {_packets(summary.capture_totals())}", file=out)
     print(f"connections  {_tally(summary.connections)}", file=out)
+    if summary.tls or summary.keylog is not None:
+        print(f"tls          {_tls(summary)}", file=out)
     print(f"frames       {_tally(summary.commands, TOP_COMMANDS)}", file=out)
     print(f"messages     {summary.rows['messages']:,}", file=out)
     print(f"anomalies    {_tally(summary.anomalies)}", file=out)
@@ -178,6 +195,18 @@ def print_summary(summary: Summary, out: TextIO) -> None:
 
         print(f"skipped      {skipped_summary(summary.skipped)}", file=out)
     print(f"written to   {summary.out}", file=out)
+
+
+def _tls(summary: Summary) -> str:
+    """TLS connections decrypted and not (with why), and the key log lines skipped."""
+    outcomes = summary.tls
+    decrypted = outcomes.get("decrypted", 0)
+    why = {name.replace("_", " "): n for name, n in outcomes.items() if name != "decrypted"}
+    line = f"{decrypted:,} decrypted, {_tally(Counter(why))} not"
+    keylog = summary.keylog
+    if keylog is not None and keylog.malformed:
+        line += f"; {keylog.malformed:,} malformed key log lines skipped"
+    return line
 
 
 def _packets(stats: CaptureStats) -> str:
