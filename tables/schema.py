@@ -230,7 +230,8 @@ CONNECTIONS: list[Column] = [
         STR,
         "`decrypted`, or why not: `no_keys` (no secret for the session), `handshake_missing`"
         " (the capture lacks the handshake), `wrong_keys` (no record authenticated with the"
-        " secret given), `unsupported` (a version or suite pwcap does not decrypt)",
+        " secret given), `unsupported` (a version or suite pwcap does not decrypt),"
+        " `handshake_failed` (the server refused the ClientHello or never answered)",
     ),
     Column("tls_decrypted", BOOL, "its records were decrypted and decoded as its byte stream"),
 ]
@@ -298,6 +299,8 @@ ANOMALY_KINDS: dict[str, dict[str, str]] = {
         "tls_bad_record": "a TLS record header or handshake message no peer sends",
         "tls_truncated": "the stream ended inside a TLS record",
         "tls_unsupported": "a TLS version or cipher suite pwcap does not decrypt",
+        "tls_handshake_failed": "a TLS handshake that never completed: the server refused"
+        " the ClientHello (the alert is in the detail) or never answered it",
     },
 }
 KINDS = frozenset(kind for family in ANOMALY_KINDS.values() for kind in family)

@@ -50,7 +50,33 @@ TLS12, TLS13 = 0x0303, 0x0304
 MAX_TRIALS = 4096  # decryptions tried to resume one direction after a loss, then given up
 # Outcomes (the `tls_status` column and the summary's reasons).
 DECRYPTED, NO_KEYS, HANDSHAKE_MISSING = "decrypted", "no_keys", "handshake_missing"
-WRONG_KEYS, UNSUPPORTED = "wrong_keys", "unsupported"
+WRONG_KEYS, UNSUPPORTED, HANDSHAKE_FAILED = "wrong_keys", "unsupported", "handshake_failed"
+ALERTS = {
+    0: "close_notify",
+    10: "unexpected_message",
+    20: "bad_record_mac",
+    40: "handshake_failure",
+    42: "bad_certificate",
+    43: "unsupported_certificate",
+    44: "certificate_revoked",
+    45: "certificate_expired",
+    46: "certificate_unknown",
+    47: "illegal_parameter",
+    48: "unknown_ca",
+    49: "access_denied",
+    50: "decode_error",
+    51: "decrypt_error",
+    70: "protocol_version",
+    71: "insufficient_security",
+    80: "internal_error",
+    86: "inappropriate_fallback",
+    90: "user_canceled",
+    109: "missing_extension",
+    110: "unsupported_extension",
+    112: "unrecognized_name",
+    116: "certificate_required",
+    120: "no_application_protocol",
+}
 
 # A direction's mode: records in the clear (the handshake), protected and read, lost (a
 # loss: hunting for a record that authenticates), opaque (protected, no keys: skipped).
@@ -67,11 +93,13 @@ class _Side:
 
     __slots__ = (
         "app_secret",
+        "delivered",
         "direction",
         "early",
         "early_seq",
         "failed",
         "finished",
+        "heard",
         "held",
         "lost_at",
         "lost_seq",
@@ -106,8 +134,10 @@ class _Side:
         self.early: Protection | None = None  # TLS 1.3: 0-RTT data, while it may come
         self.early_seq = 0
         self.messages = Messages()
-        self.plain = 0  # plaintext bytes passed on: the plaintext stream's offset
+        self.plain = 0  # the plaintext stream's offset (past bytes lost too)
+        self.delivered = 0  # plaintext bytes passed on
         self.opened = 0  # protected records that authenticated
+        self.heard = 0  # records it sent
         self.failed = False  # a protected record failed to authenticate at some time
         self.finished = False  # TLS 1.3: its handshake ended (Finished sent)
         self.lost_at = 0  # stream offset where the loss began (the first record lost)
@@ -134,6 +164,7 @@ class TlsStream:
         self._master: bytes | None = None  # TLS 1.2: the session's, for its tickets
         self._records = 0  # records walked, both directions
         self._missing_said = False
+        self._alert: int | None = None  # the description of an alert sent in the clear
 
     # -- the events of the connection ------------------------------------------------------
 
@@ -200,8 +231,23 @@ class TlsStream:
                 )
             if side.mode == LOST:
                 self._give_up(side, ts)
+        refused = self._alert is not None or not self._sides[Direction.B2C].heard
+        if self.hello is not None and self.server is None and self.status is None and refused:
+            self._handshake_failed(ts)
+            return
         if self._records and (self.hello is None or self.server is None):
             self._handshake_missing(None, ts, None)
+
+    def _handshake_failed(self, ts: int) -> None:
+        """A ClientHello the server refused (an alert) or never answered."""
+        self.status = HANDSHAKE_FAILED
+        if self._alert is None:
+            why = "the server never answered the ClientHello"
+        else:
+            name = ALERTS.get(self._alert, "an alert")
+            why = f"an alert ended it: {self._alert} ({name})"
+        detail = f"the TLS handshake failed ({self._describe()}): {why}"
+        self._anomaly(None, ts, None, None, "tls_handshake_failed", detail)
 
     # -- outcome ---------------------------------------------------------------------------
 
@@ -221,7 +267,7 @@ class TlsStream:
     def plaintext(self) -> int:
         """Plaintext bytes passed on, both directions."""
         client, server = self._sides
-        return client.plain + server.plain
+        return client.delivered + server.delivered
 
     def connection_fields(self) -> dict[str, object]:
         """The connection's ``tls_*`` columns."""
@@ -279,6 +325,7 @@ class TlsStream:
                 side.need = 5 + length
                 break
             self._records += 1
+            side.heard += 1
             header = data[pos : pos + 5]
             self._record(side, kind, header, data[pos + 5 : pos + 5 + length], ts, side.start + pos)
             pos += 5 + length
@@ -323,6 +370,8 @@ class TlsStream:
                 self._handshake(side, body, ts, offset)
             elif kind == APPLICATION_DATA:
                 self._unreadable(side, ts, offset)
+            elif kind == ALERT and len(body) == 2 and body[0] == 2:  # fatal, in the clear
+                self._alert = body[1]
             return
         opened = side.protection.open(side.seq, header, body)
         if opened is None:
@@ -343,6 +392,7 @@ class TlsStream:
             if plain:
                 self.data_out(side.direction, ts, side.plain, plain)
                 side.plain += len(plain)
+                side.delivered += len(plain)
         elif kind == HANDSHAKE:
             self._handshake(side, plain, ts, offset)
         elif kind == CHANGE_CIPHER_SPEC:
