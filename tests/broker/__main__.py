@@ -29,6 +29,7 @@ def parse_args() -> BrokerConfig:
     parser.add_argument("--tls-no-encrypt-then-mac", action="store_true")
     parser.add_argument("--tls-no-tickets", action="store_true")
     parser.add_argument("--tls-key-update-every", type=int, default=0, metavar="FRAMES")
+    parser.add_argument("--tls-sessions", type=Path, help="JSON lines: each TLS session")
     args = parser.parse_args()
     tls = None
     if args.tls_certificates is not None:
@@ -42,6 +43,7 @@ def parse_args() -> BrokerConfig:
             not args.tls_no_encrypt_then_mac,
             not args.tls_no_tickets,
             args.tls_key_update_every,
+            args.tls_sessions,
         )
     partitions = {t: int(n) for t, n in (item.rsplit("=", 1) for item in args.partitions)}
     return BrokerConfig(

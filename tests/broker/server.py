@@ -9,15 +9,18 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import itertools
+import json
+import ssl
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import IO
 
 from pwcap.decode.pulsar._pb import pulsar_api_pb2 as pb
 
 from tests.broker.journal import Journal
 from tests.broker.openssl import key_update
-from tests.broker.tls import TlsSettings
+from tests.broker.tls import TlsSettings, describe_session
 from tests.broker.topics import Consumer, Entry, Subscription, Topic
 from tests.broker.wire import U32, Frame, build_frame, command_of, parse_frame
 
@@ -55,6 +58,8 @@ class Broker:
         self.topics: dict[str, Topic] = {}
         self._connection_ids = itertools.count(1)
         self._server: asyncio.Server | None = None
+        self._context: ssl.SSLContext | None = None
+        self._sessions: IO[str] | None = None
 
     def topic(self, name: str) -> Topic:
         if name not in self.topics:
@@ -63,7 +68,8 @@ class Broker:
 
     async def start(self) -> None:
         tls = self.config.tls
-        context = tls.context() if tls is not None else None
+        context = self._context = tls.context() if tls is not None else None
+        self._sessions = tls.sessions.open("w") if tls is not None and tls.sessions else None
         self._server = await asyncio.start_server(
             self._serve, self.config.host, self.config.port, ssl=context
         )
@@ -73,9 +79,15 @@ class Broker:
             self._server.close()
             await self._server.wait_closed()
         self.journal.close()
+        if self._sessions is not None:
+            self._sessions.close()
 
     async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         connection = Connection(self, next(self._connection_ids), reader, writer)
+        if self._sessions is not None:
+            session = describe_session(writer.get_extra_info("ssl_object"), self._context)
+            self._sessions.write(json.dumps({**connection.identity, **session}) + "\n")
+            self._sessions.flush()
         await connection.run()
 
 

@@ -42,6 +42,7 @@ class TlsSettings:
     encrypt_then_mac: bool = True  # CBC suites: off means MAC-then-encrypt
     tickets: bool = True  # off: TLS 1.2 resumption by session id only
     key_update_every: int = 0  # frames written between two KeyUpdates (0: none)
+    sessions: Path | None = None  # where each connection's TLS session is described
 
     def context(self) -> ssl.SSLContext:
         context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
@@ -62,6 +63,20 @@ class TlsSettings:
             context.load_verify_locations(self.certificates / CA)
         context.keylog_filename = str(self.keylog)
         return context
+
+
+def describe_session(connection: ssl.SSLObject, context: ssl.SSLContext) -> dict[str, object]:
+    """What OpenSSL negotiated for one connection (the truth of the `tls_*` columns)."""
+    name, _, _ = connection.cipher() or ("", "", 0)
+    codes = {cipher["name"]: cipher["id"] & 0xFFFF for cipher in context.get_ciphers()}
+    return {
+        "version": connection.version(),
+        "cipher": name,
+        "cipher_id": codes.get(name),
+        "client_cert": connection.getpeercert(binary_form=True) is not None,
+        "resumed": connection.session_reused,
+        "sni": connection.server_hostname,
+    }
 
 
 def write_certificates(folder: Path) -> Path:
