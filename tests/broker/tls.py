@@ -61,6 +61,7 @@ class TlsSettings:
         if self.client_certificate:
             context.verify_mode = ssl.CERT_REQUIRED
             context.load_verify_locations(self.certificates / CA)
+        self.keylog.unlink(missing_ok=True)  # ssl appends: the secrets of this run alone
         context.keylog_filename = str(self.keylog)
         return context
 
