@@ -56,9 +56,13 @@ def sample_dataset(tmp_path_factory: pytest.TempPathFactory) -> Path:
     from pwcap.decode.api import DecodeOptions
     from pwcap.decode.driver import decode_captures
 
-    options = DecodeOptions(tls_keylogs=tuple(str(path) for path in sample_keylogs()))
-    decode_captures(sample_captures(), out, options)
+    decode_captures(sample_captures(), out, DecodeOptions(tls_keylogs=sample_keylog_paths()))
     return out
+
+
+def sample_keylog_paths() -> tuple[str, ...]:
+    """:func:`sample_keylogs` as ``DecodeOptions.tls_keylogs`` takes them."""
+    return tuple(str(path) for path in sample_keylogs())
 
 
 def sample_keylogs() -> list[Path]:
