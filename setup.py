@@ -36,6 +36,8 @@ COMPILED = [
     "decode/wire.py",
     "decode/framing.py",
     "decode/conversation.py",
+    "decode/tls/protection.py",
+    "decode/tls/stream.py",
     "decode/pulsar/framing.py",
     "decode/pulsar/commands.py",
     "decode/pulsar/info.py",

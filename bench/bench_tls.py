@@ -17,8 +17,11 @@ registers on TCP ports only); the Pulsar ports are given to TLS with ``-d``.
 from __future__ import annotations
 
 import argparse
+import random
+import resource
 import shutil
 import sys
+import time
 from pathlib import Path
 
 from bench_real_clients import plan, real_client_samples, write_replica
@@ -32,6 +35,7 @@ from contenders import (
     pwcap_version,
 )
 from options import add_options
+from pwcap.decode.tls.keylog import KeyLog
 from scoreboard import contest, print_table
 from tls_traffic import encrypt_capture
 
@@ -40,6 +44,37 @@ TLS_PLUGIN = f"{PLUGIN} + key log"
 TLS_ONLY = "tshark + key log (TLS only)"
 PLAINTEXT = "pwcap decode, the same traffic in plaintext"
 PLUGIN_GOAL, PLAINTEXT_GOAL = 3.0, 0.7
+KEYLOG_LINES, KEYLOG_GOAL = 1_000_000, 1.0  # a million-line key log loads in under a second
+
+
+def keylog_load(path: Path, lines: int) -> None:
+    """Time the load of a key log of ``lines`` lines (TLS 1.3's five labels and TLS 1.2's
+    CLIENT_RANDOM, random secrets), in this process, CPU time."""
+    if not path.exists():
+        rng = random.Random(34)
+        labels = ["CLIENT_HANDSHAKE_TRAFFIC_SECRET", "SERVER_HANDSHAKE_TRAFFIC_SECRET"]
+        labels += ["CLIENT_TRAFFIC_SECRET_0", "SERVER_TRAFFIC_SECRET_0", "EXPORTER_SECRET"]
+        with path.open("w") as out:
+            while lines > 0:
+                client = rng.randbytes(32).hex()
+                if rng.random() < 0.5:
+                    out.write(f"CLIENT_RANDOM {client} {rng.randbytes(48).hex()}\n")
+                    lines -= 1
+                else:
+                    for label in labels:
+                        out.write(f"{label} {client} {rng.randbytes(32).hex()}\n")
+                    lines -= len(labels)
+    before = resource.getrusage(resource.RUSAGE_SELF)
+    started = time.perf_counter()
+    keylog = KeyLog.from_files([str(path)])
+    after = resource.getrusage(resource.RUSAGE_SELF)
+    cpu = after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime
+    wall = time.perf_counter() - started
+    print(
+        f"key log of {keylog.lines:,} lines ({path.stat().st_size / 1e6:.0f} MB): loaded in"
+        f" {cpu:.2f} s CPU ({wall:.2f} s wall), peak RSS {after.ru_maxrss / 1e3:.0f} MB:"
+        f" target under {KEYLOG_GOAL:.0f} s: {'met' if cpu < KEYLOG_GOAL else 'NOT met'}"
+    )
 
 
 def _tshark(capture: Path, keylog: Path, ports: list[int], plugin: bool) -> list[str]:
@@ -64,6 +99,7 @@ def main() -> None:
     if not tls.exists() or not keylog.exists():
         encrypt_capture(plain, tls, keylog)
     print(pwcap_version())
+    keylog_load(args.data / "million_lines.keylog", KEYLOG_LINES)
     megabytes = tls.stat().st_size / 1e6
     plain_mb, keylog_mb = plain.stat().st_size / 1e6, keylog.stat().st_size / 1e6
     print(

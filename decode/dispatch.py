@@ -293,6 +293,7 @@ class Dispatcher:
         self.last_ts = max(self.last_ts, ts)
         self._closed_bytes += sum(conn.bytes)
         self._connection(self._connection_row(tracked, fields, ts, reason))
+        tracked.tls = None  # its callbacks hold this _Tracked: no cycle outlives the close
         self.connections[tracked.protocol] += 1
 
     # -- after the capture -----------------------------------------------------------------

@@ -19,6 +19,8 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+import cython
+
 from ...capture.events import Direction
 from .handshake import (
     CERTIFICATE,
@@ -80,7 +82,14 @@ ALERTS = {
 
 # A direction's mode: records in the clear (the handshake), protected and read, lost (a
 # loss: hunting for a record that authenticates), opaque (protected, no keys: skipped).
-CLEAR, PROTECTED, LOST, OPAQUE = 0, 1, 2, 3
+# C constants when compiled: a module global is a dict lookup at every record.
+CLEAR = cython.declare(cython.int, 0)
+PROTECTED = cython.declare(cython.int, 1)
+LOST = cython.declare(cython.int, 2)
+OPAQUE = cython.declare(cython.int, 3)
+_APPLICATION_DATA = cython.declare(cython.int, APPLICATION_DATA)
+_CHANGE_CIPHER_SPEC = cython.declare(cython.int, CHANGE_CIPHER_SPEC)
+_HEARTBEAT = cython.declare(cython.int, HEARTBEAT)
 
 DataOut = Callable[[Direction, int, int, bytes], None]
 GapOut = Callable[[Direction, int, int, int], None]
@@ -88,35 +97,36 @@ GapOut = Callable[[Direction, int, int, int], None]
 AnomalyOut = Callable[[Direction | None, int, int | None, int | None, str, str], None]
 
 
+@cython.cclass
 class _Side:
-    """One direction: its records in progress, keys, sequence number and plaintext."""
+    """One direction: its records in progress, keys, sequence number and plaintext.
 
-    __slots__ = (
-        "app_secret",
-        "delivered",
-        "direction",
-        "early",
-        "early_seq",
-        "failed",
-        "finished",
-        "heard",
-        "held",
-        "lost_at",
-        "lost_seq",
-        "messages",
-        "mode",
-        "need",
-        "opened",
-        "pending",
-        "pieces",
-        "plain",
-        "protection",
-        "secret",
-        "seq",
-        "skip",
-        "start",
-        "trials",
-    )
+    Compiled, a C struct: every record reads and writes several of its fields."""
+
+    direction = cython.declare(object)
+    pieces = cython.declare(list)
+    held = cython.declare(cython.Py_ssize_t)
+    need = cython.declare(cython.Py_ssize_t)
+    start = cython.declare(cython.longlong)
+    skip = cython.declare(cython.longlong)
+    mode = cython.declare(cython.int)
+    protection = cython.declare(object)
+    pending = cython.declare(object)
+    seq = cython.declare(object)  # 64 bits, unsigned: a Python int
+    secret = cython.declare(object)
+    app_secret = cython.declare(object)
+    early = cython.declare(object)
+    early_seq = cython.declare(object)
+    messages = cython.declare(object)
+    plain = cython.declare(cython.longlong)
+    delivered = cython.declare(cython.longlong)
+    opened = cython.declare(cython.longlong)
+    heard = cython.declare(cython.longlong)
+    failed = cython.declare(cython.bint)
+    finished = cython.declare(cython.bint)
+    lost_at = cython.declare(cython.longlong)
+    lost_seq = cython.declare(object)
+    trials = cython.declare(cython.longlong)
 
     def __init__(self, direction: Direction) -> None:
         self.direction = direction
@@ -145,8 +155,27 @@ class _Side:
         self.trials = 0  # decryptions tried since the loss
 
 
+@cython.cclass
 class TlsStream:
-    """The transform of one TLS connection, fed as a ConnectionDecoder is."""
+    """The transform of one TLS connection, fed as a ConnectionDecoder is (compiled: its
+    fields are C's, and the record walk C calls)."""
+
+    data_out = cython.declare(object, visibility="public")
+    hello = cython.declare(object, visibility="readonly")
+    server = cython.declare(object, visibility="readonly")
+    suite = cython.declare(object, visibility="readonly")
+    version = cython.declare(object, visibility="readonly")
+    client_cert = cython.declare(object, visibility="readonly")
+    resumed = cython.declare(object, visibility="readonly")
+    status = cython.declare(object, visibility="readonly")
+    _secrets = cython.declare(object)
+    _gap = cython.declare(object)
+    _anomaly = cython.declare(object)
+    _sides = cython.declare(tuple)
+    _master = cython.declare(object)
+    _records = cython.declare(cython.longlong)
+    _missing_said = cython.declare(cython.bint)
+    _alert = cython.declare(object)
 
     def __init__(self, secrets: Secrets, data: DataOut, gap: GapOut, anomaly: AnomalyOut) -> None:
         self._secrets = secrets
@@ -168,6 +197,7 @@ class TlsStream:
 
     # -- the events of the connection ------------------------------------------------------
 
+    @cython.locals(side=_Side)
     def on_data(self, direction: Direction, ts: int, offset: int, data: bytes) -> None:
         side = self._sides[direction]
         if side.mode == OPAQUE:
@@ -186,6 +216,7 @@ class TlsStream:
         if side.held >= side.need:
             self._walk(side, ts)
 
+    @cython.locals(side=_Side)
     def on_gap(self, direction: Direction, ts: int, offset: int, size: int) -> None:
         side = self._sides[direction]
         if side.mode == OPAQUE:
@@ -201,7 +232,8 @@ class TlsStream:
         )
         held = b"".join(side.pieces)
         resume = offset + size
-        side.pieces, side.held, side.need, side.skip = [], 0, 5, 0
+        side.pieces.clear()
+        side.held, side.need, side.skip = 0, 5, 0
         if side.mode == CLEAR:
             side.messages = Messages()  # a handshake message may have been cut
             if side.pending is None:
@@ -215,6 +247,7 @@ class TlsStream:
             side.skip = max(side.start + 5 + (held[3] << 8 | held[4]) - resume, 0)
         side.start = resume + side.skip
 
+    @cython.locals(side=_Side)
     def on_close(self, ts: int) -> None:
         """End of the connection: what is still held is a record cut short."""
         for side in self._sides:
@@ -252,6 +285,7 @@ class TlsStream:
     # -- outcome ---------------------------------------------------------------------------
 
     @property
+    @cython.locals(client=_Side, server=_Side)
     def outcome(self) -> str:
         """Whether the connection was decrypted, and if not why."""
         if self.status is not None:
@@ -264,6 +298,7 @@ class TlsStream:
         return DECRYPTED
 
     @property
+    @cython.locals(client=_Side, server=_Side)
     def plaintext(self) -> int:
         """Plaintext bytes passed on, both directions."""
         client, server = self._sides
@@ -297,8 +332,22 @@ class TlsStream:
 
     # -- the record walk -------------------------------------------------------------------
 
+    @cython.cfunc
+    @cython.locals(
+        side=_Side,
+        pieces=list,
+        data=bytes,
+        end=cython.Py_ssize_t,
+        pos=cython.Py_ssize_t,
+        length=cython.Py_ssize_t,
+        kind=cython.int,
+        mode=cython.int,
+        offset=cython.longlong,
+        size=cython.Py_ssize_t,
+    )
     def _walk(self, side: _Side, ts: int) -> None:
-        """Every whole record ``side`` holds, in turn; the rest stays held."""
+        """Every whole record ``side`` holds, in turn; the rest stays held. Application
+        data under keys in force is the hot path: one decrypt call, one delivery."""
         pieces = side.pieces
         data = pieces[0] if len(pieces) == 1 else b"".join(pieces)
         end = len(data)
@@ -316,7 +365,7 @@ class TlsStream:
                 break
             kind = data[pos]
             length = data[pos + 3] << 8 | data[pos + 4]
-            if not (CHANGE_CIPHER_SPEC <= kind <= HEARTBEAT and data[pos + 1] == 3) or (
+            if not (_CHANGE_CIPHER_SPEC <= kind <= _HEARTBEAT and data[pos + 1] == 3) or (
                 length > self._max_record()
             ):
                 pos = self._bad_header(side, data, pos, ts)
@@ -326,14 +375,32 @@ class TlsStream:
                 break
             self._records += 1
             side.heard += 1
+            offset = side.start + pos
             header = data[pos : pos + 5]
-            self._record(side, kind, header, data[pos + 5 : pos + 5 + length], ts, side.start + pos)
+            body = data[pos + 5 : pos + 5 + length]
             pos += 5 + length
-        if pos >= end:
-            side.pieces, side.held = [], 0
-        else:
-            side.pieces = [data[pos:] if pos else data]
-            side.held = end - pos
+            if mode != PROTECTED or kind != _APPLICATION_DATA:
+                self._record(side, kind, header, body, ts, offset)
+                continue
+            opened = side.protection.open(side.seq, header, body)
+            if opened is None:
+                self._not_opened(side, header, body, ts, offset)
+                continue
+            side.seq += 1
+            side.opened += 1
+            side.early = None
+            plain = opened[1]
+            size = len(plain)
+            if opened[0] == _APPLICATION_DATA and size:
+                self.data_out(side.direction, ts, side.plain, plain)
+                side.plain += size
+                side.delivered += size
+            else:
+                self._opened(side, opened[0], plain, ts, offset)
+        pieces.clear()
+        if pos < end:
+            pieces.append(data[pos:] if pos else data)
+        side.held = end - pos
         side.start += pos
 
     def _max_record(self) -> int:
@@ -375,16 +442,21 @@ class TlsStream:
             return
         opened = side.protection.open(side.seq, header, body)
         if opened is None:
-            if not side.opened and side.direction == Direction.C2B and self._early_data():
-                self._early(side, header, body, ts, offset)
-                return
-            self._lose(side, offset, side.seq)
-            self._auth_failed(side, ts, offset, len(body) + 5)
+            self._not_opened(side, header, body, ts, offset)
             return
         side.seq += 1
         side.opened += 1
         side.early = None
         self._opened(side, opened[0], opened[1], ts, offset)
+
+    def _not_opened(self, side: _Side, header: bytes, body: bytes, ts: int, offset: int) -> None:
+        """A protected record that did not authenticate: 0-RTT data the server may have
+        refused, or a loss."""
+        if not side.opened and side.direction == Direction.C2B and self._early_data():
+            self._early(side, header, body, ts, offset)
+            return
+        self._lose(side, offset, side.seq)
+        self._auth_failed(side, ts, offset, len(body) + 5)
 
     def _opened(self, side: _Side, kind: int, plain: bytes, ts: int, offset: int) -> None:
         """A record that authenticated: its content, by its (inner) type."""
@@ -707,7 +779,8 @@ class TlsStream:
         lost = max(side.start + side.held - side.lost_at, 0)
         side.mode = OPAQUE
         side.protection = None
-        side.pieces, side.held = [], 0
+        side.pieces.clear()
+        side.held = 0
         self._gap(side.direction, ts, side.plain, lost)
         side.plain += lost
 
