@@ -339,3 +339,20 @@ def test_show_decrypts_with_a_key_log(capsys):
         sum("SEND_RECEIPT" in line for line in lines)
         == TRUTHS[capture.name]["frames"]["b2c"]["SEND_RECEIPT"]
     )
+
+
+def test_tls_on_a_port_named_for_pulsar_is_still_found_by_its_clienthello(tmp_path):
+    """A port hint decides a connection before any byte; its client's ClientHello still
+    puts TLS in front of the Pulsar decoder."""
+    capture = "tls12_chacha20.pcap"
+    port = TRUTHS[capture]["capture"]["port"]
+    out = tmp_path / "out"
+    options = DecodeOptions(hints={"pulsar": [port]}, tls_keylogs=(str(keylog(capture)),))
+    summary = decode_captures([SAMPLES / capture], out, options)
+    con = views(out)
+    assert frames_by_direction_and_command(con, capture) == TRUTHS[capture]["frames"]
+    assert rows(con, "select kind from anomalies") == []
+    assert summary.tls == {"decrypted": 1}
+    assert rows(con, "select client_by, protocol from connections") == [
+        {"client_by": "syn", "protocol": "pulsar"}
+    ]
