@@ -36,6 +36,7 @@ COMPILED = [
     "decode/wire.py",
     "decode/framing.py",
     "decode/conversation.py",
+    "decode/tls/keylog.py",
     "decode/tls/protection.py",
     "decode/tls/stream.py",
     "decode/pulsar/framing.py",

@@ -159,7 +159,7 @@ class KeyLog:
         pos = base
         known = _BYTE_LABELS
         match = _LINE.fullmatch
-        shift = 256 - _PREFIX_BITS
+        prefix = _PREFIX_BITS // 4  # hex digits
         lines = data[:end].split(b"\n") if end < len(data) else data.split(b"\n")
         if lines and not lines[-1]:
             lines.pop()  # the newline that ends the last line starts no other
@@ -183,7 +183,7 @@ class KeyLog:
                 if len(random) != 64:
                     malformed += 1
                 else:
-                    entries.append((int(random, 16) >> shift) << _OFFSET_BITS | at)
+                    entries.append(int(random[:prefix], 16) << _OFFSET_BITS | at)
         self.lines += len(lines)
         self.malformed += malformed
         source.add(entries)
