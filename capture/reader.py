@@ -9,7 +9,7 @@ record, and none for a segment but its addresses and payload.
 from __future__ import annotations
 
 import os
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import BinaryIO
 
 import cython
@@ -89,6 +89,7 @@ def read_streams(
     stats: CaptureStats | None = None,
     scope: str = "",
     share: FlowShare | None = None,
+    secrets: Callable[[int, bytes], None] | None = None,
 ) -> CaptureStats:
     """Feed ``sink`` every TCP stream of a pcap / pcapng capture (gzip or not), or of a
     list of captures one tcpdump run wrote in turn (``-C``/``-G`` rotations), read as one
@@ -99,14 +100,17 @@ def read_streams(
     and every connection closed (``end_of_capture``). Pass ``stats`` to keep the counters
     of a run that ends in an error. ``scope`` (the capture's name in the dataset) makes
     the connection ids unique to this capture. ``share`` keeps only that share's
-    connections (one of several workers reading the same capture).
+    connections (one of several workers reading the same capture). ``secrets`` is given
+    the type and bytes of each pcapng Decryption Secrets Block, as the walk meets it.
     """
     reader = RecordReader(sink, server_ports, stats, scope, share)
     try:
         for one in source if isinstance(source, list) else [source]:
             stream, name = open_capture(one)
             try:
-                reader.walk(walk_records(stream, name, reader.record_stats))
+                walk = walk_records(stream, name, reader.record_stats)
+                walk.on_secrets = secrets
+                reader.walk(walk)
             finally:
                 if stream is not one:
                     stream.close()

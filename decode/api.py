@@ -73,6 +73,7 @@ class DecodeOptions:
     frames: FrameBudget = field(default_factory=FrameBudget, compare=False)
     hints: Mapping[str, Iterable[int]] = field(default_factory=dict)  # protocol -> ports
     series: bool = False  # every input file is a part of one rotated series
+    tls_keylogs: tuple[str, ...] = ()  # NSS key log files: TLS sessions' secrets
 
 
 # What a decoder calls, once, when the content proves the connection's roles the other way

@@ -32,6 +32,7 @@ def add_decode_options(parser: argparse.ArgumentParser) -> None:
         " -C/-W names (trace.pcap1...) are recognised without it",
     )
     add_port_arguments(parser)
+    add_tls_arguments(parser)
 
 
 def decode_options(args: argparse.Namespace) -> DecodeOptions:
@@ -41,6 +42,20 @@ def decode_options(args: argparse.Namespace) -> DecodeOptions:
         max_frame_size=args.max_frame_size,
         hints=port_hints(args),
         series=args.series,
+        tls_keylogs=tuple(args.tls_keylog),
+    )
+
+
+def add_tls_arguments(parser: argparse.ArgumentParser) -> None:
+    """The TLS secrets ``decode`` and ``show`` share (read back as
+    ``DecodeOptions.tls_keylogs``)."""
+    parser.add_argument(
+        "--tls-keylog",
+        action="append",
+        default=[],
+        metavar="FILE",
+        help="NSS key log (SSLKEYLOGFILE) with the TLS sessions' secrets, to decrypt them"
+        " (repeatable; secrets a pcapng embeds are used without it); never written out",
     )
 
 

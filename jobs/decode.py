@@ -12,6 +12,6 @@ from __future__ import annotations
 import sys
 
 if __name__ == "__main__":
-    from pwcap.decode.spark.driver import main
+    from ..decode.spark.driver import main
 
     sys.exit(main())

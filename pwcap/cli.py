@@ -13,8 +13,8 @@ import os
 import signal
 import sys
 
-from pwcap import __version__
-from pwcap.engine import activate
+from . import __version__
+from .engine import activate
 
 # pyarrow imports NumPy, whose OpenBLAS starts a thread per core that spins a while: about
 # 0.07 s of CPU in every pwcap process (each `--jobs` worker too), for linear algebra
@@ -37,7 +37,7 @@ SUBCOMMANDS = {
 
 def version_text() -> str:
     """What ``pwcap --version`` prints: the version and which decoder engine runs."""
-    from pwcap.engine import engine
+    from .engine import engine
 
     return f"pwcap {__version__} (decoder: {engine()})"
 

@@ -9,8 +9,9 @@ from collections import Counter
 from pathlib import Path
 from typing import TYPE_CHECKING, TextIO
 
-from pwcap.cli_paths import describe
 from pwcap.decode.options import add_decode_options, decode_options, positive
+
+from .cli_paths import describe
 
 if TYPE_CHECKING:  # imported lazily at run time: `pwcap --help` stays fast
     from pwcap.capture import CaptureStats
@@ -58,9 +59,10 @@ def run(args: argparse.Namespace) -> int:
     from pwcap.decode.capture_anomalies import link_warnings
     from pwcap.decode.inputs import InputError
     from pwcap.decode.parallel import WorkerDied, decode_parallel
-    from pwcap.progress import ProgressBar, wanted
     from pwcap.tables.dataset import DatasetError
     from pwcap.tables.interrupts import exit_status, terminate_as_interrupt
+
+    from .progress import ProgressBar, wanted
 
     options = decode_options(args)
     progress = ProgressBar() if wanted(args.quiet) else None
@@ -117,6 +119,8 @@ def print_summary(summary: Summary, out: TextIO) -> None:
     )
     print(f"packets      {_packets(summary.capture_totals())}", file=out)
     print(f"connections  {_tally(summary.connections)}", file=out)
+    if summary.tls or summary.keylog is not None:
+        print(f"tls          {_tls(summary)}", file=out)
     print(f"frames       {_tally(summary.commands, TOP_COMMANDS)}", file=out)
     print(f"messages     {summary.rows['messages']:,}", file=out)
     print(f"anomalies    {_tally(summary.anomalies)}", file=out)
@@ -125,6 +129,18 @@ def print_summary(summary: Summary, out: TextIO) -> None:
 
         print(f"skipped      {skipped_summary(summary.skipped)}", file=out)
     print(f"written to   {summary.out}", file=out)
+
+
+def _tls(summary: Summary) -> str:
+    """TLS connections decrypted and not (with why), and the key log lines skipped."""
+    outcomes = summary.tls
+    decrypted = outcomes.get("decrypted", 0)
+    why = {name.replace("_", " "): n for name, n in outcomes.items() if name != "decrypted"}
+    line = f"{decrypted:,} decrypted, {_tally(Counter(why))} not"
+    keylog = summary.keylog
+    if keylog is not None and keylog.malformed:
+        line += f"; {keylog.malformed:,} malformed key log lines skipped"
+    return line
 
 
 def _packets(stats: CaptureStats) -> str:

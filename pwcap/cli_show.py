@@ -20,7 +20,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from pwcap.decode.options import add_port_arguments, port_hints
+from pwcap.decode.options import add_port_arguments, add_tls_arguments, port_hints
 
 FrameCallback = Callable[[dict[str, Any]], None]
 ANOMALY_COLUMNS = ["ts", "capture", "conn_id", "direction", "kind", "stream_offset", "detail"]
@@ -87,6 +87,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="print capture times (UTC) instead of seconds since the capture's first frame",
     )
     add_port_arguments(parser)
+    add_tls_arguments(parser)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -118,7 +119,7 @@ def run(args: argparse.Namespace) -> int:
             for is_frame, row in _dataset_rows(path):
                 (show if is_frame else expert_info)(row)
         elif path.is_file() or args.file == "-":
-            _capture_frames(path, port_hints(args), show, expert_info)
+            _capture_frames(path, port_hints(args), args.tls_keylog, show, expert_info)
         else:
             return _error(f"{path}: no such file or directory")
     except _Enough:
@@ -288,7 +289,11 @@ def _table_rows(directory: Path, table: str, columns: list[str]) -> Iterator[dic
 
 
 def _capture_frames(
-    path: Path, hints: dict[str, list[int]], on_frame: FrameCallback, on_anomaly: FrameCallback
+    path: Path,
+    hints: dict[str, list[int]],
+    keylogs: list[str],
+    on_frame: FrameCallback,
+    on_anomaly: FrameCallback,
 ) -> None:
     """Decode the capture on the fly (the decode driver, its rules for a capture cut off
     or no capture at all), showing each frame as its decoder emits it."""
@@ -310,7 +315,8 @@ def _capture_frames(
     else:
         capture = CaptureInput(path.name, path, path.stat().st_size)
     try:
-        result = decode_capture(capture, _Rows(), DecodeOptions(hints=hints))
+        options = DecodeOptions(hints=hints, tls_keylogs=tuple(keylogs))
+        result = decode_capture(capture, _Rows(), options)
     except InputError as error:
         raise _ShowError(str(error)) from None
     if result.cut_off is not None:

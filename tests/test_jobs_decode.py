@@ -27,6 +27,7 @@ from pwcap.decode.spark.tasks import decode_tasks
 from pwcap.decode.spark.writing import write_dataset
 from pwcap.tables.schema import TABLES, arrow_schema
 from tests.bench_scripts import load_bench
+from tests.conftest import sample_keylog_paths
 from tests.corpus.pcapfile import Capture, read_pcap, tcp_segment, write_pcap
 from tests.test_decode_jobs import assert_same_dataset, rows
 from tests.test_decode_series import ORIGINAL, split_pcap
@@ -57,7 +58,8 @@ def test_a_missing_input_is_an_input_error(missing):
 
 def test_spark_tasks_write_the_dataset_pwcap_decode_writes(spark, sample_dataset, tmp_path):
     captures, _ = list_captures([str(SAMPLES)])
-    write_dataset(spark, captures, DecodeOptions(), str(tmp_path / "out"))
+    options = DecodeOptions(tls_keylogs=sample_keylog_paths())  # as the sample dataset's
+    write_dataset(spark, captures, options, str(tmp_path / "out"))
     assert sorted(p.name for p in (tmp_path / "out").iterdir()) == sorted(TABLES)
     assert_same_dataset(sample_dataset, tmp_path / "out")
 
@@ -139,6 +141,7 @@ def test_separate_executor_processes_decode_through_spark_submit(sample_dataset,
     assert spark_submit is not None
     out = tmp_path / "out"
     job = [str(ROOT / "jobs" / "decode.py"), str(SAMPLES), "-o", str(out)]
+    job += [f"--tls-keylog={keylog}" for keylog in sample_keylog_paths()]
     done = subprocess.run(
         [spark_submit, "--master", "local-cluster[2,1,1024]", *job],
         capture_output=True,
@@ -241,6 +244,7 @@ def without_handshakes(source: Path, path: Path) -> Path:
         ("pulsar_partitioned_port16650.pcap", True, ["--pulsar-port", "16650"]),
         ("pulsar_chunked.pcap", False, ["--max-frame-size", "4K"]),
         ("pulsar_plain.pcap", False, ["--payloads"]),
+        ("tls12_chacha20.pcap", False, ["--tls-keylog", str(SAMPLES / "tls12_chacha20.keylog")]),
     ],
 )
 def test_pwcap_decodes_options_decode_on_spark_as_pwcap_decode_does(

@@ -63,6 +63,7 @@ class BrokerProcess:
             command += ["--ping-interval", str(options["ping_interval"])]
         if scenario.hostname:
             command += ["--advertised-host", scenario.hostname]
+        command += list(options.get("arguments", ()))  # any other (TLS scenarios' --tls-*)
         self.command = command
         self.service_url = ""
 
@@ -146,9 +147,14 @@ def derive_all(out_dir: Path) -> None:
 
 
 def write_derived_truth(
-    out_dir: Path, name: str, base: dict, manifest: dict, file_format: str
+    out_dir: Path,
+    name: str,
+    base: dict,
+    manifest: dict,
+    file_format: str,
+    derived_from: str = DERIVED_FROM,
 ) -> None:
-    truth = dict(base, scenario=name, derived_from=DERIVED_FROM, manifest=manifest)
+    truth = dict(base, scenario=name, derived_from=derived_from, manifest=manifest)
     truth["capture"] = dict(base["capture"], file=f"{name}.{file_format}", format=file_format)
     truth["capture"]["packets"] = len(manifest["order"])
     write_json(out_dir / f"{name}.truth.json", truth)
