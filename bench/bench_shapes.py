@@ -257,7 +257,7 @@ def print_targets(measured: list[Measured], jobs: tuple[float, Result, Result] |
         elif plugin is not None:
             ratio = plugin.cpu / pwcap.cpu
             print(
-                f"  {shape.name}: {PLUGIN_RATIO}x the plugin (CPU): {ratio:.2f}x:"
+                f"  {shape.name}: {PLUGIN_RATIO}x the plugin (CPU): {ratio:.3f}x:"
                 f" {_verdict(ratio >= PLUGIN_RATIO)}"
             )
         if shape.name == "lz4" and shape.messages is not None:
