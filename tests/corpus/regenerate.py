@@ -18,7 +18,7 @@ from pathlib import Path
 
 from tests.corpus import derive
 from tests.corpus.pcapfile import read_pcap, write_pcap, write_pcapng
-from tests.corpus.scenarios import SCENARIOS, Scenario
+from tests.corpus.scenarios import BENCH_SCENARIOS, SCENARIOS, Scenario
 from tests.corpus.tcpdump import Tcpdump
 from tests.corpus.truth import build_truth, read_journal
 
@@ -162,10 +162,13 @@ def write_derived_truth(
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("names", nargs="*", help="scenarios to capture (default: all)")
+    parser.add_argument(
+        "names", nargs="*", help="scenarios to capture (default: all but the benchmark's)"
+    )
     parser.add_argument("--out", type=Path, default=SAMPLES)
     args = parser.parse_args()
-    chosen = [s for s in SCENARIOS if not args.names or s.name in args.names]
+    named = [s for s in SCENARIOS + BENCH_SCENARIOS if s.name in args.names]
+    chosen = named if args.names else SCENARIOS
     args.out.mkdir(parents=True, exist_ok=True)
     for scenario in chosen:
         truth = capture_scenario(scenario, args.out)
