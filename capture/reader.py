@@ -156,4 +156,6 @@ def _deliver(
             parser.flags,
             parser.payload,
             parser.cut,
+            parser.window,
+            parser.wscale,
         )
