@@ -17,6 +17,7 @@ from typing import Any
 import cython
 from pwcap.capture.events import ClientBy, Connection, Direction
 from pwcap.capture.reassembly import MAX_OPEN
+from pwcap.capture.tcpflow import tcp_columns
 from pwcap.decode.api import ConnectionDecoder, DecodeOptions, Row, RowSink
 from pwcap.decode.registry import SNIFF_TOTAL, UNKNOWN, Decision, Protocol, Registry, Sniffer
 
@@ -351,6 +352,8 @@ class Dispatcher:
             "midstream": tracked.midstream,
             "flipped": conn.flipped,
         }
+        if conn.tcp:
+            row.update(tcp_columns(*conn.tcp))
         row.update(fields)
         row["anomalies"] = fields.get("anomalies", 0) + tracked.anomalies
         return row
