@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import json
 from pathlib import Path
 
 from tests.broker.server import Broker, BrokerConfig
@@ -19,6 +20,7 @@ def parse_args() -> BrokerConfig:
     parser.add_argument("--ping-interval", type=float)
     parser.add_argument("--journal", type=Path)
     parser.add_argument("--advertised-host", help="host name for the service URL")
+    parser.add_argument("--config", type=json.loads, default={}, help="more BrokerConfig, JSON")
     args = parser.parse_args()
     partitions = {t: int(n) for t, n in (item.rsplit("=", 1) for item in args.partitions)}
     return BrokerConfig(
@@ -30,6 +32,7 @@ def parse_args() -> BrokerConfig:
         args.ping_interval,
         args.journal,
         args.advertised_host,
+        **args.config,
     )
 
 

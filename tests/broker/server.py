@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import itertools
+import socket
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -36,6 +37,18 @@ class BrokerConfig:
     ping_interval: float | None = None  # broker-initiated keep-alive, seconds
     journal: Path | None = None
     advertised_host: str | None = None  # name clients use (they reject IPv6 literals)
+    # Trouble to make, for the findings' scenarios:
+    # command -> (how many of the first requests of it are refused, with which error)
+    refuse: dict[str, tuple[int, str]] = field(default_factory=dict)
+    # topic -> the ACK on it that unloads it: that ACK is lost (the topic is closing) and
+    # the broker closes every producer and consumer of the topic, which reconnect
+    unload_on_ack: dict[str, int] = field(default_factory=dict)
+    hold_receipts_after: dict[str, int] = field(default_factory=dict)  # topic -> SENDs receipted
+    # stop reading a connection for this long after its first SEND (a broker stalled by a
+    # long pause), with a receive buffer this small so that the client's bytes fill it
+    stall_reading: float | None = None
+    receive_buffer: int | None = None
+    slow_answers: dict[str, float] = field(default_factory=dict)  # command -> seconds taken
 
     @property
     def service_url(self) -> str:
@@ -49,6 +62,10 @@ class Broker:
         self.config = config
         self.journal = Journal(config.journal)
         self.topics: dict[str, Topic] = {}
+        self.connections: list[Connection] = []
+        self.refused: dict[str, int] = {}  # command -> requests refused so far
+        self.acks_seen: dict[str, int] = {}  # topic -> ACKs read
+        self.sends_seen: dict[str, int] = {}  # topic -> SENDs read
         self._connection_ids = itertools.count(1)
         self._server: asyncio.Server | None = None
 
@@ -59,6 +76,11 @@ class Broker:
 
     async def start(self) -> None:
         self._server = await asyncio.start_server(self._serve, self.config.host, self.config.port)
+        if self.config.receive_buffer:  # accepted sockets inherit it (and their window scale)
+            for listening in self._server.sockets:
+                listening.setsockopt(
+                    socket.SOL_SOCKET, socket.SO_RCVBUF, self.config.receive_buffer
+                )
 
     async def stop(self) -> None:
         if self._server is not None:
@@ -68,7 +90,25 @@ class Broker:
 
     async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         connection = Connection(self, next(self._connection_ids), reader, writer)
-        await connection.run()
+        self.connections.append(connection)
+        try:
+            await connection.run()
+        finally:
+            self.connections.remove(connection)
+
+    def refusal(self, command: str) -> str | None:
+        """The error to refuse this ``command`` request with, while refusals remain."""
+        count, error = self.config.refuse.get(command, (0, ""))
+        refused = self.refused.get(command, 0)
+        if refused >= count:
+            return None
+        self.refused[command] = refused + 1
+        return error
+
+    def unload(self, topic: str) -> None:
+        """Close every producer and consumer of ``topic`` from the broker's side."""
+        for connection in list(self.connections):
+            connection.close_topic(topic)
 
 
 class Connection:
@@ -95,6 +135,7 @@ class Connection:
         self.consumers: dict[int, tuple[Subscription, Consumer]] = {}
         self.entry_metadata = False
         self._producer_names = itertools.count(1)
+        self._stalled = False
 
     async def run(self) -> None:
         pinger = None
@@ -138,8 +179,50 @@ class Connection:
     def handle(self, frame: Frame) -> None:
         command = frame.command
         handler = HANDLERS.get(command.type)
-        if handler is not None:
+        if handler is None:
+            return
+        delay = self.broker.config.slow_answers.get(T.Type.Name(command.type))
+        if delay:  # a broker slow to do this: it answers after a while
+            asyncio.get_running_loop().call_later(delay, handler, self, command, frame)
+        else:
             handler(self, command, frame)
+
+    def _refuse(self, name: str, request_id: int) -> bool:
+        """Answer the request with the configured error while refusals of it remain."""
+        error = self.broker.refusal(name)
+        if error is None:
+            return False
+        self.send(
+            command_of(
+                T.ERROR,
+                request_id=request_id,
+                error=pb.ServerError.Value(error),
+                message=f"{name} refused by the test broker ({error})",
+            )
+        )
+        return True
+
+    def _stall(self) -> None:
+        """Stop reading this connection for ``stall_reading`` seconds (once)."""
+        if self.broker.config.stall_reading and not self._stalled:
+            self._stalled = True
+            transport = self.writer.transport
+            transport.pause_reading()
+            asyncio.get_running_loop().call_later(
+                self.broker.config.stall_reading, transport.resume_reading
+            )
+
+    def close_topic(self, topic: str) -> None:
+        """The topic is unloaded: its producers and consumers here are closed."""
+        for producer_id, producing in list(self.producers.items()):
+            if producing.name == topic:
+                del self.producers[producer_id]
+                self.send(command_of(T.CLOSE_PRODUCER, producer_id=producer_id, request_id=0))
+        for consumer_id, (subscription, consumer) in list(self.consumers.items()):
+            if subscription.topic.name == topic:
+                del self.consumers[consumer_id]
+                self.send(command_of(T.CLOSE_CONSUMER, consumer_id=consumer_id, request_id=0))
+                subscription.remove(consumer)
 
     # ---- connection --------------------------------------------------------------------
 
@@ -175,6 +258,18 @@ class Connection:
         )
 
     def on_lookup(self, command: pb.BaseCommand, frame: Frame) -> None:
+        error = self.broker.refusal("LOOKUP")
+        if error is not None:
+            self.send(
+                command_of(
+                    T.LOOKUP_RESPONSE,
+                    request_id=command.lookupTopic.request_id,
+                    response=pb.CommandLookupTopicResponse.Failed,
+                    error=pb.ServerError.Value(error),
+                    message=f"LOOKUP refused by the test broker ({error})",
+                )
+            )
+            return
         self.send(
             command_of(
                 T.LOOKUP_RESPONSE,
@@ -189,6 +284,8 @@ class Connection:
 
     def on_producer(self, command: pb.BaseCommand, frame: Frame) -> None:
         request = command.producer
+        if self._refuse("PRODUCER", request.request_id):
+            return
         self.producers[request.producer_id] = self.broker.topic(request.topic)
         name = request.producer_name or f"{SERVER_VERSION}-{next(self._producer_names)}"
         self.send(
@@ -202,8 +299,14 @@ class Connection:
 
     def on_send(self, command: pb.BaseCommand, frame: Frame) -> None:
         send = command.send
-        topic = self.producers[send.producer_id]
+        topic = self.producers.get(send.producer_id)
+        if topic is None:  # a producer the broker closed (an unload): the send is lost
+            return
         entry = topic.append(send.num_messages, frame.stored, time.time_ns() // 1_000_000)
+        self._stall()
+        seen = self.broker.sends_seen[topic.name] = self.broker.sends_seen.get(topic.name, 0) + 1
+        if seen > self.broker.config.hold_receipts_after.get(topic.name, seen):
+            return  # stored, never receipted: a broker stuck before answering
         message_id = pb.MessageIdData(ledgerId=topic.ledger_id, entryId=entry.entry_id)
         self.send(
             command_of(
@@ -223,6 +326,8 @@ class Connection:
 
     def on_subscribe(self, command: pb.BaseCommand, frame: Frame) -> None:
         request = command.subscribe
+        if self._refuse("SUBSCRIBE", request.request_id):
+            return
         topic = self.broker.topic(request.topic)
         subscription = topic.subscriptions.get(request.subscription)
         if subscription is None:
@@ -261,6 +366,11 @@ class Connection:
         ack = command.ack
         found = self.consumers.get(ack.consumer_id)
         if found is not None:
+            topic = found[0].topic.name
+            seen = self.broker.acks_seen[topic] = self.broker.acks_seen.get(topic, 0) + 1
+            if seen == self.broker.config.unload_on_ack.get(topic):
+                self.broker.unload(topic)  # this ACK is lost with the closing topic
+                return
             found[0].ack(list(ack.message_id), ack.ack_type == pb.CommandAck.Cumulative)
         if ack.HasField("request_id"):
             self.send(
