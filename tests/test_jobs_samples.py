@@ -3,9 +3,6 @@ captures, compared with what the broker journal and the client recorded (truth f
 
 from __future__ import annotations
 
-import argparse
-import contextlib
-import io
 import json
 from collections import Counter, defaultdict
 from pathlib import Path
@@ -17,7 +14,6 @@ from pwcap.jobs import latency, permits, redelivery
 from pwcap.jobs.common import read_table, spark_type, write_tables
 from pwcap.tables.analytics import ANALYTICS
 
-from pwcap import cli_analyze
 from tests.test_pulsar_samples import SAMPLES, WITH_TRUTH
 
 TABLES = list(ANALYTICS)
@@ -38,21 +34,6 @@ REDELIVERY_SCENARIOS = [
     for name in WITH_TRUTH
     if any(len(counts) > 1 for counts in truth(name)["delivery_counts"].values())
 ]
-
-
-@pytest.fixture(scope="module")
-def analyzed(spark, sample_dataset, tmp_path_factory) -> dict:
-    """Every table as a list of row dicts, plus the printed summary, from one run."""
-    out = tmp_path_factory.mktemp("analytics") / "out"
-    parser = argparse.ArgumentParser()
-    cli_analyze.add_arguments(parser)
-    printed = io.StringIO()
-    with contextlib.redirect_stdout(printed):
-        assert cli_analyze.run(parser.parse_args([str(sample_dataset), "-o", str(out)])) == 0
-    tables = {name: spark.read.parquet(str(out / name)) for name in TABLES}
-    rows = {name: [r.asDict() for r in frame.collect()] for name, frame in tables.items()}
-    schemas = {n: f.schema for n, f in tables.items()}
-    return {"rows": rows, "schemas": schemas, "out": printed, "path": out}
 
 
 def rows_of(analyzed: dict, table: str, name: str) -> list[dict]:
