@@ -44,7 +44,9 @@ INPUTS = (
     "redelivery_summary",
     "unacked",
 )
-REQUEST_KINDS_AT_BROKER = ("publish_delivery", latency.DELIVERY_ACK, "PING")
+# Pairs whose remote time is not the broker's own: a message's way through it to a
+# consumer, a client's acknowledgement, a ping either side may send.
+NOT_BROKER_TIME = (latency.PUBLISH_DELIVERY, latency.DELIVERY_ACK, "PING")
 
 
 class Inputs:
@@ -77,6 +79,7 @@ def _seconds(us: Column | str) -> Column:
 
 
 def _millis(us: Column | str) -> Column:
+    """Microseconds as milliseconds with one decimal."""
     return F.format_number((F.col(us) if isinstance(us, str) else us) / 1e3, 1)
 
 
@@ -196,6 +199,8 @@ def _redeliver_requests(frames: DataFrame) -> DataFrame:
     for one naming none, the consumer's latest delivery), and ``cause`` from it."""
     requests = frames.where(F.col("command") == redelivery.REDELIVER).select(
         *CONSUMER,
+        "topic",
+        "subscription",
         "ts",
         "stream_offset",
         "num_message_ids",
@@ -215,7 +220,7 @@ def _redeliver_requests(frames: DataFrame) -> DataFrame:
         "ledger_id",
         "entry_id",
     )
-    request_key = [*CONSUMER, "ts", "stream_offset"]
+    request_key = [*CONSUMER, "topic", "subscription", "ts", "stream_offset"]
     named = (
         message_ids(requests.where(F.col("num_message_ids") > 0))
         .join(deliveries, [*CONSUMER, "ledger_id", "entry_id"])
@@ -232,6 +237,8 @@ def _redeliver_requests(frames: DataFrame) -> DataFrame:
         .unionByName(
             deliveries.select(
                 *CONSUMER,
+                F.lit(None).cast("string").alias("topic"),
+                F.lit(None).cast("string").alias("subscription"),
                 F.col("delivered_ts").alias("ts"),
                 F.lit(-1).cast("long").alias("stream_offset"),
                 "delivered_ts",
@@ -263,16 +270,7 @@ def redelivery_causes(data: Inputs) -> DataFrame:
         .where((F.col("delivery_number") > 1) & (F.col("trigger") != "seek"))
         .select(*SUBSCRIPTION, "conn_id", "consumer_id", "consumer_name", "ts", "trigger")
     )
-    names = (
-        data.frames.where(F.col("consumer_id").isNotNull())
-        .select(*CONSUMER, "topic", "subscription")
-        .dropDuplicates(CONSUMER)
-    )
-    requests = (
-        _redeliver_requests(data.frames)
-        .join(names, CONSUMER)
-        .select(*SUBSCRIPTION, "ts", "cause", "age_us")
-    )
+    requests = _redeliver_requests(data.frames).select(*SUBSCRIPTION, "ts", "cause", "age_us")
     order = Window.partitionBy(*SUBSCRIPTION).orderBy("ts", "is_request")
     running = order.rowsBetween(Window.unboundedPreceding, Window.currentRow)
     request = F.struct("cause", "age_us")
@@ -526,8 +524,11 @@ PRODUCER = ["capture", "conn_id", "producer_id"]
 
 
 def _producer_names(frames: DataFrame) -> DataFrame:
+    """Each producer's name and topic, from its PRODUCER request and the broker's answer
+    (a few frames: every SEND carries them too, but there are many)."""
     return (
-        frames.where(F.col("producer_id").isNotNull())
+        frames.where(F.col("command").isin("PRODUCER", "PRODUCER_SUCCESS"))
+        .where(F.col("producer_id").isNotNull())
         .groupBy(*PRODUCER)
         .agg(
             F.first("producer_name", ignorenulls=True).alias("producer_name"),
@@ -1059,7 +1060,7 @@ def tcp_problems(data: Inputs) -> DataFrame:
 def slow_brokers(data: Inputs) -> DataFrame:
     """Kinds of request slow at the broker itself, the network's round trip apart."""
     pairs = data["latency_pairs"].where(
-        F.col("remote_us").isNotNull() & ~F.col("kind").isin(*REQUEST_KINDS_AT_BROKER)
+        F.col("remote_us").isNotNull() & ~F.col("kind").isin(*NOT_BROKER_TIME)
     )
     grouped = (
         pairs.groupBy("capture", "broker", "kind")

@@ -250,14 +250,14 @@ FINDING_KINDS: dict[str, str] = {
     f" `receiver_queue` (the queue, from its first FLOW, is the limit)",
     "redelivery": "messages of a subscription delivered again, by cause (`cause`), from"
     " `redeliveries.trigger` and the REDELIVER_UNACKNOWLEDGED_MESSAGES before them:"
-    " `negative_ack` (the client asked for messages it had held less than"
-    f" {_T['ack_timeout_floor_us'] / 1e6:g} s, or for some of its unacknowledged messages"
-    " and not older ones), `ack_timeout` (it asked for every message it had held"
-    f" unacknowledged at least {_T['ack_timeout_floor_us'] / 1e6:g} s: what an ack"
-    " timeout does; a negative ack of all of them after as long looks the same on the"
-    " wire), `reconnect` (a new SUBSCRIBE or the connection ended), `unexplained` (no"
-    " cause on the wire: the broker's own, or the capture missed it). Redeliveries a SEEK"
-    " asked for are no finding",
+    " `negative_ack` (the client asked for them again, the youngest it named, or for one"
+    " naming none its latest delivery, delivered less than"
+    f" {_T['ack_timeout_floor_us'] / 1e6:g} s before: no client times acknowledgements out"
+    f" sooner), `ack_timeout` (it asked {_T['ack_timeout_floor_us'] / 1e6:g} s or more"
+    " after; a negative ack redelivered as late, the clients' default delay being 60 s,"
+    " looks the same on the wire and is counted here), `reconnect` (a new SUBSCRIBE or the"
+    " connection ended), `unexplained` (no cause on the wire: the broker's own, or the"
+    " capture missed it). Redeliveries a SEEK asked for are no finding",
     "redelivery_storm": f"a subscription redelivered at least {_T['storm_redeliveries']:g}"
     f" messages within {_T['storm_window_s']:g} s (any {_T['storm_window_s']:g} s), and"
     f" redeliveries are {_T['storm_rate']:.0%} or more of its deliveries (seeks apart)",

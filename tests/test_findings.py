@@ -309,3 +309,41 @@ def test_wire_text_reaches_the_terminal_escaped():
     shown = terminal_text(hostile)
     assert shown == "topic\\x1b]0;owned\\x07\\x0d\\x0a\\u202eevil\\u2028end"
     assert shown.isprintable()
+
+
+# -- the same findings however the capture was decoded ---------------------------------------
+
+SPLIT = [
+    "pulsar_problem_connect_storm",
+    "pulsar_problem_lossy_link",
+    "pulsar_problem_stalled_broker",
+    "pulsar_problem_unload",
+]
+
+
+def _findings_of(spark, dataset) -> list[dict]:
+    """``jobs/findings.py`` run alone on ``dataset``, its rows without their rank."""
+    from pwcap.jobs import findings
+
+    table = findings.build(spark, [str(dataset)], "1 minutes")["findings"]
+    rows = [r.asDict() for r in table.drop("rank").collect()]
+    return sorted(rows, key=lambda r: (r["capture"], r["kind"], r["explanation"]))
+
+
+@pytest.mark.slow
+def test_the_findings_are_the_same_decoded_in_shares_or_by_spark_tasks(spark, tmp_path):
+    from pwcap.decode.api import DecodeOptions
+    from pwcap.decode.driver import decode_captures
+    from pwcap.decode.parallel import decode_parallel
+    from pwcap.jobs.decode import list_captures, write_dataset
+
+    captures = [SAMPLES / f"{name}.pcap" for name in SPLIT]
+    decode_captures(captures, tmp_path / "one")
+    decode_parallel(captures, tmp_path / "shares", jobs=3)
+    listed, _ = list_captures([str(c) for c in captures])
+    split_above = -(-min(c.size for c in listed) // 3)  # every capture read by three tasks
+    write_dataset(spark, listed, DecodeOptions(), str(tmp_path / "tasks"), split_above=split_above)
+    expected = _findings_of(spark, tmp_path / "one")
+    assert {r["kind"] for r in expected} >= {"connect_storm", "retransmission_burst"}
+    assert _findings_of(spark, tmp_path / "shares") == expected
+    assert _findings_of(spark, tmp_path / "tasks") == expected
