@@ -49,6 +49,8 @@ class BrokerConfig:
     stall_reading: float | None = None
     receive_buffer: int | None = None
     slow_answers: dict[str, float] = field(default_factory=dict)  # command -> seconds taken
+    # topic -> (how many of its first SENDs are refused with SEND_ERROR, with which error)
+    send_errors: dict[str, tuple[int, str]] = field(default_factory=dict)
 
     @property
     def service_url(self) -> str:
@@ -66,6 +68,7 @@ class Broker:
         self.refused: dict[str, int] = {}  # command -> requests refused so far
         self.acks_seen: dict[str, int] = {}  # topic -> ACKs read
         self.sends_seen: dict[str, int] = {}  # topic -> SENDs read
+        self.sends_refused: dict[str, int] = {}  # topic -> SEND_ERRORs answered
         self._connection_ids = itertools.count(1)
         self._server: asyncio.Server | None = None
 
@@ -301,6 +304,20 @@ class Connection:
         send = command.send
         topic = self.producers.get(send.producer_id)
         if topic is None:  # a producer the broker closed (an unload): the send is lost
+            return
+        count, error = self.broker.config.send_errors.get(topic.name, (0, ""))
+        refused = self.broker.sends_refused.get(topic.name, 0)
+        if refused < count:  # the broker could not store it
+            self.broker.sends_refused[topic.name] = refused + 1
+            self.send(
+                command_of(
+                    T.SEND_ERROR,
+                    producer_id=send.producer_id,
+                    sequence_id=send.sequence_id,
+                    error=pb.ServerError.Value(error),
+                    message=f"SEND refused by the test broker ({error})",
+                )
+            )
             return
         entry = topic.append(send.num_messages, frame.stored, time.time_ns() // 1_000_000)
         self._stall()

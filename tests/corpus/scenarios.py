@@ -537,6 +537,36 @@ def lossy_link(service_url: str) -> ClientRecord:
     return record
 
 
+def refused_sends(service_url: str) -> ClientRecord:
+    """The broker answers the first two SENDs with SEND_ERROR (PersistenceError): the
+    client reconnects and sends them again."""
+    record = ClientRecord()
+    with client(service_url) as c:
+        producer = c.create_producer(
+            "senderror", producer_name="senderror-producer", batching_enabled=False
+        )
+        for i in range(4):
+            record.send(producer, payload(i), i, properties=properties("senderror", i))
+        producer.close()
+    return record
+
+
+def slow_receipt(service_url: str) -> ClientRecord:
+    """One send the broker answers after 31 s, longer than the clients' default send
+    timeout (this client waits 60 s)."""
+    record = ClientRecord()
+    with client(service_url) as c:
+        producer = c.create_producer(
+            "slowreceipt",
+            producer_name="slowreceipt-producer",
+            batching_enabled=False,
+            send_timeout_millis=60_000,
+        )
+        record.send(producer, payload(0), 0, properties=properties("slowreceipt", 0))
+        producer.close()
+    return record
+
+
 @dataclass(frozen=True)
 class Scenario:
     name: str
@@ -679,5 +709,17 @@ SCENARIOS = [
         "a fifth of the client's packets to the broker dropped past the capture point",
         lossy_link,
         loss_percent=20,
+    ),
+    Scenario(
+        "pulsar_problem_send_error",
+        "the broker answers the first two SENDs with SEND_ERROR (PersistenceError)",
+        refused_sends,
+        broker={"send_errors": {"persistent://public/default/senderror": [2, "PersistenceError"]}},
+    ),
+    Scenario(
+        "pulsar_problem_slow_receipt",
+        "the broker answers a SEND after 31 s (the client waits up to 60 s)",
+        slow_receipt,
+        broker={"slow_answers": {"SEND": 31.0}},
     ),
 ]
