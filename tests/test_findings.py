@@ -31,6 +31,8 @@ PROBLEMS = {
     "kafka07_errors": {"error"},
     "pulsar_problem_lossy_link": {"retransmission_burst"},
     "pulsar_problem_slow_broker": {"slow_broker"},
+    "pulsar_problem_send_error": {"send_error"},
+    "pulsar_problem_slow_receipt": {"slow_receipt", "slow_broker"},
 }
 CLEAN = sorted(p.name for p in sample_captures() if p.name.split(".")[0] not in PROBLEMS)
 
@@ -208,6 +210,27 @@ def test_sends_never_receipted_are_those_the_client_timed_out(analyzed):
     assert finding["count"] == len(truth(name)["send_failures"]) == 5
     assert finding["producer_name"] == "unreceipted-producer"
     assert "before the producer closed" in finding["explanation"]
+
+
+def test_sends_the_broker_refused_are_send_errors_by_code(analyzed):
+    name = "pulsar_problem_send_error"
+    finding = one(analyzed, name, "send_error")
+    assert finding["cause"] == "PersistenceError"
+    assert finding["count"] == sum(r["cmd"] == "SEND_ERROR" for r in journal(name)) == 2
+    assert finding["producer_name"] == "senderror-producer"
+
+
+def test_a_receipt_later_than_the_default_send_timeout_is_a_slow_receipt(analyzed):
+    name = "pulsar_problem_slow_receipt"
+    rows = journal(name)
+    (send,) = [r for r in rows if r["cmd"] == "SEND"]
+    (receipt,) = [r for r in rows if r["cmd"] == "SEND_RECEIPT"]
+    finding = one(analyzed, name, "slow_receipt")
+    assert finding["count"] == 1
+    shown = float(finding["explanation"].split("(the longest ")[1].split(" s)")[0])
+    assert abs(shown - (receipt["t_us"] - send["t_us"]) / 1e6) < 0.01
+    # The broker took the time itself: a slow broker, the network apart.
+    assert one(analyzed, name, "slow_broker")["cause"] == "SEND"
 
 
 def test_refused_requests_are_errors_by_kind_and_the_lookups_a_storm(analyzed):
