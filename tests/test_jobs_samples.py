@@ -14,7 +14,7 @@ from pwcap.jobs import latency, permits, redelivery
 from pwcap.jobs.common import read_table, spark_type, write_tables
 from pwcap.tables.analytics import ANALYTICS
 
-from tests.test_pulsar_samples import SAMPLES, WITH_TRUTH
+from tests.test_pulsar_samples import AS_THE_CLIENT_SAW, SAMPLES, WITH_TRUTH
 
 TABLES = list(ANALYTICS)
 
@@ -31,7 +31,7 @@ KAFKA_RECORDINGS = sorted(
 )
 REDELIVERY_SCENARIOS = [
     name
-    for name in WITH_TRUTH
+    for name in AS_THE_CLIENT_SAW
     if any(len(counts) > 1 for counts in truth(name)["delivery_counts"].values())
 ]
 
