@@ -33,6 +33,7 @@ from pyspark.sql import Column, DataFrame, SparkSession, Window
 from pyspark.sql import functions as F
 
 T = THRESHOLDS
+BUSIEST = ("SEND", "SEND_RECEIPT", "MESSAGE", "ACK", "FLOW", "PING", "PONG")
 CONSUMER = ["capture", "conn_id", "consumer_id"]
 SUBSCRIPTION = ["capture", "topic", "subscription"]
 # The analytics tables the findings read, beside the dataset's.
@@ -65,6 +66,10 @@ class Inputs:
         self.analytics = analytics
         # The last frame of each capture: what "the capture went on" is measured against.
         self.capture_ends = frames.groupBy("capture").agg(F.max("ts").alias("capture_end"))
+        # The frames of every command but the busiest, read once for the kinds that need
+        # only those (errors, closes, lookups, producers, REDELIVER requests): a scan of
+        # the frames for each of them cost as much as all of them together.
+        self.rare = frames.where(~F.col("command").isin(*BUSIEST)).localCheckpoint(eager=True)
 
     def __getitem__(self, table: str) -> DataFrame:
         return self.analytics[table]
@@ -193,11 +198,12 @@ def permit_starvation(data: Inputs) -> DataFrame:
     )
 
 
-def _redeliver_requests(frames: DataFrame) -> DataFrame:
+def _redeliver_requests(data: Inputs) -> DataFrame:
     """Each REDELIVER_UNACKNOWLEDGED_MESSAGES with ``age_us``: how long the youngest
     delivery it covers had been held (the named entries' latest deliveries before it, or
     for one naming none, the consumer's latest delivery), and ``cause`` from it."""
-    requests = frames.where(F.col("command") == redelivery.REDELIVER).select(
+    frames = data.frames
+    requests = data.rare.where(F.col("command") == redelivery.REDELIVER).select(
         *CONSUMER,
         "topic",
         "subscription",
@@ -270,7 +276,7 @@ def redelivery_causes(data: Inputs) -> DataFrame:
         .where((F.col("delivery_number") > 1) & (F.col("trigger") != "seek"))
         .select(*SUBSCRIPTION, "conn_id", "consumer_id", "consumer_name", "ts", "trigger")
     )
-    requests = _redeliver_requests(data.frames).select(*SUBSCRIPTION, "ts", "cause", "age_us")
+    requests = _redeliver_requests(data).select(*SUBSCRIPTION, "ts", "cause", "age_us")
     order = Window.partitionBy(*SUBSCRIPTION).orderBy("ts", "is_request")
     running = order.rowsBetween(Window.unboundedPreceding, Window.currentRow)
     request = F.struct("cause", "age_us")
@@ -423,8 +429,10 @@ def acks_lost_on_reconnect(data: Inputs) -> DataFrame:
     again = deliveries.where(
         (F.col("trigger") == "reconnect") & (F.col("delivery_number") > 1)
     ).select(*redelivery.MESSAGE, "ts", "previous_ts", "conn_id", "consumer_id", "consumer_name")
+    # The acks of the subscriptions redelivered after a reconnect alone: usually none.
+    reconnected = F.broadcast(again.select(*SUBSCRIPTION).distinct())
     acked = (
-        acks.acks(data.frames)
+        acks.acks(data.frames.join(reconnected, SUBSCRIPTION, "left_semi"))
         .where(F.col("ack_type") == "Individual")
         .select(
             *acks.ENTRY,
@@ -470,8 +478,10 @@ def acks_lost_on_reconnect(data: Inputs) -> DataFrame:
 def ack_holes(data: Inputs) -> DataFrame:
     """Entries left unacknowledged behind later entries the subscription acknowledged."""
     position = F.struct("ledger_id", "entry_id")
+    # The acks of the subscriptions that left entries unacknowledged alone.
+    unacked = F.broadcast(data["unacked"].select(*SUBSCRIPTION).distinct())
     reach = (
-        acks.acks(data.frames)
+        acks.acks(data.frames.join(unacked, SUBSCRIPTION, "left_semi"))
         .where(F.col("topic").isNotNull() & F.col("subscription").isNotNull())
         .groupBy(*SUBSCRIPTION)
         .agg(F.max(position).alias("reach"), F.max("ts").alias("reach_ts"))
@@ -541,7 +551,7 @@ def sends_unreceipted(data: Inputs) -> DataFrame:
     """SENDs never answered although their producer or connection ended after them, or
     the capture went on past the send timeout."""
     closed = (
-        data.frames.where((F.col("command") == "CLOSE_PRODUCER") & (F.col("direction") == "c2b"))
+        data.rare.where((F.col("command") == "CLOSE_PRODUCER") & (F.col("direction") == "c2b"))
         .groupBy(*PRODUCER)
         .agg(F.max("ts").alias("closed_ts"))
     )
@@ -573,7 +583,7 @@ def sends_unreceipted(data: Inputs) -> DataFrame:
             F.max(F.col("closed_ts").isNotNull()).alias("closed"),
             F.max(F.col("conn_end").isNotNull()).alias("disconnected"),
         )
-        .join(_producer_names(data.frames), PRODUCER, "left")
+        .join(_producer_names(data.rare), PRODUCER, "left")
     )
     how = (
         F.when(F.col("closed"), "before the producer closed")
@@ -623,7 +633,7 @@ def slow_receipts(data: Inputs) -> DataFrame:
             F.max("response_ts").alias("end_ts"),
             F.max("latency_us").alias("worst_us"),
         )
-        .join(_producer_names(data.frames), PRODUCER, "left")
+        .join(_producer_names(data.rare), PRODUCER, "left")
     )
     explanation = F.format_string(
         "Producer %s on %s waited longer than the %s s send timeout for %d receipts (the"
@@ -639,7 +649,7 @@ def slow_receipts(data: Inputs) -> DataFrame:
 
 def send_errors(data: Inputs) -> DataFrame:
     """SEND_ERRORs per producer and error code."""
-    errors = data.frames.where(F.col("command") == "SEND_ERROR")
+    errors = data.rare.where(F.col("command") == "SEND_ERROR")
     grouped = (
         errors.groupBy(*PRODUCER, F.col("error_code").alias("cause"))
         .agg(
@@ -648,7 +658,7 @@ def send_errors(data: Inputs) -> DataFrame:
             F.max("ts").alias("end_ts"),
             F.first("error_message", ignorenulls=True).alias("message"),
         )
-        .join(_producer_names(data.frames), PRODUCER, "left")
+        .join(_producer_names(data.rare), PRODUCER, "left")
     )
     explanation = F.format_string(
         "The broker refused %d sends of producer %s on %s with %s (%s).",
@@ -681,7 +691,7 @@ def errors(data: Inputs) -> DataFrame:
         )
     )
     grouped = (
-        data.frames.where(coded)
+        data.rare.where(coded)
         .join(clients, ["capture", "conn_id"])
         .groupBy(*CLIENT, "broker", F.col("error_code").alias("cause"))
         .agg(
@@ -778,7 +788,7 @@ def lookup_storms(data: Inputs) -> DataFrame:
     """Client addresses that looked one topic up over and over."""
     clients = F.broadcast(data.connections.select("capture", "conn_id", "client_ip"))
     lookups = (
-        data.frames.where((F.col("command") == "LOOKUP") & (F.col("direction") == "c2b"))
+        data.rare.where((F.col("command") == "LOOKUP") & (F.col("direction") == "c2b"))
         .join(clients, ["capture", "conn_id"])
         .select(*CLIENT, "ts", "topic")
     )
@@ -810,7 +820,7 @@ def lookup_storms(data: Inputs) -> DataFrame:
 def topic_unloads(data: Inputs) -> DataFrame:
     """Topics whose producers or consumers the broker closed itself, and how long the
     clients took to come back (their next PRODUCER or SUBSCRIBE on the topic)."""
-    frames = data.frames.where(F.col("topic").isNotNull())
+    frames = data.rare.where(F.col("topic").isNotNull())
     closes = frames.where(
         F.col("command").isin("CLOSE_PRODUCER", "CLOSE_CONSUMER") & (F.col("direction") == "b2c")
     ).select("capture", "topic", "ts", "conn_id", F.lit(True).alias("close"))
@@ -1062,8 +1072,16 @@ def slow_brokers(data: Inputs) -> DataFrame:
     pairs = data["latency_pairs"].where(
         F.col("remote_us").isNotNull() & ~F.col("kind").isin(*NOT_BROKER_TIME)
     )
+    # The percentile only where the slowest answer reaches the threshold: usually nowhere.
+    key = ["capture", "broker", "kind"]
+    slow = (
+        pairs.groupBy(*key)
+        .agg(F.max("remote_us").alias("slowest"))
+        .where(F.col("slowest") >= T["slow_remote_us"])
+    )
     grouped = (
-        pairs.groupBy("capture", "broker", "kind")
+        pairs.join(F.broadcast(slow.select(*key)), key, "left_semi")
+        .groupBy(*key)
         .agg(
             F.percentile_approx("remote_us", 0.99).alias("remote_p99_us"),
             F.percentile_approx("network_us", 0.5).alias("network_us"),
