@@ -648,17 +648,30 @@ def slow_receipts(data: Inputs) -> DataFrame:
 
 
 def send_errors(data: Inputs) -> DataFrame:
-    """SEND_ERRORs per producer and error code."""
-    errors = data.rare.where(F.col("command") == "SEND_ERROR")
-    grouped = (
-        errors.groupBy(*PRODUCER, F.col("error_code").alias("cause"))
-        .agg(
-            F.count("*").alias("count"),
-            F.min("ts").alias("start_ts"),
-            F.max("ts").alias("end_ts"),
-            F.first("error_message", ignorenulls=True).alias("message"),
+    """SEND_ERRORs per producer (by name: a producer the broker refused reconnects, with
+    a new connection and id) and error code."""
+    errors = (
+        data.rare.where(F.col("command") == "SEND_ERROR")
+        .join(
+            _producer_names(data.rare).withColumnRenamed("topic", "named_topic"), PRODUCER, "left"
         )
-        .join(_producer_names(data.rare), PRODUCER, "left")
+        .withColumn("topic", F.coalesce("topic", "named_topic"))
+    )
+    grouped = errors.groupBy(
+        "capture", "topic", "producer_name", F.col("error_code").alias("cause")
+    ).agg(
+        F.count("*").alias("count"),
+        F.min("ts").alias("start_ts"),
+        F.max("ts").alias("end_ts"),
+        F.first("error_message", ignorenulls=True).alias("message"),
+        F.countDistinct("conn_id", "producer_id").alias("producers"),
+        F.min(F.struct("conn_id", "producer_id")).alias("first"),
+    )
+    one = F.col("producers") == 1
+    grouped = grouped.select(
+        "*",
+        F.when(one, F.col("first.conn_id")).alias("conn_id"),
+        F.when(one, F.col("first.producer_id")).alias("producer_id"),
     )
     explanation = F.format_string(
         "The broker refused %d sends of producer %s on %s with %s (%s).",
