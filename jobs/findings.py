@@ -650,12 +650,15 @@ def slow_receipts(data: Inputs) -> DataFrame:
 def send_errors(data: Inputs) -> DataFrame:
     """SEND_ERRORs per producer (by name: a producer the broker refused reconnects, with
     a new connection and id) and error code."""
+    names = _producer_names(data.rare).select(
+        *PRODUCER, F.col("producer_name").alias("named"), F.col("topic").alias("named_topic")
+    )
     errors = (
         data.rare.where(F.col("command") == "SEND_ERROR")
-        .join(
-            _producer_names(data.rare).withColumnRenamed("topic", "named_topic"), PRODUCER, "left"
-        )
+        .select(*PRODUCER, "ts", "error_code", "error_message", "topic", "producer_name")
+        .join(names, PRODUCER, "left")
         .withColumn("topic", F.coalesce("topic", "named_topic"))
+        .withColumn("producer_name", F.coalesce("producer_name", "named"))
     )
     grouped = errors.groupBy(
         "capture", "topic", "producer_name", F.col("error_code").alias("cause")
