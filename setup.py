@@ -30,6 +30,7 @@ COMPILED = [
     "capture/records.py",
     "capture/reader.py",
     "capture/packets.py",
+    "capture/tcpflow.py",
     "capture/reassembly.py",
     "decode/api.py",
     "decode/dispatch.py",

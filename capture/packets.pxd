@@ -13,6 +13,8 @@ cdef class PacketParser:
     cdef readonly long long seq
     cdef readonly long long ack
     cdef readonly long flags
+    cdef readonly long window
+    cdef readonly long wscale
     cdef readonly bytes payload
     cdef readonly long long cut
 

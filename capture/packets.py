@@ -39,6 +39,8 @@ _TCP = cython.declare(cython.long, 6)
 _IPV4_HEADER = cython.declare(cython.Py_ssize_t, 20)  # without options
 _IPV6_HEADER = cython.declare(cython.Py_ssize_t, 40)
 _TCP_FIXED = cython.declare(cython.Py_ssize_t, 14)  # ports, numbers, offset and flags
+_SYN_FLAG = cython.declare(cython.long, 0x02)
+_WINDOW_SCALE = cython.declare(cython.long, 3)  # the TCP option kind (RFC 7323)
 
 MAX_FRAGMENT_DATAGRAMS = 256  # pending IPv4 datagrams being put back together
 MAX_FRAGMENT_BYTES = 1 << 22
@@ -61,6 +63,31 @@ def _u32(buf: bytes, at: cython.Py_ssize_t) -> cython.longlong:
         | buf[at + 2] << 8
         | buf[at + 3]
     )
+
+
+@cython.cfunc
+@cython.exceptval(-2, check=False)
+def _window_scale(buf: bytes, at: cython.Py_ssize_t, stop: cython.Py_ssize_t) -> cython.long:
+    """The window scale option among the TCP options ``buf[at:stop]`` (a SYN's), or -1.
+    Options are walked by their length bytes, each checked to end within ``stop``."""
+    kind: cython.long
+    length: cython.long
+    while at < stop:
+        kind = buf[at]
+        if kind == 0:  # end of the option list
+            return -1
+        if kind == 1:  # no-operation: a byte of padding
+            at += 1
+            continue
+        if at + 1 >= stop:
+            return -1
+        length = buf[at + 1]
+        if length < 2 or at + length > stop:
+            return -1  # a length no option can have: the rest cannot be trusted
+        if kind == _WINDOW_SCALE and length == 3:
+            return min(buf[at + 2], 14)  # RFC 7323: a larger shift is taken as 14
+        at += length
+    return -1
 
 
 @cython.cfunc
@@ -88,8 +115,10 @@ class PacketParser:
     """Finds the TCP segment in each record; holds the (bounded) IPv4 fragment state.
 
     After :meth:`parse` returns true, the segment is in ``src``, ``sport``, ``dst``,
-    ``dport``, ``seq``, ``ack``, ``flags``, ``payload`` and ``cut`` (payload bytes the
-    snaplen removed), until the next call. Its fields' C types are in ``packets.pxd``.
+    ``dport``, ``seq``, ``ack``, ``flags``, ``window`` (the advertised window as sent,
+    unscaled), ``wscale`` (a SYN's window scale option; -1 when absent or not a SYN),
+    ``payload`` and ``cut`` (payload bytes the snaplen removed), until the next call. Its
+    fields' C types are in ``packets.pxd``.
     """
 
     def __init__(self, stats: CaptureStats) -> None:
@@ -98,6 +127,8 @@ class PacketParser:
         self._fragment_bytes = 0
         self.src = self.dst = self.payload = b""
         self.sport = self.dport = self.seq = self.ack = self.flags = self.cut = 0
+        self.window = 0
+        self.wscale = -1
 
     @cython.ccall
     @cython.exceptval(-1, check=False)
@@ -275,7 +306,11 @@ class PacketParser:
         self.seq = _u32(buf, at + 4)
         self.ack = _u32(buf, at + 8)
         self.flags = buf[at + 13]
+        self.window = _u16(buf, at + 14) if size >= offset + 16 else 0
         start: cython.Py_ssize_t = offset + (buf[at + 12] >> 4) * 4
+        self.wscale = -1
+        if self.flags & _SYN_FLAG:
+            self.wscale = _window_scale(buf, at + 20, base + min(start, size))
         self.cut = 0
         if end > size:  # a header running past both ends leaves nothing missing
             self.cut = max(0, end - max(start, size))

@@ -161,4 +161,6 @@ def _deliver(
             parser.flags,
             parser.payload,
             parser.cut,
+            parser.window,
+            parser.wscale,
         )

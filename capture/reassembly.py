@@ -33,6 +33,11 @@ import cython
 from .events import ClientBy, Connection, Direction, StreamSink
 from .stats import CaptureStats
 
+if cython.compiled:  # the C declarations of a side's TCP measures (.pxd)
+    from cython.cimports.pwcap.capture.tcpflow import TcpSide
+else:
+    from .tcpflow import TcpSide
+
 FIN, SYN, RST, ACK = 0x01, 0x02, 0x04, 0x10
 # C constants when compiled: a module global is a dict lookup at every segment.
 _MASK = cython.declare(cython.longlong, (1 << 32) - 1)
@@ -143,6 +148,7 @@ class _Half:
         self.fin: int | None = None  # offset just past the last byte, once a FIN was seen
         self.sink = sink
         self.stats = stats
+        self.tcp = TcpSide()  # what its segments show of TCP: round trips, windows
 
     def start(self, seq: int) -> None:
         self.started = True
@@ -201,6 +207,7 @@ class _Half:
         if not self.started:
             self.start(seq)
         at = self.offset(seq)
+        self.tcp.data(ts, at, at + len(payload) + cut)
         if self.fin is not None and at + len(payload) + cut > self.fin:
             self.stats.after_close += 1
             return
@@ -232,8 +239,10 @@ class _Half:
             size = len(payload)
             if skip >= size + cut:
                 self.stats.retransmitted_bytes += size
+                self.tcp.resent(ts, at, size + cut)
                 return
             self.stats.retransmitted_bytes += min(skip, size)
+            self.tcp.resent(ts, at, skip)
             if skip >= size:
                 cut -= skip - size
                 payload = b""
@@ -257,6 +266,7 @@ class _Half:
         index = bisect.bisect_right(held, at, key=_held_offset)
         if index and held[index - 1][0] == at:  # the same segment again: the first copy wins
             self.stats.retransmitted_bytes += len(payload)
+            self.tcp.resent(ts, at, len(payload) + cut)
             return
         held.insert(index, (at, ts, bytes(payload), cut, after))
         self.held_bytes += len(payload)
@@ -374,7 +384,7 @@ class Reassembler:
     @cython.ccall
     @cython.locals(sport=cython.long, dport=cython.long, flags=cython.long)
     @cython.locals(seq=cython.longlong, ack=cython.longlong, cut=cython.longlong)
-    @cython.locals(half=_Half, peer=_Half, owing=_Half)
+    @cython.locals(half=_Half, peer=_Half, owing=_Half, window=cython.long, wscale=cython.long)
     def segment(
         self,
         ts: int,
@@ -387,8 +397,12 @@ class Reassembler:
         flags: int,
         payload: bytes,
         cut: int = 0,
+        window: int = 0,
+        wscale: int = -1,
     ) -> None:
-        """One TCP segment; ``cut`` is how many of its payload bytes the snaplen removed."""
+        """One TCP segment; ``cut`` is how many of its payload bytes the snaplen removed,
+        ``window`` its advertised window as sent, ``wscale`` a SYN's window scale (-1:
+        none)."""
         self._segments += 1  # a C counter: count_segments() adds it to stats
         key = (src, sport, dst, dport)
         half = self._halves.get(key)
@@ -413,9 +427,11 @@ class Reassembler:
         elif ts < conn.first_ts:  # a clock that runs backwards: first <= last all the same
             conn.first_ts = ts
         peer = half.peer
+        half.tcp.segment(ts, window, flags & _SYN, flags & _RST, flags & _ACK, wscale)
         after = 0
         if flags & _ACK and peer.started:
             after = peer.acknowledged(ack)
+            peer.tcp.acked(ts, after)
         if payload or cut:
             half.receive(ts, seq, payload, cut, after)
         if flags & (_FIN | _RST):
@@ -507,6 +523,8 @@ class Reassembler:
         client = _Half(conn, Direction.C2B, self.sink, self.stats, self._holding)
         server = _Half(conn, Direction.B2C, self.sink, self.stats, self._holding)
         client.peer, server.peer = server, client
+        client.tcp.peer, server.tcp.peer = server.tcp, client.tcp
+        conn.tcp = [client.tcp, server.tcp]
         reverse = (dst, dport, src, sport)
         self._halves[key] = client
         self._halves[reverse] = server

@@ -21,6 +21,7 @@ import cython
 
 from ..capture.events import ClientBy, Connection, Direction
 from ..capture.reassembly import MAX_OPEN
+from ..capture.tcpflow import tcp_columns
 from .api import ConnectionDecoder, DecodeOptions, Row, RowSink
 from .registry import SNIFF_TOTAL, UNKNOWN, Decision, Protocol, Registry, Sniffer
 from .tls import looks_like_client_hello
@@ -452,6 +453,8 @@ class Dispatcher:
             "midstream": tracked.midstream,
             "flipped": conn.flipped,
         }
+        if conn.tcp:
+            row.update(tcp_columns(*conn.tcp))
         row.update(fields)
         row["anomalies"] = fields.get("anomalies", 0) + tracked.anomalies
         return row

@@ -1,5 +1,6 @@
 """``pwcap analyze DATASET... -o OUT``: the latency, permit and redelivery jobs in one local
-Spark session, then a short summary of what stands out and where the tables are."""
+Spark session, then the findings over what they wrote; a short summary of what stands out,
+where the tables are, and the top findings last."""
 
 from __future__ import annotations
 
@@ -14,8 +15,10 @@ from pwcap.jobs.launch import driver_memory, java_problem
 from pwcap.tables.analytics import ANALYTICS
 
 from .cli_paths import PathError, check_dataset, check_new_output, check_writable
+from .terminal import terminal_text
 
 TOP = 5
+TOP_FINDINGS = 10  # the findings printed last
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -45,7 +48,7 @@ def _spark_setting(text: str) -> tuple[str, str]:
 
 def run(args: argparse.Namespace) -> int:
     # Imported here: pyspark is only needed by this sub-command, and slow to import.
-    from pwcap.jobs import latency, permits, redelivery
+    from pwcap.jobs import findings, latency, permits, redelivery
     from pwcap.jobs.common import (
         missing_datasets,
         output_refusal,
@@ -53,6 +56,7 @@ def run(args: argparse.Namespace) -> int:
         read_table,
         session,
         write_concurrently,
+        write_tables,
     )
 
     from .analyze_progress import AnalyzeProgress
@@ -91,15 +95,26 @@ def run(args: argparse.Namespace) -> int:
         partial(redelivery.tables, frames, messages, args.window),
         partial(permits.tables, frames),
     ]
+
+    # The findings read what the jobs wrote, so they come after them.
+    def found(written: dict[str, str]) -> dict:
+        analytics = read_back(spark, written)
+        return findings.tables(frames, messages, connections, analytics)
+
     if sys.stderr.isatty():
         with AnalyzeProgress(spark.sparkContext, len(ANALYTICS), sys.stderr) as progress:
             written = write_concurrently(groups, args.output, progress)
+            written.update(write_tables(found(written), args.output, progress))
     else:
         written = write_concurrently(groups, args.output)
-    print(summary(read_back(spark, written)))
+        written.update(write_tables(found(written), args.output))
+    results = read_back(spark, written)
+    print(summary(results))
     print(f"\nTables under {args.output}:")
     for name, path in written.items():
         print(f"  {name:22} {path}")
+    print()
+    print(top_findings(results["findings"]))
     return 0
 
 
@@ -163,6 +178,22 @@ def summary(results: dict[str, Any]) -> str:
         )
     if not redelivered:
         lines.append("  none")
+    return "\n".join(terminal_text(line) for line in lines)  # names come from the wire
+
+
+def top_findings(table: Any) -> str:
+    """The last lines of the run: the most severe findings, or that there are none."""
+    total = table.count()
+    if not total:
+        return "Findings: none: no problem found in the capture."
+    rows = table.orderBy("rank").limit(TOP_FINDINGS).collect()
+    shown = f"the top {len(rows)} of {total}" if total > len(rows) else str(total)
+    lines = [f"Findings ({shown}; all in the findings table):"]
+    for row in rows:
+        cause = f" ({row.cause})" if row.cause else ""
+        lines.append(
+            terminal_text(f"  {row.rank}. [{row.severity}] {row.kind}{cause}: {row.explanation}")
+        )
     return "\n".join(lines)
 
 

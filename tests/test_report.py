@@ -255,9 +255,9 @@ def dataset(
 
 @pytest.fixture(scope="module")
 def analytics(dataset: Path, spark: Any, tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """The real analytics jobs run on the small dataset."""
-    from pwcap.jobs import latency, permits, redelivery
-    from pwcap.jobs.common import read_table, write_tables
+    """The real analytics jobs run on the small dataset, then the findings over them."""
+    from pwcap.jobs import findings, latency, permits, redelivery
+    from pwcap.jobs.common import read_back, read_table, write_tables
 
     frames, messages, connections = (
         read_table(spark, [str(dataset)], name) for name in ("frames", "messages", "connections")
@@ -268,7 +268,9 @@ def analytics(dataset: Path, spark: Any, tmp_path_factory: pytest.TempPathFactor
         **permits.tables(frames),
         **redelivery.tables(frames, messages, "1 minutes"),
     }
-    write_tables(tables, str(out))
+    written = write_tables(tables, str(out))
+    found = findings.tables(frames, messages, connections, read_back(spark, written))
+    write_tables(found, str(out))
     return out
 
 
@@ -332,7 +334,16 @@ def parse(html: str) -> Page:
     return page
 
 
-SECTIONS = {"answers", "connections", "frames", "anomalies", "latency", "permits", "redelivery"}
+SECTIONS = {
+    "findings",
+    "answers",
+    "connections",
+    "frames",
+    "anomalies",
+    "latency",
+    "permits",
+    "redelivery",
+}
 
 
 def test_page_is_well_formed_with_every_section(dataset: Path, analytics: Path) -> None:
@@ -585,10 +596,25 @@ def test_tables_without_rows_render_as_empty_sections(
 # -- the answers first ------------------------------------------------------------------------
 
 
-def test_answers_come_first_each_linking_to_its_section(dataset: Path, analytics: Path) -> None:
+def test_findings_come_first_each_linking_to_its_evidence(dataset: Path, analytics: Path) -> None:
+    import pyarrow.dataset as ds
+
     html = render(dataset, analytics)
     page = parse(html)
-    assert next(iter(page.sections)) == "answers"
+    assert list(page.sections)[:2] == ["findings", "answers"]
+    rows = ds.dataset(analytics / "findings").to_table().to_pylist()
+    assert rows, "the scenario redelivers an entry with no cause on the wire: a finding"
+    findings = html.split('<section id="findings">')[1].split("</section>")[0]
+    assert findings.count('<li class="finding') == len(rows)
+    links = re.findall(r'<a href="#(\w+)">', findings)
+    assert links and set(links) <= set(page.sections)
+    assert "<script>" not in findings and "&lt;script&gt;" in findings
+
+
+def test_answers_follow_each_linking_to_its_section(dataset: Path, analytics: Path) -> None:
+    html = render(dataset, analytics)
+    page = parse(html)
+    assert list(page.sections)[1] == "answers"
     links = re.findall(r'class="answer" href="#(\w+)"', html)
     assert len(links) == 6 and set(links) <= set(page.sections)
 

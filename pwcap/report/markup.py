@@ -152,6 +152,11 @@ svg text { font:11px system-ui,sans-serif; fill:#1d2330; }
 svg .axis { stroke:#9aa3b2; stroke-width:1; }
 svg .grid { stroke:#e6e9ef; stroke-width:1; }
 svg .break { stroke:#9aa3b2; stroke-width:1; stroke-dasharray:3 3; }
+ol.findings { margin:6px 0; padding-left:22px; }
+ol.findings li { margin:6px 0; overflow-wrap:anywhere; }
+li.finding.high b { color:#b3261e; }
+li.finding.medium b { color:#8a5a00; }
+li.finding.low b { color:var(--muted); }
 .legend span { display:inline-block; margin-right:14px; font-size:12px; }
 .legend i { display:inline-block; width:10px; height:10px; margin-right:4px; }
 """

@@ -64,6 +64,10 @@ class BrokerProcess:
         if scenario.hostname:
             command += ["--advertised-host", scenario.hostname]
         command += list(options.get("arguments", ()))  # any other (TLS scenarios' --tls-*)
+        known = {"max_message_size", "partitions", "entry_metadata", "ping_interval", "arguments"}
+        trouble = {key: value for key, value in options.items() if key not in known}
+        if trouble:  # the findings' scenarios: the rest of BrokerConfig, as JSON
+            command += ["--config", json.dumps(trouble)]
         self.command = command
         self.service_url = ""
 
@@ -160,21 +164,67 @@ def write_derived_truth(
     write_json(out_dir / f"{name}.truth.json", truth)
 
 
+def capture_with_loss(scenario: Scenario, out_dir: Path) -> dict:
+    """Run the scenario again inside a network namespace of its own whose loopback drops
+    ``loss_percent`` of the packets to the broker's port at input, after tcpdump saw them
+    leave: the capture shows each dropped packet and its retransmission. Only segments
+    carrying data are dropped (an IPv4 packet longer than its headers with timestamps),
+    and the truth gets how many were (``loss``)."""
+    namespace = f"pwcap-loss-{scenario.name}"[:30]
+    rule = (
+        f"tcp dport {scenario.port} ip length > 52"
+        f" numgen random mod 100 < {scenario.loss_percent} counter drop"
+    )
+    setup = [
+        ["ip", "netns", "add", namespace],
+        ["ip", "netns", "exec", namespace, "ip", "link", "set", "lo", "up"],
+        ["ip", "netns", "exec", namespace, "nft", "add", "table", "inet", "loss"],
+        ["ip", "netns", "exec", namespace, "nft", "add", "chain", "inet", "loss", "input",
+         "{ type filter hook input priority 0; }"],
+        ["ip", "netns", "exec", namespace, "nft", "add", "rule", "inet", "loss", "input",
+         *rule.split()],
+    ]  # fmt: skip
+    try:
+        for command in setup:
+            subprocess.run(command, check=True)
+        inner = [sys.executable, "-m", "tests.corpus.regenerate", scenario.name]
+        inner += ["--out", str(out_dir), "--inside-namespace"]
+        subprocess.run(["ip", "netns", "exec", namespace, *inner], check=True, cwd=REPO)
+        listed = subprocess.run(
+            ["ip", "netns", "exec", namespace, "nft", "list", "chain", "inet", "loss", "input"],
+            check=True,
+            capture_output=True,
+            text=True,
+        ).stdout
+    finally:
+        subprocess.run(["ip", "netns", "del", namespace], check=False)
+    dropped = int(listed.split("counter packets ")[1].split()[0])
+    path = out_dir / f"{scenario.name}.truth.json"
+    truth = json.loads(path.read_text())
+    truth["loss"] = {"percent": scenario.loss_percent, "dropped_data_segments": dropped}
+    write_json(path, truth)
+    return truth
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument(
         "names", nargs="*", help="scenarios to capture (default: all but the benchmark's)"
     )
     parser.add_argument("--out", type=Path, default=SAMPLES)
+    parser.add_argument("--inside-namespace", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
     named = [s for s in SCENARIOS + BENCH_SCENARIOS if s.name in args.names]
     chosen = named if args.names else SCENARIOS
     args.out.mkdir(parents=True, exist_ok=True)
     for scenario in chosen:
-        truth = capture_scenario(scenario, args.out)
+        if scenario.loss_percent and not args.inside_namespace:
+            truth = capture_with_loss(scenario, args.out)
+        else:
+            truth = capture_scenario(scenario, args.out)
         packets, frames = truth["capture"]["packets"], truth["frames_total"]
         print(f"{scenario.name}: {packets} packets, {frames} frames")
-    if (args.out / f"{DERIVED_FROM}.pcap").exists():
+    if (args.out / f"{DERIVED_FROM}.pcap").exists() and not args.inside_namespace:
         derive_all(args.out)
         print("derived captures rebuilt from", DERIVED_FROM)
 
