@@ -4,8 +4,9 @@ Real-client samples are re-sent over TLS 1.3 by the benchmark's generator
 (``bench/tls_traffic.py``: the same packets and times, every connection encrypted with
 secrets it logs); decoded with the key log, every table equals the plaintext decode's,
 but for what TLS changes by definition: the ``tls_*`` columns, and the byte counts and
-TCP figures of the segments the wire carried. The correctness of the decryption itself is tested on captures of real TLS stacks
-(tests/test_tls_samples.py, tests/test_tls_tshark.py).
+TCP figures of the segments the wire carried. The correctness of the decryption itself
+is tested on captures of real TLS stacks (tests/test_tls_samples.py,
+tests/test_tls_tshark.py).
 """
 
 from __future__ import annotations
