@@ -31,6 +31,8 @@ func digest(data []byte) string {
 }
 
 // idOf is [ledger, entry, partition, batch_index]; a chunked message's is its last chunk's.
+// The Go client numbers a message outside a batch 0, as the first of a batch of one: the
+// record's batch_size (1 then) tells the two apart where the wire does.
 func idOf(id pulsar.MessageID) []int64 {
 	return []int64{id.LedgerID(), id.EntryID(), int64(id.PartitionIdx()), int64(id.BatchIdx())}
 }
@@ -46,6 +48,7 @@ func (r *Record) sent(producer pulsar.Producer, seq int64, msg *pulsar.ProducerM
 		"size":          len(msg.Payload),
 		"sha256":        digest(msg.Payload),
 		"message_id":    idOf(id),
+		"batch_size":    id.BatchSize(),
 		"send_time_us":  sendTime,
 	}
 	for k, v := range extra {
@@ -63,6 +66,7 @@ func (r *Record) received(consumer pulsar.Consumer, name string, msg pulsar.Mess
 		"consumer_name":    name,
 		"producer_name":    msg.ProducerName(),
 		"message_id":       idOf(msg.ID()),
+		"batch_size":       msg.ID().BatchSize(),
 		"redelivery_count": msg.RedeliveryCount(),
 		"key":              nullable(msg.Key()),
 		"properties":       msg.Properties(),

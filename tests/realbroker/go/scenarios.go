@@ -373,7 +373,7 @@ func (s *scenario) chunked() error {
 }
 
 // transaction: each transaction acks three input messages and produces three to the output
-// topic; the first commits, the second aborts.
+// topic; the first commits, the second aborts (its inputs come back and are acked plainly).
 func (s *scenario) transaction() error {
 	c, err := s.client(true)
 	if err != nil {
@@ -442,6 +442,10 @@ func (s *scenario) transaction() error {
 		s.record.event("txn_"+outcome, map[string]any{"txn": txnID})
 	}
 	if err := s.receiveAndAck(out, 3); err != nil {
+		return err
+	}
+	// The aborted acks are undone: the broker redelivers those inputs.
+	if err := s.receiveAndAck(in, 3); err != nil {
 		return err
 	}
 	settle()
