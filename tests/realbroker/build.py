@@ -2,7 +2,8 @@
 
 Maven keeps its artifacts under ~/.m2 and Go its modules under its module cache, so only the
 first build on a machine downloads anything. A build is skipped when its output is newer
-than every file it is built from.
+than every file it is built from, and a client's program is built only when a chosen
+scenario runs it (the Python scenarios need none).
 """
 
 from __future__ import annotations
@@ -20,8 +21,8 @@ GO_MODULE = HERE / "go"
 @dataclass(frozen=True)
 class Programs:
     broker_classpath: str  # runs org.apache.pulsar.PulsarStandaloneStarter
-    java_classpath: str  # runs pwcap.realbroker.Scenarios
-    go_binary: Path  # runs the Go scenarios
+    java_classpath: str | None  # runs pwcap.realbroker.Scenarios (when built)
+    go_binary: Path | None  # runs the Go scenarios (when built)
 
 
 def _stale(output: Path, sources: list[Path]) -> bool:
@@ -46,12 +47,21 @@ def _classpath(pom: Path, sources: list[Path], goals: list[str]) -> str:
     return listing.read_text().strip()
 
 
-def build() -> Programs:
-    broker = _classpath(BROKER_POM, [], [])
-    java_sources = _files(JAVA_POM.parent / "src", "*.java")
-    java = _classpath(JAVA_POM, java_sources, ["compile"])
+def _java() -> str:
+    java = _classpath(JAVA_POM, _files(JAVA_POM.parent / "src", "*.java"), ["compile"])
+    return f"{JAVA_POM.parent / 'target' / 'classes'}:{java}"
+
+
+def _go() -> Path:
     binary = GO_MODULE / "target" / "scenarios"
     if _stale(binary, [*_files(GO_MODULE, "*.go"), GO_MODULE / "go.mod", GO_MODULE / "go.sum"]):
         subprocess.run(["go", "build", "-o", str(binary), "."], cwd=GO_MODULE, check=True)
-    classes = JAVA_POM.parent / "target" / "classes"
-    return Programs(broker, f"{classes}:{java}", binary)
+    return binary
+
+
+def build(clients: set[str]) -> Programs:
+    """The broker, and the programs of ``clients`` ("java", "go"; others need none)."""
+    broker = _classpath(BROKER_POM, [], [])
+    java = _java() if "java" in clients else None
+    go = _go() if "go" in clients else None
+    return Programs(broker, java, go)

@@ -2,9 +2,9 @@
 
 Builds the programs (tests/realbroker/build.py), starts the real Pulsar standalone once per
 broker configuration, and for each scenario: tcpdump on the broker's port, the broker's
-stats sampled, the Java or Go client run; then writes ``NAME.pcap``, ``NAME.truth.json``
-and ``NAME.stats.jsonl`` and the versions record. Needs root (tcpdump), a JDK 17, Maven
-and Go.
+stats and counters sampled, the Java, Go or Python client run; then writes ``NAME.pcap``,
+``NAME.truth.json``, ``NAME.stats.jsonl`` and ``NAME.counters.jsonl`` and the versions
+record. Needs root (tcpdump), a JDK 17, Maven and Go.
 """
 
 from __future__ import annotations
@@ -13,6 +13,7 @@ import argparse
 import dataclasses
 import json
 import subprocess
+import sys
 import tempfile
 from collections import Counter
 from itertools import groupby
@@ -23,7 +24,7 @@ from tests.corpus.regenerate import ATTEMPTS, DroppedPackets, write_json
 from tests.corpus.tcpdump import CaptureOptions, Tcpdump
 from tests.realbroker.broker import Standalone
 from tests.realbroker.build import Programs, build
-from tests.realbroker.scenarios import BY_NAME, JAVA, SCENARIOS, RealScenario
+from tests.realbroker.scenarios import BY_NAME, GO, JAVA, SCENARIOS, RealScenario
 from tests.realbroker.stats import StatsSampler
 from tests.realbroker.truth import build_truth
 
@@ -31,6 +32,7 @@ REPO = Path(__file__).resolve().parents[2]
 SAMPLES = REPO / "sample_pcaps"
 VERSIONS = "realpulsar_versions.json"
 CLIENT_TIMEOUT_S = 300
+JAVA_CLIENT_OPTIONS = ["-Xmx256m", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1"]
 
 
 def client_command(
@@ -38,9 +40,14 @@ def client_command(
 ) -> list[str]:
     args = [scenario.scenario, broker.service_url, broker.admin_url, scenario.topic_prefix]
     if scenario.client == JAVA:
-        java = ["java", "-Xmx256m", "-cp", programs.java_classpath, "pwcap.realbroker.Scenarios"]
+        assert programs.java_classpath is not None
+        java = ["java", *JAVA_CLIENT_OPTIONS, "-cp", programs.java_classpath]
+        java.append("pwcap.realbroker.Scenarios")
         return [*java, *args, str(record)]
-    return [str(programs.go_binary), *args, str(record)]
+    if scenario.client == GO:
+        assert programs.go_binary is not None
+        return [str(programs.go_binary), *args, str(record)]
+    return [sys.executable, "-m", "tests.realbroker.python_scenarios", *args, str(record)]
 
 
 def keep_whole_connections(pcap: Path) -> dict[str, int]:
@@ -72,15 +79,15 @@ def capture_once(
     with tempfile.TemporaryDirectory() as work:
         record_path = Path(work) / "record.json"
         command = client_command(programs, scenario, broker, record_path)
-        sampler = StatsSampler(broker.admin_url, scenario.topic_prefix)
+        sampler = StatsSampler(broker.admin_url, broker.metrics_url, scenario.topic_prefix)
         with Tcpdump(pcap, broker.port, options) as tcpdump, sampler:
-            subprocess.run(command, check=True, timeout=CLIENT_TIMEOUT_S)
+            subprocess.run(command, check=True, timeout=CLIENT_TIMEOUT_S, cwd=REPO)
         record = json.loads(record_path.read_text())
     stats = tcpdump.stats
     assert stats is not None
     if stats.dropped_by_kernel:
         raise DroppedPackets(f"{scenario.name}: tcpdump dropped {stats.dropped_by_kernel} packets")
-    sampler.write(out_dir / f"{scenario.name}.stats.jsonl")
+    sampler.write(*(out_dir / f"{scenario.name}.{kind}.jsonl" for kind in ("stats", "counters")))
     left_out = keep_whole_connections(pcap)
     capture = {
         "file": pcap.name,
@@ -100,6 +107,8 @@ def capture_once(
         "broker_version": broker.version(),
         "stats": f"{scenario.name}.stats.jsonl",
         "stats_samples": len(sampler.samples),
+        "counters": f"{scenario.name}.counters.jsonl",
+        "counters_samples": len(sampler.counters),
     }
     truth = build_truth(described, capture, pcap, f"127.0.0.1:{broker.port}", record)
     write_json(out_dir / f"{scenario.name}.truth.json", truth)
@@ -120,7 +129,7 @@ def capture_scenario(
 
 def regenerate(chosen: list[RealScenario], out_dir: Path) -> list[dict]:
     """Capture the chosen scenarios, one broker start per broker group."""
-    programs = build()
+    programs = build({s.client for s in chosen})
     truths = []
     by_group = sorted(chosen, key=lambda s: s.broker_group)
     for (config, own), group in groupby(by_group, key=lambda s: s.broker_group):
@@ -140,7 +149,7 @@ def versions(truths: list[dict]) -> dict:
         out["pulsar_broker"] = truth["broker_version"]
         client = truth["client"]
         out[f"{client['client']}_client"] = f"{client['client_library']} {client['client_version']}"
-        for runtime in ("java_version", "java_vm", "go_version"):
+        for runtime in ("java_version", "java_vm", "go_version", "python_version"):
             if runtime in client:
                 out[runtime] = client[runtime]
     return dict(sorted(out.items()))

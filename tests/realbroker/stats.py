@@ -1,10 +1,13 @@
-"""The broker's own account of a scenario: its admin API's topic statistics, sampled.
+"""The broker's own account of a scenario: its admin API's topic statistics and its
+OpenTelemetry consumer counters, sampled.
 
 Every ``INTERVAL_S`` the sampler lists the namespace's topics, keeps the scenario's (by
-name prefix) and asks the broker for each one's stats. A sample keeps the request's send
-and answer times, so a test knows the window in which the broker took its numbers, and the
-fields that describe flow control, acknowledgement and redelivery (the full answer is ~3 kB
-of mostly rates).
+name prefix) and asks the broker for each one's stats, then reads the per consumer
+counters of those topics from the broker's Prometheus endpoint (acks, redeliveries and
+messages out are counted there only: the admin API gives their rates). A sample keeps the
+request's send and answer times, so a test knows the window in which the broker took its
+numbers, and the fields that describe flow control, acknowledgement and redelivery (the
+full answer is ~3 kB of mostly rates).
 """
 
 from __future__ import annotations
@@ -15,6 +18,8 @@ import time
 import urllib.parse
 import urllib.request
 from pathlib import Path
+
+from prometheus_client.parser import text_string_to_metric_families
 
 INTERVAL_S = 0.1
 NAMESPACE = "public/default"
@@ -48,6 +53,23 @@ CONSUMER_FIELDS = (
 )
 
 
+# The broker's OpenTelemetry consumer metrics (their Prometheus family names), by the key a
+# counters sample stores each under.
+CONSUMER_METRICS = {
+    "pulsar_broker_consumer_message_ack_count": "acks",
+    "pulsar_broker_consumer_message_redeliver_count": "redelivered",
+    "pulsar_broker_consumer_message_outgoing_count": "messages_out",
+    "pulsar_broker_consumer_message_unack_count": "unacked",
+    "pulsar_broker_consumer_permit_count": "permits",
+}
+CONSUMER_LABELS = {
+    "pulsar_topic": "topic",
+    "pulsar_subscription_name": "subscription",
+    "pulsar_consumer_name": "consumer_name",
+    "pulsar_consumer_id": "consumer_id",
+}
+
+
 def now_us() -> int:
     return time.time_ns() // 1000
 
@@ -70,13 +92,41 @@ def compact(stats: dict) -> dict:
     return out
 
 
-class StatsSampler:
-    """``with StatsSampler(admin_url, prefix) as sampler:`` samples until the block ends."""
+def consumer_counters(text: str, prefix: str) -> list[dict]:
+    """Each consumer's counters in a Prometheus exposition, for topics named ``prefix``*."""
+    consumers: dict[tuple, dict] = {}
+    for family in text_string_to_metric_families(text):
+        key = CONSUMER_METRICS.get(family.name)
+        if key is None:
+            continue
+        for sample in family.samples:
+            if sample.name.endswith("_created"):
+                continue
+            labels = {v: sample.labels.get(k, "") for k, v in CONSUMER_LABELS.items()}
+            if not labels["topic"].startswith(prefix):
+                continue
+            labels["consumer_id"] = int(labels["consumer_id"])
+            row = consumers.setdefault(tuple(labels.values()), labels)
+            row[key] = int(sample.value)
+    return [consumers[k] for k in sorted(consumers)]
 
-    def __init__(self, admin_url: str, topic_prefix: str) -> None:
+
+class StatsSampler:
+    """``with StatsSampler(admin_url, metrics_url, prefix) as sampler:`` samples until the
+    block ends."""
+
+    def __init__(self, admin_url: str, metrics_url: str, topic_prefix: str) -> None:
         self.admin_url = admin_url
+        self.metrics_url = (
+            metrics_url
+            + "?"
+            + "&".join(
+                f"name[]={name}{suffix}" for name in CONSUMER_METRICS for suffix in ("", "_total")
+            )
+        )
         self.prefix = f"persistent://{NAMESPACE}/{topic_prefix}"
         self.samples: list[dict] = []
+        self.counters: list[dict] = []
         self.errors = 0
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="stats-sampler", daemon=True)
@@ -104,6 +154,14 @@ class StatsSampler:
             self.samples.append(
                 {"t_request_us": sent, "t_response_us": answered, "topic": topic, **compact(stats)}
             )
+        sent = now_us()
+        with urllib.request.urlopen(self.metrics_url, timeout=5) as response:
+            text = response.read().decode()
+        answered = now_us()
+        consumers = consumer_counters(text, self.prefix)
+        self.counters.append(
+            {"t_request_us": sent, "t_response_us": answered, "consumers": consumers}
+        )
 
     def _run(self) -> None:
         while not self._stop.is_set():
@@ -122,6 +180,7 @@ class StatsSampler:
         self._thread.join(timeout=30)
         self.sample_once()  # the state the scenario left behind
 
-    def write(self, path: Path) -> None:
-        lines = (json.dumps(sample, sort_keys=True) for sample in self.samples)
-        path.write_text("".join(line + "\n" for line in lines))
+    def write(self, stats: Path, counters: Path) -> None:
+        for path, samples in ((stats, self.samples), (counters, self.counters)):
+            lines = (json.dumps(sample, sort_keys=True) for sample in samples)
+            path.write_text("".join(line + "\n" for line in lines))
