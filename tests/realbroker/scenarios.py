@@ -6,11 +6,12 @@ from dataclasses import dataclass
 
 JAVA = "java"
 GO = "go"
+PYTHON = "python"
 
 
 @dataclass(frozen=True)
 class RealScenario:
-    client: str  # java or go
+    client: str  # java, go or python
     scenario: str  # the name the client program knows it by
     description: str
     broker_config: str = "default"  # a key of broker.CONFIGS
@@ -54,6 +55,7 @@ SCENARIOS = [
         JAVA,
         "transaction",
         "consume-transform-produce in transactions, one committed, one aborted",
+        broker_config="transactions",
         own_broker=True,
     ),
     RealScenario(JAVA, "pattern", "a pattern subscription fed by the broker's topic-list watcher"),
@@ -70,8 +72,20 @@ SCENARIOS = [
     RealScenario(GO, "redelivery", "negative acks until the dead-letter topic, and its reader"),
     RealScenario(GO, "batch_index_ack", "batch-index acknowledgements and the ack_set redelivery"),
     RealScenario(GO, "chunked", "70 kB messages in 20 kB chunks"),
-    RealScenario(GO, "transaction", "transactions, one committed, one aborted", own_broker=True),
+    RealScenario(
+        GO,
+        "transaction",
+        "transactions, one committed, one aborted",
+        broker_config="transactions",
+        own_broker=True,
+    ),
     RealScenario(GO, "slow_consumer", "a 10-message receiver queue behind a 60-message backlog"),
+    RealScenario(
+        PYTHON,
+        "redelivery",
+        "batch-index acks and negative acks on a Shared subscription: ack_set redeliveries",
+    ),
+    RealScenario(PYTHON, "slow_consumer", "a 5-message receiver queue behind a 30-message backlog"),
 ]
 
 BY_NAME = {s.name: s for s in SCENARIOS}
