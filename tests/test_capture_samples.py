@@ -38,6 +38,9 @@ REAL = [
     for p in sample_captures()
     if _journal_path(p).exists() and "snaplen" not in p.name and p not in TLS
 ]
+# Captures of the real Pulsar broker (tests/realbroker): it keeps no journal, so their
+# witnesses are dpkt's reassembly and the frames per connection the truth read with it.
+REAL_BROKER = [p for p in sample_captures() if p.name.startswith("realpulsar_")]
 DERIVED = [p for p in sample_captures() if "derived_from" in _truth(p) and p not in TLS]
 SNAPLEN = [p for p in sample_captures() if "snaplen" in p.name]
 
@@ -85,7 +88,7 @@ def _ids(paths: list[Path]) -> list[str]:
 
 
 def test_every_sample_is_checked_once() -> None:
-    assert sorted(REAL + DERIVED + SNAPLEN + TLS) == sample_captures()
+    assert sorted(REAL + REAL_BROKER + DERIVED + SNAPLEN + TLS) == sample_captures()
     kinds = {_truth(p)["manifest"]["kind"] for p in DERIVED}
     assert kinds == {"lost", "duplicated", "reordered", "midstream", "pcapng"}
 
@@ -106,6 +109,22 @@ def test_real_capture_streams_match_dpkt_and_the_broker_journal(capture: Path) -
         assert not stream.gaps, f"{sender}: gaps in a clean capture"
         assert stream.data == witness[sender], f"{sender}: bytes differ from dpkt's"
         assert frame_sizes(stream.data) == journal[sender], f"{sender}: frames differ"
+
+
+@pytest.mark.parametrize("capture", REAL_BROKER, ids=_ids(REAL_BROKER))
+def test_real_broker_capture_streams_match_dpkt_and_the_frames_counted(capture: Path) -> None:
+    delivered = streams_of(capture).directed_streams()
+    witness = reassemble(capture)
+    counted = {}
+    for row in _truth(capture)["connections"]:
+        counted[(row["client"], row["broker"])] = row.get("frames_c2b", 0)
+        counted[(row["broker"], row["client"])] = row.get("frames_b2c", 0)
+
+    assert set(delivered) == set(witness)
+    for sender, stream in delivered.items():
+        assert not stream.gaps, f"{sender}: gaps in a clean capture"
+        assert stream.data == witness[sender], f"{sender}: bytes differ from dpkt's"
+        assert len(frame_sizes(stream.data)) == counted[sender], f"{sender}: frames differ"
 
 
 @pytest.mark.parametrize("capture", REAL, ids=_ids(REAL))
