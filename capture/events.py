@@ -54,6 +54,9 @@ class Connection:
     # The roles turned round since reassembly named the client (as Zeek's
     # connection_flipped): reassembly labels the directions of later bytes by it.
     flipped: bool = False
+    # The tunnel ids it was carried in, outermost first ("vxlan:4242/vlan:100"; "" when
+    # bare): part of its identity, as its endpoints are.
+    encapsulation: str = ""
 
     def flip(self) -> None:
         """Exchange client and server: content proved reassembly's choice wrong. Only the

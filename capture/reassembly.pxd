@@ -40,4 +40,5 @@ cdef class Reassembler:
 
     cpdef void count_segments(self)
     cpdef segment(self, object ts, object src, long sport, object dst, long dport,
-                  long long seq, long long ack, long flags, object payload, long long cut=*)
+                  long long seq, long long ack, long flags, object payload, long long cut=*,
+                  object tunnel=*)
