@@ -83,14 +83,14 @@ def decode_options(args: argparse.Namespace) -> DecodeOptions:
     return DecodeOptions(
         payloads=args.payloads,
         max_frame_size=args.max_frame_size,
-        hints=port_hints(args),
         series=args.series,
+        **port_options(args),
     )
 
 
 def add_port_arguments(parser: argparse.ArgumentParser) -> None:
-    """The protocol hints ``decode`` and ``show`` share: ports whose connections are
-    decoded as a protocol whatever their content looks like."""
+    """The port options ``decode`` and ``show`` share: ports whose connections are
+    decoded as a protocol whatever their content looks like, and UDP ports of tunnels."""
     for protocol, name in (("pulsar", "Pulsar"), ("kafka07", "Kafka 0.7")):
         parser.add_argument(
             f"--{protocol}-port",
@@ -100,15 +100,26 @@ def add_port_arguments(parser: argparse.ArgumentParser) -> None:
             metavar="P",
             help=f"decode connections to this port as {name} (repeatable)",
         )
+    parser.add_argument(
+        "--vxlan-port",
+        type=port,
+        action="append",
+        default=[],
+        metavar="P",
+        help="UDP port that carries VXLAN, besides 4789 and 8472 (repeatable)",
+    )
 
 
-def port_hints(args: argparse.Namespace) -> dict[str, list[int]]:
-    """The ports of :func:`add_port_arguments` by protocol, as ``DecodeOptions.hints``."""
-    return {"pulsar": args.pulsar_port, "kafka07": args.kafka07_port}
+def port_options(args: argparse.Namespace) -> dict:
+    """The options of :func:`add_port_arguments` as ``DecodeOptions`` fields."""
+    return {
+        "hints": {"pulsar": args.pulsar_port, "kafka07": args.kafka07_port},
+        "vxlan_ports": tuple(args.vxlan_port),
+    }
 
 
 def run(args: argparse.Namespace) -> int:
-    from pwcap.decode.capture_anomalies import link_warnings
+    from pwcap.decode.capture_anomalies import capture_warnings
     from pwcap.decode.inputs import InputError
     from pwcap.decode.parallel import WorkerDied, decode_parallel
     from pwcap.progress import ProgressBar, wanted
@@ -151,7 +162,7 @@ def run(args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
     for capture in summary.captures:
-        for line in link_warnings(capture.stats, str(capture.path)):
+        for line in capture_warnings(capture.stats, str(capture.path)):
             print(f"pwcap decode: warning: {line}", file=sys.stderr)
     return EXIT_CUT_OFF if summary.cut_off else 0
 
@@ -168,7 +179,10 @@ def print_summary(summary: Summary, out: TextIO) -> None:
         f" {frames / seconds:,.0f} frames/s",
         file=out,
     )
-    print(f"packets      {_packets(summary.capture_totals())}", file=out)
+    totals = summary.capture_totals()
+    print(f"packets      {_packets(totals)}", file=out)
+    if totals.encapsulations:
+        print(f"tunnelled    {_tally(totals.encapsulations, TOP_COMMANDS)}", file=out)
     print(f"connections  {_tally(summary.connections)}", file=out)
     print(f"frames       {_tally(summary.commands, TOP_COMMANDS)}", file=out)
     print(f"messages     {summary.rows['messages']:,}", file=out)
@@ -182,16 +196,20 @@ def print_summary(summary: Summary, out: TextIO) -> None:
 
 def _packets(stats: CaptureStats) -> str:
     """What reassembly made of the records: skipped, repaired and lost, in one line."""
+    from pwcap.decode.capture_anomalies import skip_reasons
+
     skipped = stats.records - stats.tcp_segments
     parts = [f"{stats.tcp_segments:,} TCP", f"{skipped:,} other skipped"]
+    if skipped:
+        parts[-1] += f" [{skip_reasons(stats)}]"
     if stats.retransmitted_bytes:
         parts.append(f"{stats.retransmitted_bytes:,} B seen twice")
     if stats.reordered_segments:
         parts.append(f"{stats.reordered_segments:,} segments held for order")
     if stats.gaps:
         parts.append(f"{stats.gap_bytes:,} B missing in {stats.gaps:,} gaps")
-    if stats.ip_fragments:
-        parts.append(f"{stats.ip_fragments:,} IP fragments")
+    if stats.fragments_reassembled:
+        parts.append(f"{stats.fragments_reassembled:,} IP datagrams reassembled")
     return f"{stats.records:,} ({', '.join(parts)})"
 
 

@@ -20,7 +20,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from pwcap.cli_decode import add_port_arguments, port_hints
+from pwcap.cli_decode import add_port_arguments, port_options
 
 FrameCallback = Callable[[dict[str, Any]], None]
 ANOMALY_COLUMNS = ["ts", "capture", "conn_id", "direction", "kind", "stream_offset", "detail"]
@@ -118,7 +118,7 @@ def run(args: argparse.Namespace) -> int:
             for is_frame, row in _dataset_rows(path):
                 (show if is_frame else expert_info)(row)
         elif path.is_file() or args.file == "-":
-            _capture_frames(path, port_hints(args), show, expert_info)
+            _capture_frames(path, port_options(args), show, expert_info)
         else:
             return _error(f"{path}: no such file or directory")
     except _Enough:
@@ -288,12 +288,12 @@ def _table_rows(directory: Path, table: str, columns: list[str]) -> Iterator[dic
 
 
 def _capture_frames(
-    path: Path, hints: dict[str, list[int]], on_frame: FrameCallback, on_anomaly: FrameCallback
+    path: Path, options: dict[str, Any], on_frame: FrameCallback, on_anomaly: FrameCallback
 ) -> None:
     """Decode the capture on the fly (the decode driver, its rules for a capture cut off
     or no capture at all), showing each frame as its decoder emits it."""
     from pwcap.decode.api import DecodeOptions, RowSink
-    from pwcap.decode.capture_anomalies import link_warnings
+    from pwcap.decode.capture_anomalies import capture_warnings
     from pwcap.decode.driver import decode_capture
     from pwcap.decode.inputs import STDIN, CaptureInput, InputError
 
@@ -310,10 +310,10 @@ def _capture_frames(
     else:
         capture = CaptureInput(path.name, path, path.stat().st_size)
     try:
-        result = decode_capture(capture, _Rows(), DecodeOptions(hints=hints))
+        result = decode_capture(capture, _Rows(), DecodeOptions(**options))
     except InputError as error:
         raise _ShowError(str(error)) from None
     if result.cut_off is not None:
         print(f"pwcap show: warning: {result.cut_off}", file=sys.stderr)
-    for line in link_warnings(result.stats, str(path)):
+    for line in capture_warnings(result.stats, str(path)):
         print(f"pwcap show: warning: {line}", file=sys.stderr)
