@@ -16,5 +16,6 @@ cdef class Duplicates:
     cdef long _number(self, str tunnel)
 
 cdef unsigned long long _mix(unsigned long long hash, bytes data, Py_ssize_t lo, Py_ssize_t hi)
-cpdef unsigned long long fingerprint(bytes buf, Py_ssize_t header, Py_ssize_t header_end,
-                                     bytes src, bytes dst, long ident, long long length)
+cpdef unsigned long long fingerprint(bytes buf, Py_ssize_t header, Py_ssize_t payload,
+                                     Py_ssize_t captured, bytes src, bytes dst, long ident,
+                                     long long length)

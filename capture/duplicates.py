@@ -6,7 +6,8 @@ host's own capture, gives each packet twice, microseconds apart, perhaps with an
 encapsulation (or none), another TTL, or a checksum the sending host's capture never saw
 filled in (offload). A segment is a copy when everything its sender put in it that a
 hop does not change (addresses, IPv4 identification, the TCP header but its checksum,
-the payload's length) is the same as a segment seen within :data:`WINDOW_US`: a 64-bit
+the payload's length and its first bytes) is the same as a segment seen within
+:data:`WINDOW_US`: a 64-bit
 fingerprint of those fields, looked up in a table of :data:`SLOTS` (fixed memory, no
 allocation per packet). A retransmission differs from its original (its IPv4
 identification, TCP timestamps); one that does not is dropped here instead of by
@@ -28,6 +29,7 @@ if TYPE_CHECKING:
     from pwcap.capture.stats import CaptureStats
 
 WINDOW_US = 100_000  # copies of one packet come microseconds apart; retransmissions later
+PAYLOAD_BYTES = 16  # of the payload, hashed: two tenants' headers alike still differ here
 SLOTS = 1 << 14
 MAX_ALIASES = 1 << 12
 MAX_TUNNELS = 1 << 12
@@ -52,21 +54,24 @@ def _mix(
 def fingerprint(
     buf: bytes,
     header: cython.Py_ssize_t,
-    header_end: cython.Py_ssize_t,
+    payload: cython.Py_ssize_t,
+    captured: cython.Py_ssize_t,
     src: bytes,
     dst: bytes,
     ident: cython.long,
     length: cython.longlong,
 ) -> cython.ulonglong:
-    """The fingerprint of a segment whose TCP header is ``buf[header:header_end]`` (as
-    captured), sent from ``src`` to ``dst`` with IPv4 identification ``ident`` (-1 for
-    IPv6), ``length`` payload bytes on the wire. Never 0 (an empty slot)."""
+    """The fingerprint of a segment whose TCP header is ``buf[header:payload]`` and whose
+    payload was captured up to ``captured``, sent from ``src`` to ``dst`` with IPv4
+    identification ``ident`` (-1 for IPv6), ``length`` payload bytes on the wire. Never 0
+    (an empty slot)."""
     hash: cython.ulonglong = _mix(_FNV_OFFSET, src, 0, len(src))
     hash = _mix(hash, dst, 0, len(dst))
     hash = ((hash ^ (ident & 0xFFFFFFFF)) * _FNV_PRIME) & 0xFFFFFFFFFFFFFFFF
     hash = ((hash ^ (length & 0xFFFFFFFF)) * _FNV_PRIME) & 0xFFFFFFFFFFFFFFFF
-    hash = _mix(hash, buf, header, min(header + 16, header_end))  # up to the checksum
-    hash = _mix(hash, buf, header + 18, header_end)  # urgent pointer, options
+    hash = _mix(hash, buf, header, min(header + 16, payload))  # up to the checksum
+    hash = _mix(hash, buf, header + 18, payload)  # urgent pointer, options
+    hash = _mix(hash, buf, payload, min(payload + PAYLOAD_BYTES, captured))
     return hash | 1
 
 

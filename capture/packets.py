@@ -313,7 +313,7 @@ class PacketParser:
             end = size
         self.payload = _within(buf, base, size, start, end)
         self._fingerprint = fingerprint(
-            buf, at, base + min(start, size), self.src, self.dst, self._ident,
+            buf, at, base + min(start, size), base + end, self.src, self.dst, self._ident,
             len(self.payload) + self.cut,
         )  # fmt: skip
         return True
