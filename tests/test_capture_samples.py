@@ -34,6 +34,7 @@ def _truth(capture: Path) -> dict:
 REAL = [p for p in sample_captures() if _journal_path(p).exists() and "snaplen" not in p.name]
 DERIVED = [p for p in sample_captures() if "derived_from" in _truth(p)]
 SNAPLEN = [p for p in sample_captures() if "snaplen" in p.name]
+OVERLAY = [p for p in sample_captures() if p.name.startswith("overlay_")]  # test_overlay_samples
 
 
 @cache
@@ -79,7 +80,7 @@ def _ids(paths: list[Path]) -> list[str]:
 
 
 def test_every_sample_is_checked_once() -> None:
-    assert sorted(REAL + DERIVED + SNAPLEN) == sample_captures()
+    assert sorted(REAL + DERIVED + SNAPLEN + OVERLAY) == sample_captures()
     kinds = {_truth(p)["manifest"]["kind"] for p in DERIVED}
     assert kinds == {"lost", "duplicated", "reordered", "midstream", "pcapng"}
 
