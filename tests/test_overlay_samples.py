@@ -118,7 +118,7 @@ def test_a_span_of_both_router_ports_counts_each_packet_once(decoded) -> None:
 
 def test_a_mirror_s_snaplen_is_a_gap_of_the_bytes_it_cut(decoded) -> None:
     capture = SAMPLES / "overlay_vxlan_ipv6_cut.pcap"
-    summary, tables = decoded[capture.name]
+    _, tables = decoded[capture.name]
     (tenant,) = truth_of(capture)["tenants"]
     sent = defaultdict(int)
     for row in journal_of(capture, tenant):

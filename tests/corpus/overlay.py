@@ -270,7 +270,7 @@ def run_clients(overlay: Overlay, urls: dict[int, str]) -> dict[int, dict]:
             cwd=REPO,
             stdout=subprocess.PIPE,
             text=True,
-        )  # fmt: skip
+        )
         for vni in overlay.vnis
     }
     records = {}
