@@ -33,20 +33,41 @@ PAYLOAD_BYTES = 16  # of the payload, hashed: two tenants' headers alike still d
 SLOTS = 1 << 14
 MAX_ALIASES = 1 << 12
 MAX_TUNNELS = 1 << 12
+_PAYLOAD_BYTES = cython.declare(cython.Py_ssize_t, PAYLOAD_BYTES)
 _SLOT_MASK = cython.declare(cython.ulonglong, SLOTS - 1)
 _WINDOW_US = cython.declare(cython.longlong, WINDOW_US)
 _FNV_OFFSET = cython.declare(cython.ulonglong, 0xCBF29CE484222325)
 _FNV_PRIME = cython.declare(cython.ulonglong, 0x100000001B3)
+# 64 bits: interpreted, the products' high bits must go; compiled, C's wrap-around does it
+# (a C constant: the literal alone would make Cython compute the hash with Python ints)
+_BITS64 = cython.declare(cython.ulonglong, 0xFFFFFFFFFFFFFFFF)
+_BITS32 = cython.declare(cython.ulonglong, 0xFFFFFFFF)
 
 
 @cython.cfunc
 def _mix(
     hash: cython.ulonglong, data: bytes, lo: cython.Py_ssize_t, hi: cython.Py_ssize_t
 ) -> cython.ulonglong:
-    """FNV-1a over ``data[lo:hi]``."""
+    """FNV-1a over ``data[lo:hi]`` (cut to the bytes there are), a 32-bit word at a time
+    then byte by byte: a TCP header is whole words. Compiled, a loop over the bytes'
+    buffer, its bounds checked once."""
+    lo = max(lo, 0)
+    hi = min(hi, len(data))
+    raw: cython.p_const_char = data
     index: cython.Py_ssize_t
-    for index in range(lo, hi):
-        hash = ((hash ^ data[index]) * _FNV_PRIME) & 0xFFFFFFFFFFFFFFFF
+    word: cython.ulonglong
+    byte: cython.uchar
+    while lo + 4 <= hi:
+        word = 0
+        for index in range(lo, lo + 4):
+            byte = raw[index]
+            word = word << 8 | byte
+        hash = ((hash ^ word) * _FNV_PRIME) & _BITS64
+        lo += 4
+    while lo < hi:
+        byte = raw[lo]
+        hash = ((hash ^ byte) * _FNV_PRIME) & _BITS64
+        lo += 1
     return hash
 
 
@@ -67,11 +88,11 @@ def fingerprint(
     (an empty slot)."""
     hash: cython.ulonglong = _mix(_FNV_OFFSET, src, 0, len(src))
     hash = _mix(hash, dst, 0, len(dst))
-    hash = ((hash ^ (ident & 0xFFFFFFFF)) * _FNV_PRIME) & 0xFFFFFFFFFFFFFFFF
-    hash = ((hash ^ (length & 0xFFFFFFFF)) * _FNV_PRIME) & 0xFFFFFFFFFFFFFFFF
+    hash = ((hash ^ (cython.cast(cython.ulonglong, ident) & _BITS32)) * _FNV_PRIME) & _BITS64
+    hash = ((hash ^ (cython.cast(cython.ulonglong, length) & _BITS32)) * _FNV_PRIME) & _BITS64
     hash = _mix(hash, buf, header, min(header + 16, payload))  # up to the checksum
     hash = _mix(hash, buf, header + 18, payload)  # urgent pointer, options
-    hash = _mix(hash, buf, payload, min(payload + PAYLOAD_BYTES, captured))
+    hash = _mix(hash, buf, payload, min(payload + _PAYLOAD_BYTES, captured))
     return hash | 1
 
 

@@ -13,7 +13,8 @@ cdef class PacketParser:
     cdef Duplicates _duplicates
     cdef bytes _tunnels
     cdef dict _labels
-    cdef list _tags_seen
+    cdef long long[:] _seen
+    cdef Py_ssize_t _seen_count
     cdef str _tunnel_seen
     cdef str _run
     cdef long long _run_count
@@ -37,6 +38,7 @@ cdef class PacketParser:
     cdef bint _tcp(self, bytes buf, Py_ssize_t base, Py_ssize_t size, Py_ssize_t offset,
                    long long end) except -1
     cdef bint _take(self, long long ts) except -1
-    cdef void _encapsulation(self, list tags)
+    cdef void _encapsulation(self, Cursor c)
     cdef bint _skip(self, int code, long linktype) except -1
-    cpdef void count_encapsulations(self)
+    cpdef void count(self)
+    cdef void _count_run(self) except *

@@ -18,6 +18,7 @@ the same code runs on Python integers and finds the same segments.
 
 from __future__ import annotations
 
+from array import array
 from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
@@ -36,6 +37,7 @@ from .layers.codes import (
     IPV6,
     MALFORMED,
     MAX_LAYERS,
+    MAX_TAGS,
     MPLS,
     NON_TCP,
     TCP,
@@ -177,7 +179,8 @@ class PacketParser:
         self._duplicates = Duplicates(stats)
         self._tunnels = tunnel_ports(vxlan_ports)
         self._labels: dict[tuple[int, ...], str] = {}
-        self._tags_seen: list[int] = []
+        self._seen = array("q", bytes(8 * 2 * MAX_TAGS))  # the last segment's tags
+        self._seen_count = 0
         self._tunnel_seen = ""
         self._run = ""  # the encapsulation of the last segments, counted in _run_count
         self._run_count = 0
@@ -279,7 +282,7 @@ class PacketParser:
             self.src = c.src
             self.dst = c.dst
             self._ident = c.ident
-            self._encapsulation(c.tags)
+            self._encapsulation(c)
             return self._tcp(c.buf, c.base, c.size, c.at, c.end) and self._take(ts)
         if code != _HELD:
             self._skip(code, linktype)
@@ -332,25 +335,36 @@ class PacketParser:
             return False
         if self.tunnel:
             if self.tunnel is not self._run:
-                self.count_encapsulations()
+                self._count_run()
                 self._run = self.tunnel
             self._run_count += 1
         return True
 
     @cython.cfunc
-    def _encapsulation(self, tags: list) -> cython.void:
-        """``tunnel``: the label of the segment's tags, made once per distinct stack."""
-        if not tags:
+    def _encapsulation(self, c: Cursor) -> cython.void:
+        """``tunnel``: the label of the segment's tags, made once per distinct stack (and
+        compared in C with the last segment's, which almost always had the same)."""
+        count: cython.Py_ssize_t = c.count
+        if not count:
             self.tunnel = ""
             return
-        if tags != self._tags_seen:
-            key = tuple(tags)
+        index: cython.Py_ssize_t
+        same: cython.bint = count == self._seen_count
+        if same:
+            for index in range(count):
+                if c.tags[index] != self._seen[index]:
+                    same = False
+                    break
+        if not same:
+            key = c.key()
             label = self._labels.get(key)
             if label is None:
                 if len(self._labels) >= MAX_LABELS:
                     self._labels.clear()
                 label = self._labels[key] = codes.label(key)
-            self._tags_seen = list(tags)
+            for index in range(count):
+                self._seen[index] = c.tags[index]
+            self._seen_count = count
             self._tunnel_seen = label
         self.tunnel = self._tunnel_seen
 
@@ -377,9 +391,17 @@ class PacketParser:
 
     @cython.ccall
     @cython.returns(cython.void)
-    def count_encapsulations(self) -> None:
-        """Add the segments counted since the last call to ``stats.encapsulations``
-        (counted in C while the encapsulation stays the same)."""
+    def count(self) -> None:
+        """Add what was counted in C since the last call to the stats: fragments, and
+        segments per encapsulation."""
+        self._fragments.count()
+        self._count_run()
+
+    @cython.cfunc
+    @cython.exceptval(check=True)
+    def _count_run(self) -> cython.void:
+        """The segments of the last encapsulation, counted in C while it stayed the same,
+        to ``stats.encapsulations``."""
         if self._run_count:
             counted = self.stats.encapsulations
             if self._run in counted or len(counted) < MAX_COUNTED:
@@ -391,4 +413,4 @@ class PacketParser:
     def finish(self) -> None:
         """The capture ended: datagrams still awaiting fragments were never completed."""
         self._fragments.finish()
-        self.count_encapsulations()
+        self.count()

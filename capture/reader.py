@@ -68,7 +68,7 @@ class RecordReader:
             self.record_stats.records += count
             self.record_stats.record_bytes += size
             self._reassembler.count_segments()
-            self._parser.count_encapsulations()
+            self._parser.count()
 
     def walk(self, records: RecordWalk) -> None:
         """Every record of a capture, parsed where the walk keeps it."""
@@ -147,7 +147,7 @@ def _walk(
         stats.records += count
         stats.record_bytes += size
         reassembler.count_segments()
-        parser.count_encapsulations()
+        parser.count()
 
 
 @cython.cfunc

@@ -8,7 +8,8 @@ cdef class Cursor:
     cdef public Py_ssize_t size
     cdef public long long end
     cdef public long long ts
-    cdef public list tags
+    cdef long long[:] tags
+    cdef public Py_ssize_t count
     cdef public bytes src
     cdef public bytes dst
     cdef public long ident
@@ -24,3 +25,4 @@ cdef class Cursor:
     cdef bytes copy(self, Py_ssize_t lo, Py_ssize_t hi)
     cdef void carry(self, long long length)
     cdef bint tag(self, int kind, long long ident) except -1
+    cpdef tuple key(self)

@@ -16,15 +16,20 @@ Cython checks each index against the buffer too).
 
 from __future__ import annotations
 
+from array import array
+
 import cython
 
 from .codes import MAX_TAGS
+
+_MAX_TAG_SLOTS = cython.declare(cython.Py_ssize_t, 2 * MAX_TAGS)
 
 
 @cython.cclass
 class Cursor:
     """One record's walk: its bytes, the header being read, the tunnel ids met so far
-    (``tags``: kind, id, kind, id...) and the addresses of the innermost IP header.
+    (kind, id, kind, id... in ``tags[:count]``: a C array, no object per packet) and the
+    addresses of the innermost IP header.
 
     Its fields' C types are in ``cursor.pxd``."""
 
@@ -32,7 +37,8 @@ class Cursor:
         self.buf = b""
         self.base = self.at = self.size = 0
         self.end = self.ts = 0
-        self.tags: list[int] = []
+        self.tags = array("q", bytes(8 * 2 * MAX_TAGS))
+        self.count = 0
         self.src = self.dst = b""
         self.ident = -1
         self.port = 0
@@ -54,8 +60,7 @@ class Cursor:
         self.size = size
         self.end = end
         self.ts = ts
-        if self.tags:
-            self.tags.clear()
+        self.count = 0
         self.ident = -1
         return 0
 
@@ -98,9 +103,14 @@ class Cursor:
 
     @cython.cfunc
     def copy(self, lo: cython.Py_ssize_t, hi: cython.Py_ssize_t) -> bytes:
-        """The bytes ``lo:hi`` of the current header (the caller checked the room)."""
+        """The bytes ``lo:hi`` of the current header, which must be there to read.
+        Compiled, copied straight from the buffer (a slice of bytes goes through Python's
+        generic slicing and costs ten times as much)."""
+        if lo < 0 or lo > hi or self.at + hi > self.size or self.base + self.size > len(self.buf):
+            raise IndexError(f"bytes {lo}:{hi} of a header at {self.at} of {self.size}")
         at: cython.Py_ssize_t = self.base + self.at
-        return self.buf[at + lo : at + hi]
+        data: cython.p_const_char = self.buf
+        return data[at + lo : at + hi]
 
     @cython.cfunc
     def carry(self, length: cython.longlong) -> cython.void:
@@ -114,8 +124,14 @@ class Cursor:
     @cython.exceptval(-1, check=False)
     def tag(self, kind: cython.int, ident: cython.longlong) -> cython.bint:
         """Add a tunnel id; false when the packet already has as many as an identity holds."""
-        if len(self.tags) >= 2 * MAX_TAGS:
+        if self.count >= _MAX_TAG_SLOTS:
             return False
-        self.tags.append(kind)
-        self.tags.append(ident)
+        self.tags[self.count] = kind
+        self.tags[self.count + 1] = ident
+        self.count += 2
         return True
+
+    @cython.ccall
+    def key(self) -> tuple:
+        """The tags met so far: (kind, id, kind, id...)."""
+        return tuple([self.tags[index] for index in range(self.count)])
