@@ -90,7 +90,7 @@ def capture_warnings(stats: CaptureStats, capture: str) -> list[str]:
         " (a link layer pwcap does not parse)"
         for linktype, count in sorted(stats.unsupported_links.items())
     ]
-    if stats.records and not stats.tcp_segments:
+    if stats.records and not stats.tcp_segments and stats.unsupported_link < stats.records:
         reasons = skip_reasons(stats)
         lines.append(f"{capture}: no TCP segment in {stats.records:,} records: {reasons}")
     return lines
