@@ -28,7 +28,7 @@ from pwcap.decode.pulsar import PulsarDecoder
 from pwcap.tables.schema import Row, arrow_schema
 
 from fuzz.invariants import violations
-from fuzz.mutate import samples
+from fuzz.mutate import samples, wrapped_samples
 from tests.stream_sink import RecordingSink
 
 T0 = 1_700_000_000_000_000
@@ -53,7 +53,7 @@ def records(data: bytes) -> None:
 
 
 def records_seeds() -> Iterator[bytes]:
-    for _, data, _ in samples():
+    for _, data, _ in (*samples(), *wrapped_samples()):
         if len(data) < 40_000:
             yield data
 
