@@ -18,6 +18,7 @@ from collections import Counter
 from collections.abc import Callable
 from pathlib import Path
 
+import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 from pwcap.capture import CaptureStats, read_streams
@@ -540,3 +541,30 @@ def test_tags_nested_beyond_the_bounds_are_too_deep() -> None:
     deep.lastlayer().type = 0x0800
     _, stats = read([deep / segment(b"y", 1)])
     assert stats.too_deep == 1 and stats.tcp_segments == 0
+
+
+def test_a_spark_task_of_jobs_decode_takes_the_vxlan_port_too(tmp_path: Path) -> None:
+    """jobs/decode.py defines its options with pwcap decode's: a task given
+    --vxlan-port decodes the tunnelled capture's frames, one without decodes none."""
+    import argparse
+
+    from pwcap.jobs import decode as job
+
+    (path,) = tunnels.wrap_samples(
+        samples(("pulsar_plain",)), BY_NAME["vxlan_other_port"], tmp_path / "in"
+    )
+    listed = job.Listed(path.name, f"file://{path}", [str(path)], path.stat().st_size)
+    frames = {}
+    for given in ([], ["--vxlan-port", str(tunnels.CUSTOM_VXLAN_PORT)]):
+        parser = argparse.ArgumentParser()
+        job.add_decode_options(parser)
+        options = job.decode_options(parser.parse_args(given))
+        frames[bool(given)] = sum(
+            table.num_rows
+            for batch in job._decode_one(listed, options, None)
+            for name, data in zip(*batch.to_pydict().values(), strict=True)
+            if name == "frames"
+            for table in [job.unpacked(pa.py_buffer(data)).read_all()]
+        )
+    assert frames[False] == 0
+    assert frames[True] == decode(samples(("pulsar_plain",)), tmp_path / "bare").rows["frames"]
