@@ -568,3 +568,33 @@ def test_a_spark_task_of_jobs_decode_takes_the_vxlan_port_too(tmp_path: Path) ->
         )
     assert frames[False] == 0
     assert frames[True] == decode(samples(("pulsar_plain",)), tmp_path / "bare").rows["frames"]
+
+
+def test_both_engines_decode_every_encapsulation_alike(tmp_path: Path) -> None:
+    """The compiled layers and the interpreted ones (PWCAP_PURE_PYTHON=1) write the same
+    tables from every wrapping, outer fragments, copies and cut tunnel headers."""
+    from tests.test_engines import run_pwcap
+
+    folder = tmp_path / "in"
+    sample = load(SAMPLES / "pulsar_plain.pcap")
+    for wrapping in WRAPPINGS:
+        write(folder / f"{wrapping.name}.pcap", wrapped(sample, wrapping))
+    vxlan = wrapped(sample, BY_NAME["vxlan"])
+    write(folder / "fragmented.pcap", tunnels.outer_fragments(vxlan, 200))
+    doubled = [copy for record in vxlan.records for copy in (record, record)]
+    write(folder / "doubled.pcap", Capture(ETHERNET, 262144, doubled))
+    write(folder / "cut.pcap", cut(vxlan, 60))
+    option = ["--vxlan-port", str(tunnels.CUSTOM_VXLAN_PORT)]
+    outputs = {}
+    for pure_python in (False, True):
+        out = tmp_path / ("interpreted" if pure_python else "compiled")
+        done = run_pwcap(
+            "decode", str(folder), "-o", str(out), "-q", "--jobs", "1", *option,
+            pure_python=pure_python,
+        )  # fmt: skip
+        assert done.returncode == 0, done.stderr
+        outputs[pure_python] = out
+    for table in TABLES:
+        compiled = pq.read_table(outputs[False] / table).to_pylist()
+        assert compiled or table == "anomalies"
+        assert compiled == pq.read_table(outputs[True] / table).to_pylist(), table
