@@ -11,6 +11,7 @@ interpreted; ``pwcap --version`` says which engine runs.
 """
 
 import os
+import shutil
 from pathlib import Path
 
 from setuptools import Extension, find_packages, setup
@@ -49,6 +50,9 @@ COMPILED = [
     "decode/wire.py",
     "decode/framing.py",
     "decode/conversation.py",
+    "decode/tls/keylog.py",
+    "decode/tls/protection.py",
+    "decode/tls/stream.py",
     "decode/pulsar/framing.py",
     "decode/pulsar/commands.py",
     "decode/pulsar/info.py",
@@ -65,6 +69,11 @@ COMPILED = [
     "decode/kafka07/framing.py",
     "decode/kafka07/decoder.py",
     "decode/kafka07/messages.py",
+    "tables/arrow_copy.py",
+    "tables/slots.py",
+    "tables/texts.py",
+    "tables/nested.py",
+    "tables/tally.py",
     "tables/columns.py",
     "tables/dataset.py",
 ]
@@ -87,28 +96,25 @@ def _module_name(path: str) -> str:
 
 
 def _declarations(include: Path) -> str:
-    """The ``.pxd`` files under their installed package names in ``include``, where a
-    compiled module's ``cimport`` of ``pwcap.decode.wire`` looks for them (the folders
-    here have short names). A file is rewritten only when it changed: Cython recompiles
-    whatever depends on a newer one. A copy whose source is gone is removed: it would
-    declare a module that no longer has those declarations."""
-    copies = set()
+    """An include folder in which ``pwcap/capture``, ``pwcap/decode``... are links to the
+    folders themselves, so a compiled module's ``cimport`` of ``pwcap.decode.wire`` finds
+    ``decode/wire.pxd`` where it is (the folders have short names; their installed ones
+    are under ``pwcap``). Nothing is copied, so no declaration can be out of date."""
+    top = include / "pwcap"
+    top.mkdir(parents=True, exist_ok=True)
+    (top / "__init__.pxd").touch()  # a package to Cython
     for package, folder in ROOTS.items():
-        for source in Path(folder).rglob("*.pxd"):
-            target = include.joinpath(*package.split("."), source.relative_to(folder))
-            copies.add(target)
-            directory = target.parent
-            while directory != include:  # each folder a package to Cython
-                directory.mkdir(parents=True, exist_ok=True)
-                marker = directory / "__init__.pxd"
-                if not marker.exists():
-                    marker.write_bytes(b"")
-                directory = directory.parent
-            if not target.exists() or target.read_bytes() != source.read_bytes():
-                target.write_bytes(source.read_bytes())
-    for stale in include.rglob("*.pxd"):
-        if stale.name != "__init__.pxd" and stale not in copies:
-            stale.unlink()
+        if package == "pwcap":
+            continue
+        link = top / package.split(".")[-1]
+        target = os.path.relpath(Path(folder).resolve(), top)
+        if link.is_symlink() and os.readlink(link) == target:
+            continue
+        if link.is_symlink() or link.is_file():
+            link.unlink()
+        elif link.is_dir():  # the copies an older build made
+            shutil.rmtree(link)
+        link.symlink_to(target, target_is_directory=True)
     return str(include)
 
 
@@ -150,6 +156,7 @@ setup(
         "pwcap.capture.layers": ["*.pxd"],
         "pwcap.decode": ["*.pxd"],
         "pwcap.decode.pulsar": ["*.pxd"],
+        "pwcap.tables": ["*.pxd"],
     },
     ext_modules=_extensions(),
     cmdclass={"build_ext": BuildOnEveryCore},

@@ -124,8 +124,9 @@ def decode_samples(out: Path) -> Path:
 
 def replicate(spark, seed: Path, frames: int, out: Path) -> int:
     """Write ``seed`` copied until it has ``frames`` frame rows; return the rows written."""
-    from pwcap.jobs.common import read_table
     from pyspark.sql import functions as F
+
+    from pwcap.jobs.common import read_table
 
     tables = {name: read_table(spark, [str(seed)], name) for name in DATASET_TABLES}
     seed_frames = tables["frames"].count()

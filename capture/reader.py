@@ -9,23 +9,24 @@ record, and none for a segment but its addresses and payload.
 from __future__ import annotations
 
 import os
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import BinaryIO
 
 import cython
-from pwcap.capture.events import StreamSink
-from pwcap.capture.records import CaptureError, open_capture, walk_records
-from pwcap.capture.shares import FlowShare
-from pwcap.capture.stats import CaptureStats
+
+from .events import StreamSink
+from .records import CaptureError, open_capture, walk_records
+from .shares import FlowShare
+from .stats import CaptureStats
 
 if cython.compiled:  # the C declarations of the walk, the parser and reassembly (.pxd)
     from cython.cimports.pwcap.capture.packets import PacketParser
     from cython.cimports.pwcap.capture.reassembly import Reassembler
     from cython.cimports.pwcap.capture.records import RecordWalk
 else:
-    from pwcap.capture.packets import PacketParser
-    from pwcap.capture.reassembly import Reassembler
-    from pwcap.capture.records import RecordWalk
+    from .packets import PacketParser
+    from .reassembly import Reassembler
+    from .records import RecordWalk
 
 
 class RecordReader:
@@ -92,6 +93,7 @@ def read_streams(
     scope: str = "",
     share: FlowShare | None = None,
     vxlan_ports: Iterable[int] = (),
+    secrets: Callable[[int, bytes], None] | None = None,
 ) -> CaptureStats:
     """Feed ``sink`` every TCP stream of a pcap / pcapng capture (gzip or not), or of a
     list of captures one tcpdump run wrote in turn (``-C``/``-G`` rotations), read as one
@@ -103,14 +105,17 @@ def read_streams(
     of a run that ends in an error. ``scope`` (the capture's name in the dataset) makes
     the connection ids unique to this capture. ``share`` keeps only that share's
     connections (one of several workers reading the same capture). ``vxlan_ports`` are
-    UDP ports that carry VXLAN besides the usual ones.
+    UDP ports that carry VXLAN besides the usual ones. ``secrets`` is given the type and
+    bytes of each pcapng Decryption Secrets Block, as the walk meets it.
     """
     reader = RecordReader(sink, server_ports, stats, scope, share, vxlan_ports)
     try:
         for one in source if isinstance(source, list) else [source]:
             stream, name = open_capture(one)
             try:
-                reader.walk(walk_records(stream, name, reader.record_stats))
+                walk = walk_records(stream, name, reader.record_stats)
+                walk.on_secrets = secrets
+                reader.walk(walk)
             finally:
                 if stream is not one:
                     stream.close()

@@ -29,8 +29,9 @@ import socket
 from collections.abc import Iterable
 
 import cython
-from pwcap.capture.events import ClientBy, Connection, Direction, StreamSink
-from pwcap.capture.stats import CaptureStats
+
+from .events import ClientBy, Connection, Direction, StreamSink
+from .stats import CaptureStats
 
 FIN, SYN, RST, ACK = 0x01, 0x02, 0x04, 0x10
 # C constants when compiled: a module global is a dict lookup at every segment.

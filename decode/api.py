@@ -16,10 +16,10 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Protocol
 
-from pwcap.capture.events import Connection, Direction
-from pwcap.decode import MAX_FRAME_SIZE
-from pwcap.tables.columns import RowSink  # where decoders build rows: kept with the tables
-from pwcap.tables.schema import Row
+from ..capture.events import Connection, Direction
+from ..tables.columns import RowSink  # where decoders build rows: kept with the tables
+from ..tables.schema import Row
+from . import MAX_FRAME_SIZE
 
 # The columns of its frame that every `messages` row repeats, whatever the protocol.
 FRAME_OF_MESSAGE = ("ts", "capture", "conn_id", "direction", "protocol", "stream_offset", "command")
@@ -74,6 +74,7 @@ class DecodeOptions:
     hints: Mapping[str, Iterable[int]] = field(default_factory=dict)  # protocol -> ports
     vxlan_ports: tuple[int, ...] = ()  # UDP ports that carry VXLAN besides 4789 and 8472
     series: bool = False  # every input file is a part of one rotated series
+    tls_keylogs: tuple[str, ...] = ()  # NSS key log files: TLS sessions' secrets
 
 
 # What a decoder calls, once, when the content proves the connection's roles the other way

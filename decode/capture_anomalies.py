@@ -9,8 +9,8 @@ capture, not a connection: the damage came before any connection).
 
 from __future__ import annotations
 
-from pwcap.capture import CaptureStats
-from pwcap.tables.schema import Row
+from ..capture import CaptureStats
+from ..tables.schema import Row
 
 
 def capture_anomalies(stats: CaptureStats, capture: str, ts: int | None) -> list[Row]:

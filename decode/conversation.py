@@ -11,14 +11,15 @@ request was never sent), or the connection ends. A gap in that direction acquits
 from __future__ import annotations
 
 import cython
-from pwcap.capture.events import LABELS, Direction
-from pwcap.decode.api import RowSink
-from pwcap.tables.schema import positions
+
+from ..capture.events import LABELS, Direction
+from ..tables.schema import positions
+from .api import RowSink
 
 if cython.compiled:  # the row builder's C declarations (columns.pxd)
     from cython.cimports.pwcap.tables.columns import ColumnBuffer
 else:
-    from pwcap.tables.columns import ColumnBuffer
+    from ..tables.columns import ColumnBuffer
 
 MAX_SUSPECTS = 10_000  # unmatched responses awaiting proof, kept per connection
 

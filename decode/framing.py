@@ -27,7 +27,8 @@ from enum import IntEnum
 from typing import NamedTuple
 
 import cython
-from pwcap.decode.api import FrameBudget
+
+from .api import FrameBudget
 
 
 class Mode(IntEnum):

@@ -18,9 +18,9 @@ from dataclasses import dataclass
 from pathlib import Path, PurePath, PurePosixPath
 from typing import BinaryIO
 
-from pwcap.capture import CaptureError
-from pwcap.capture.records import iter_records
-from pwcap.decode.series import in_time_order, rotated_groups, series_name
+from ..capture import CaptureError
+from ..capture.records import iter_records
+from .series import in_time_order, rotated_groups, series_name
 
 STDIN = "-"
 SNIFF_BYTES = 4096  # enough to see a capture's magic, even inside gzip

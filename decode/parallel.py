@@ -27,21 +27,22 @@ from dataclasses import dataclass, field
 from multiprocessing.connection import Connection
 from pathlib import Path
 
-from pwcap.capture.shares import FlowShare
-from pwcap.decode.api import DecodeOptions
-from pwcap.decode.driver import (
+from ..capture.shares import FlowShare
+from ..tables.dataset import DatasetWriter, check_output, make_temporary, put_in_place
+from ..tables.interrupts import Interrupted, interrupts_deferred, terminate_as_interrupt
+from ..tables.schema import TABLES
+from .api import DecodeOptions
+from .driver import (
     CaptureResult,
     Progress,
     Summary,
     capture_rows,
     decode_capture,
     decode_captures,
+    load_keylog,
     merge_shares,
 )
-from pwcap.decode.inputs import CaptureInput, expand_inputs
-from pwcap.tables.dataset import DatasetWriter, check_output, make_temporary, put_in_place
-from pwcap.tables.interrupts import Interrupted, interrupts_deferred, terminate_as_interrupt
-from pwcap.tables.schema import TABLES
+from .inputs import CaptureInput, expand_inputs
 
 MIN_WORKER_BYTES = 16 << 20  # input bytes below which another worker does not pay off
 POLL_SECONDS = 0.25  # how often the parent redraws progress and looks for finished workers
@@ -118,6 +119,7 @@ def decode_parallel(
     workers = plan(captures, jobs)
     if len(workers) <= 1:
         return decode_captures(inputs, out, options, overwrite, progress)
+    keylog = load_keylog(options)  # read here once: the workers fork with it
     out = Path(out)
     progress = progress or Progress()
     check_output(out, overwrite)
@@ -141,6 +143,7 @@ def decode_parallel(
     summary.seconds = time.perf_counter() - started
     summary.skipped = expanded.skipped
     summary.removed = removed
+    summary.keylog = keylog
     return summary
 
 

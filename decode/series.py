@@ -22,7 +22,7 @@ from collections.abc import Callable
 from pathlib import PurePath
 from typing import TypeVar
 
-from pwcap.capture import CaptureError, iter_records
+from ..capture import CaptureError, iter_records
 
 SNIFF_BYTES = 4096
 _ROTATED = re.compile(r"(?P<base>.+\.[A-Za-z]+)(?P<number>\d+)")  # trace.pcap12

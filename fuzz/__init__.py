@@ -10,3 +10,7 @@
   (``fuzz/corpus``), which the tests replay; :mod:`fuzz.known` lists the open failures;
 - :mod:`fuzz.catalogue` writes ``docs/robustness.md``, what pwcap answers to bad input.
 """
+
+from pwcap.engine import activate
+
+activate()  # every module here decodes: pick the engine before any imports the decoders

@@ -23,8 +23,9 @@ from tempfile import TemporaryDirectory
 import pyarrow.parquet as pq
 
 from fuzz.layout import Layout, tcp
-from fuzz.mutate import samples
+from fuzz.mutate import SAMPLES, samples
 from pwcap.cli import main as pwcap
+from tests.corpus.pcapfile import read_pcap, write_pcapng
 
 REFUSED = "refused"  # exit 1, one error line, no dataset
 CUT = "cut"  # exit 3, a warning line, the dataset written with a truncated_capture row
@@ -173,7 +174,64 @@ def gzip_bad_crc(data: bytes) -> bytes:
     return bytes(packed)
 
 
+def with_secrets(build: Callable[[], bytes], keylog: str) -> Callable[[], bytes]:
+    """The pcap ``build`` makes, as pcapng with the key log ``keylog`` (of sample_pcaps/)
+    in a Decryption Secrets Block: pwcap decrypts it with no option."""
+
+    def make() -> bytes:
+        with TemporaryDirectory(prefix="pwcap-catalogue-") as tmp:
+            pcap, pcapng = Path(tmp) / "in.pcap", Path(tmp) / "out.pcapng"
+            pcap.write_bytes(build())
+            write_pcapng(pcapng, read_pcap(pcap), secrets=(SAMPLES / keylog).read_bytes())
+            return pcapng.read_bytes()
+
+    return make
+
+
+def _payloads(layout: Layout, start: bytes) -> list[tuple[int, int]]:
+    """(part, offset in its raw bytes) of each TCP payload that begins with ``start``."""
+    found = []
+    for index in layout.packets():
+        part = layout.parts[index]
+        where = tcp(part.packet, layout.linktype)
+        if where is not None:
+            at = (part.packet_at or 0) + where.payload
+            if part.raw[at : at + len(start)] == start:
+                found.append((index, at))
+    return found
+
+
+def in_tls_record(nth: int, at: int, value: bytes) -> Callable[[Layout], None]:
+    """Bytes written at ``at`` into the ``nth`` segment that starts with an application
+    data record (its header is bytes 0-4)."""
+
+    def edit(layout: Layout) -> None:
+        index, start = _payloads(layout, b"\x17\x03\x03")[nth]
+        layout.parts[index].raw[start + at : start + at + len(value)] = value
+
+    return edit
+
+
+def lose_tls_record(nth: int) -> Callable[[Layout], None]:
+    def edit(layout: Layout) -> None:
+        del layout.parts[_payloads(layout, b"\x17\x03\x03")[nth][0]]
+
+    return edit
+
+
+def client_hello_extensions(layout: Layout) -> None:
+    """The ClientHello's extensions said to run 64 KiB, past their message."""
+    index, at = _payloads(layout, b"\x16\x03\x01")[0]
+    raw = layout.parts[index].raw
+    at += 5 + 4 + 2 + 32  # record header, message header, version, random
+    at += 1 + raw[at]  # session id
+    at += 2 + int.from_bytes(raw[at : at + 2], "big")  # cipher suites
+    at += 1 + raw[at]  # compression methods
+    raw[at : at + 2] = b"\xff\xff"
+
+
 PULSAR, KAFKA, PCAPNG = "pulsar_plain", "kafka07_plain", "pulsar_derived_pcapng"
+TLS13, TLS12 = "tls13_aes_gcm", "tls12_cbc_mte_mutual"
 
 
 def tunnelled(
@@ -435,6 +493,55 @@ ENTRIES = [
         "IP fragments, each datagram whole",
         edited(PULSAR, fragmented(lose=False, overlap=False)),
         CLEAN,
+    ),
+    Entry("TLS", "TLS and no key log", raw(TLS13, lambda d: d), "tls_no_keys"),
+    Entry(
+        "TLS",
+        "TLS with a key log whose secrets are wrong",
+        with_secrets(raw(TLS13, lambda d: d), f"{TLS13}.wrong.keylog"),
+        "tls_auth_failed",
+    ),
+    Entry(
+        "TLS",
+        "TLS whose handshake the capture missed (it begins later)",
+        with_secrets(raw("tls13_derived_midstream", lambda d: d), f"{TLS13}.keylog"),
+        "tls_handshake_missing",
+    ),
+    Entry(
+        "TLS",
+        "a ClientHello whose extensions run past it",
+        with_secrets(edited(TLS13, client_hello_extensions), f"{TLS13}.keylog"),
+        "tls_bad_record",
+    ),
+    Entry(
+        "TLS",
+        "a TLS 1.3 record's ciphertext byte changed",
+        with_secrets(edited(TLS13, in_tls_record(6, 20, b"\x00\x00")), f"{TLS13}.keylog"),
+        "tls_auth_failed",
+    ),
+    Entry(
+        "TLS",
+        "a TLS 1.2 CBC record (MAC-then-encrypt) byte changed",
+        with_secrets(edited(TLS12, in_tls_record(6, 30, b"\x00\x00")), f"{TLS12}.keylog"),
+        "tls_auth_failed",
+    ),
+    Entry(
+        "TLS",
+        "a TLS record length over the largest TLS 1.3 allows",
+        with_secrets(edited(TLS13, in_tls_record(6, 3, b"\xff\xff")), f"{TLS13}.keylog"),
+        "tls_bad_record",
+    ),
+    Entry(
+        "TLS",
+        "a TLS record length one byte short",
+        with_secrets(edited(TLS13, in_tls_record(6, 4, b"\x20")), f"{TLS13}.keylog"),
+        "tls_auth_failed",
+    ),
+    Entry(
+        "TLS",
+        "a TLS record lost (a segment the capture missed)",
+        with_secrets(edited(TLS13, lose_tls_record(6)), f"{TLS13}.keylog"),
+        "gap",
     ),
 ]
 

@@ -14,6 +14,7 @@ from functools import cache
 from pathlib import Path
 
 import pyarrow.parquet as pq
+
 from pwcap.tables.schema import KINDS, TABLES, Row
 
 # Columns whose values the schema lists in backquotes in the column's description.

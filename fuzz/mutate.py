@@ -19,7 +19,10 @@ mutations, each aimed at a layer pwcap reads:
   ``tests/tunnels.py`` knows (VLAN, MPLS, GRE, ERSPAN, VXLAN, Geneve, IP in IP, the
   collectors' link types), so every header pwcap reads is damaged;
 - the streams: length fields inside TCP payloads (Pulsar totalSize and commandSize, Kafka
-  request, response and message sizes: any big-endian word that looks like a length).
+  request, response and message sizes: any big-endian word that looks like a length);
+  TLS records (their type, version and length, a byte of their ciphertext, the type and
+  length of a handshake message). The campaign decodes with the samples' key logs, so
+  a TLS sample's mutants reach decryption.
 """
 
 from __future__ import annotations
@@ -531,6 +534,40 @@ def stream_length(rng: random.Random, layout: Layout) -> str:
     return f"part {index} payload @{at - start} = {value}"
 
 
+def tls_record(rng: random.Random, layout: Layout) -> str:
+    """A TLS record in a TCP payload: its header (type, version, length), a byte of its
+    body, or the type and 24-bit length of the handshake message it starts with."""
+    records = []
+    for index in layout.packets():
+        part = layout.parts[index]
+        where = tcp(part.packet, layout.linktype)
+        if where is None:
+            continue
+        at = (part.packet_at or 0) + where.payload
+        raw = part.raw
+        if where.end - where.payload >= 6 and 20 <= raw[at] <= 23 and raw[at + 1] == 3:
+            records.append((index, at, (part.packet_at or 0) + where.end))
+    if not records:
+        return "none"
+    index, at, end = rng.choice(records)
+    raw = layout.parts[index].raw
+    target = rng.choice(["type", "version", "length", "body", "handshake"])
+    if target == "type":
+        raw[at] = rng.choice([0, 20, 21, 22, 23, 24, 25, 255])
+    elif target == "version":
+        raw[at + 1 : at + 3] = rng.choice([b"\x03\x05", b"\x02\x00", b"\xff\xff", b"\x03\x01"])
+    elif target == "length":
+        old = raw[at + 3] << 8 | raw[at + 4]
+        new = rng.choice([0, 1, old - 1, old + 1, 16384 + 256, 16384 + 257, 16384 + 2049, 0xFFFF])
+        raw[at + 3 : at + 5] = (new & 0xFFFF).to_bytes(2, "big")
+    elif target == "body" and end > at + 5:
+        raw[rng.randrange(at + 5, end)] ^= 1 << rng.randrange(8)
+    elif end >= at + 9:  # a handshake message's type and length (the first in the record)
+        raw[at + 5] = rng.choice([raw[at + 5], 0, 1, 2, 4, 8, 11, 20, 24, 255])
+        raw[at + 6 : at + 9] = rng.choice([b"\xff\xff\xff", b"\x00\x00\x00", b"\x04\x00\x01"])
+    return f"part {index} TLS {target}"
+
+
 # -- the file ------------------------------------------------------------------------------
 
 
@@ -592,6 +629,7 @@ _TABLE: list[tuple[str, Operation, int]] = [
     ("headers", headers, 10),
     ("ip_fragments", ip_fragments, 4),
     ("stream_length", stream_length, 14),
+    ("tls_record", tls_record, 8),
     ("flip_bits", flip_bits, 12),
     ("set_bytes", set_bytes, 6),
     ("truncate", truncate, 6),
@@ -613,4 +651,5 @@ LAYOUT_OPERATIONS = {
     "headers",
     "ip_fragments",
     "stream_length",
+    "tls_record",
 }

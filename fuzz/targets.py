@@ -19,6 +19,9 @@ import struct
 from collections.abc import Callable, Iterator
 
 import pyarrow as pa
+
+from fuzz.invariants import violations
+from fuzz.mutate import samples, wrapped_samples
 from pwcap.capture import CaptureError, ClientBy, Connection, Direction, read_streams
 from pwcap.capture.reassembly import Reassembler
 from pwcap.capture.stats import CaptureStats
@@ -26,9 +29,6 @@ from pwcap.decode.api import MAX_PENDING_TOTAL, DecodeOptions, FrameBudget, RowS
 from pwcap.decode.kafka07 import Kafka07Decoder
 from pwcap.decode.pulsar import PulsarDecoder
 from pwcap.tables.schema import Row, arrow_schema
-
-from fuzz.invariants import violations
-from fuzz.mutate import samples, wrapped_samples
 from tests.stream_sink import RecordingSink
 
 T0 = 1_700_000_000_000_000

@@ -16,9 +16,10 @@ file, because one dataset may hold captures of unrelated clusters with the same 
 
 from __future__ import annotations
 
-from pwcap.jobs.common import message_ids
 from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
+
+from .common import message_ids
 
 SUBSCRIPTION = ("capture", "topic", "subscription")
 ENTRY = (*SUBSCRIPTION, "ledger_id", "entry_id")

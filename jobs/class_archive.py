@@ -23,7 +23,8 @@ import subprocess
 from pathlib import Path
 
 import pyspark
-from pwcap.jobs.launch import release_file
+
+from .launch import release_file
 
 ARCHIVE_VARIABLE = "PWCAP_CLASS_ARCHIVE"  # "off" turns it off
 QUIET = "-Xlog:cds=off -Xlog:cds+dynamic=off"  # a mismatched archive is not worth a warning

@@ -21,15 +21,16 @@ from pathlib import Path
 from typing import Any, Protocol, TypeVar
 
 import pyarrow as pa
-from pwcap.jobs.args import add_arguments
-from pwcap.jobs.class_archive import ClassArchive
-from pwcap.jobs.launch import JVM_OPTIONS, driver_memory, java_command, java_problem
-from pwcap.tables.analytics import ANALYTICS
-from pwcap.tables.schema import arrow_schema
 from pyspark import InheritableThread, SparkConf, SparkContext
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
+
+from ..tables.analytics import ANALYTICS
+from ..tables.schema import arrow_schema
+from .args import add_arguments
+from .class_archive import ClassArchive
+from .launch import JVM_OPTIONS, driver_memory, java_command, java_problem
 
 # A table, or how to compute one from the tables written before it: read back from
 # Parquet, they cost a scan of a few columns rather than a cache or computing them twice.

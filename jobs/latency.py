@@ -27,8 +27,16 @@ from __future__ import annotations
 import sys
 from functools import partial, reduce
 
-from pwcap.jobs import acks
-from pwcap.jobs.common import (
+from pyspark.sql import Column, DataFrame, SparkSession, Window
+from pyspark.sql import functions as F
+
+if __name__ == "__main__" and not __package__:
+    # Run as a script (spark-submit jobs/latency.py): its relative imports are the
+    # installed package's (PEP 366).
+    __package__ = "pwcap.jobs"
+
+from . import acks
+from .common import (
     Tables,
     at_once,
     broker_addresses,
@@ -38,15 +46,13 @@ from pwcap.jobs.common import (
     run_job,
     window_start,
 )
-from pwcap.jobs.request_commands import (
+from .request_commands import (
     KAFKA_REQUESTS,
     PULSAR_ACK,
     PULSAR_BROKER_REQUESTS,
     PULSAR_CLIENT_REQUESTS,
     PULSAR_EITHER_REQUESTS,
 )
-from pyspark.sql import Column, DataFrame, SparkSession, Window
-from pyspark.sql import functions as F
 
 PUBLISH_DELIVERY = "publish_delivery"
 DELIVERY_ACK = "delivery_ack"

@@ -26,9 +26,15 @@ from __future__ import annotations
 
 import sys
 
-from pwcap.jobs.common import Tables, connection_ends, kept, micros, read_table, run_job
 from pyspark.sql import Column, DataFrame, SparkSession, Window, WindowSpec
 from pyspark.sql import functions as F
+
+if __name__ == "__main__" and not __package__:
+    # Run as a script (spark-submit jobs/permits.py): its relative imports are the
+    # installed package's (PEP 366).
+    __package__ = "pwcap.jobs"
+
+from .common import Tables, connection_ends, kept, micros, read_table, run_job
 
 PROMPT_US = 10_000  # a delivery this soon after the FLOW was already waiting at the broker
 # Connection ids are keyed with their capture: derived captures of one recording (cut,

@@ -18,8 +18,16 @@ from __future__ import annotations
 import sys
 from functools import reduce
 
-from pwcap.jobs import acks
-from pwcap.jobs.common import (
+from pyspark.sql import Column, DataFrame, SparkSession, Window
+from pyspark.sql import functions as F
+
+if __name__ == "__main__" and not __package__:
+    # Run as a script (spark-submit jobs/redelivery.py): its relative imports are the
+    # installed package's (PEP 366).
+    __package__ = "pwcap.jobs"
+
+from . import acks
+from .common import (
     Tables,
     connection_ends,
     message_ids,
@@ -28,8 +36,6 @@ from pwcap.jobs.common import (
     run_job,
     window_start,
 )
-from pyspark.sql import Column, DataFrame, SparkSession, Window
-from pyspark.sql import functions as F
 
 SUBSCRIPTION = list(acks.SUBSCRIPTION)  # a list: Spark joins on a list of names
 MESSAGE = [*SUBSCRIPTION, "ledger_id", "entry_id", "partition", "batch_index"]

@@ -1,8 +1,8 @@
-"""pwcap: passive wire-capture decoder and analytics for message-broker traffic."""
+"""pwcap: passive wire-capture decoder and analytics for message-broker traffic.
 
-from pwcap.engine import engine, install_finder
+Importing it defines names only; a program picks its decoder engine with
+:func:`pwcap.engine.activate` before it imports the hot path.
+"""
 
 __version__ = "0.1.0"
-__all__ = ["__version__", "engine"]
-
-install_finder()  # before any hot-path module is imported (see pwcap.engine)
+__all__ = ["__version__"]

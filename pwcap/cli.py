@@ -13,7 +13,8 @@ import os
 import signal
 import sys
 
-from pwcap import __version__
+from . import __version__
+from .engine import activate
 
 # pyarrow imports NumPy, whose OpenBLAS starts a thread per core that spins a while: about
 # 0.07 s of CPU in every pwcap process (each `--jobs` worker too), for linear algebra
@@ -36,7 +37,7 @@ SUBCOMMANDS = {
 
 def version_text() -> str:
     """What ``pwcap --version`` prints: the version and which decoder engine runs."""
-    from pwcap import engine
+    from .engine import engine
 
     return f"pwcap {__version__} (decoder: {engine()})"
 
@@ -60,6 +61,7 @@ class _VersionAction(argparse.Action):
 
 
 def main(argv: list[str] | None = None) -> int:
+    activate()  # before a sub-command imports the decoders
     parser = argparse.ArgumentParser(prog="pwcap", description=DESCRIPTION)
     parser.add_argument("--version", action=_VersionAction)
     subparsers = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")

@@ -9,10 +9,11 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
-from pwcap.cli_paths import PathError, check_dataset, check_new_output, check_writable
 from pwcap.jobs.args import add_arguments as _add_job_arguments
 from pwcap.jobs.launch import driver_memory, java_problem
 from pwcap.tables.analytics import ANALYTICS
+
+from .cli_paths import PathError, check_dataset, check_new_output, check_writable
 
 TOP = 5
 
@@ -44,7 +45,6 @@ def _spark_setting(text: str) -> tuple[str, str]:
 
 def run(args: argparse.Namespace) -> int:
     # Imported here: pyspark is only needed by this sub-command, and slow to import.
-    from pwcap.analyze_progress import AnalyzeProgress
     from pwcap.jobs import latency, permits, redelivery
     from pwcap.jobs.common import (
         missing_datasets,
@@ -54,6 +54,8 @@ def run(args: argparse.Namespace) -> int:
         session,
         write_concurrently,
     )
+
+    from .analyze_progress import AnalyzeProgress
 
     try:
         for dataset in missing_datasets(args.datasets):

@@ -9,12 +9,12 @@ from collections import Counter
 from pathlib import Path
 from typing import TYPE_CHECKING, TextIO
 
-from pwcap.cli_paths import describe
-from pwcap.decode import MAX_FRAME_SIZE
+from pwcap.decode.options import add_decode_options, decode_options, positive
+
+from .cli_paths import describe
 
 if TYPE_CHECKING:  # imported lazily at run time: `pwcap --help` stays fast
     from pwcap.capture import CaptureStats
-    from pwcap.decode.api import DecodeOptions
     from pwcap.decode.driver import Summary
 
 EPILOG = """\
@@ -47,7 +47,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "-j",
         "--jobs",
-        type=_positive,
+        type=positive,
         metavar="N",
         help="worker processes (default: every core, one per 16 MB of input at most);"
         " 1 decodes in this process",
@@ -55,76 +55,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("-q", "--quiet", action="store_true", help="no progress bar and no summary")
 
 
-def add_decode_options(parser: argparse.ArgumentParser) -> None:
-    """The options that change what is decoded, defined once for ``pwcap decode`` and
-    ``jobs/decode.py`` (read back by :func:`decode_options`): the same flags must give
-    the same dataset on one machine and on a cluster."""
-    parser.add_argument("--payloads", action="store_true", help="also write message payload bytes")
-    parser.add_argument(
-        "--max-frame-size",
-        type=_size,
-        default=MAX_FRAME_SIZE,
-        metavar="N",
-        help="largest believable frame in bytes, e.g. 5M (brokers may raise theirs)",
-    )
-    parser.add_argument(
-        "--series",
-        action="store_true",
-        help="the inputs are one capture that tcpdump rotated (-G names): one timeline;"
-        " -C/-W names (trace.pcap1...) are recognised without it",
-    )
-    add_port_arguments(parser)
-
-
-def decode_options(args: argparse.Namespace) -> DecodeOptions:
-    """What the options of :func:`add_decode_options` ask for, as the decoders take it."""
-    from pwcap.decode.api import DecodeOptions
-
-    return DecodeOptions(
-        payloads=args.payloads,
-        max_frame_size=args.max_frame_size,
-        series=args.series,
-        **port_options(args),
-    )
-
-
-def add_port_arguments(parser: argparse.ArgumentParser) -> None:
-    """The port options ``decode`` and ``show`` share: ports whose connections are
-    decoded as a protocol whatever their content looks like, and UDP ports of tunnels."""
-    for protocol, name in (("pulsar", "Pulsar"), ("kafka07", "Kafka 0.7")):
-        parser.add_argument(
-            f"--{protocol}-port",
-            type=port,
-            action="append",
-            default=[],
-            metavar="P",
-            help=f"decode connections to this port as {name} (repeatable)",
-        )
-    parser.add_argument(
-        "--vxlan-port",
-        type=port,
-        action="append",
-        default=[],
-        metavar="P",
-        help="UDP port that carries VXLAN, besides 4789 and 8472 (repeatable)",
-    )
-
-
-def port_options(args: argparse.Namespace) -> dict:
-    """The options of :func:`add_port_arguments` as ``DecodeOptions`` fields."""
-    return {
-        "hints": {"pulsar": args.pulsar_port, "kafka07": args.kafka07_port},
-        "vxlan_ports": tuple(args.vxlan_port),
-    }
-
-
 def run(args: argparse.Namespace) -> int:
     from pwcap.decode.capture_anomalies import capture_warnings
     from pwcap.decode.inputs import InputError
     from pwcap.decode.parallel import WorkerDied, decode_parallel
-    from pwcap.progress import ProgressBar, wanted
     from pwcap.tables.dataset import DatasetError
     from pwcap.tables.interrupts import exit_status, terminate_as_interrupt
+
+    from .progress import ProgressBar, wanted
 
     options = decode_options(args)
     progress = ProgressBar() if wanted(args.quiet) else None
@@ -184,6 +122,8 @@ def print_summary(summary: Summary, out: TextIO) -> None:
     if totals.encapsulations:
         print(f"tunnelled    {_tally(totals.encapsulations, TOP_COMMANDS)}", file=out)
     print(f"connections  {_tally(summary.connections)}", file=out)
+    if summary.tls or summary.keylog is not None:
+        print(f"tls          {_tls(summary)}", file=out)
     print(f"frames       {_tally(summary.commands, TOP_COMMANDS)}", file=out)
     print(f"messages     {summary.rows['messages']:,}", file=out)
     print(f"anomalies    {_tally(summary.anomalies)}", file=out)
@@ -192,6 +132,18 @@ def print_summary(summary: Summary, out: TextIO) -> None:
 
         print(f"skipped      {skipped_summary(summary.skipped)}", file=out)
     print(f"written to   {summary.out}", file=out)
+
+
+def _tls(summary: Summary) -> str:
+    """TLS connections decrypted and not (with why), and the key log lines skipped."""
+    outcomes = summary.tls
+    decrypted = outcomes.get("decrypted", 0)
+    why = {name.replace("_", " "): n for name, n in outcomes.items() if name != "decrypted"}
+    line = f"{decrypted:,} decrypted, {_tally(Counter(why))} not"
+    keylog = summary.keylog
+    if keylog is not None and keylog.malformed:
+        line += f"; {keylog.malformed:,} malformed key log lines skipped"
+    return line
 
 
 def _packets(stats: CaptureStats) -> str:
@@ -236,39 +188,3 @@ def _written_path(error: OSError, output: str) -> Path | None:
 
 def _error(message: str) -> None:
     print(f"pwcap decode: error: {message}", file=sys.stderr)
-
-
-def _size(text: str) -> int:
-    """A byte count, optionally with a K, M or G suffix (powers of 1024)."""
-    units = {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30}
-    scale = units.get(text[-1:].upper(), 1)
-    digits = text[:-1] if scale != 1 else text
-    try:
-        value = int(digits) * scale
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a size: {text!r}") from None
-    if value <= 0:
-        raise argparse.ArgumentTypeError(f"must be positive: {text!r}")
-    return value
-
-
-def _positive(text: str) -> int:
-    """A count of at least 1."""
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be at least 1: {text!r}")
-    return value
-
-
-def port(text: str) -> int:
-    """A TCP port number given on the command line."""
-    try:
-        port = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a port: {text!r}") from None
-    if not 0 < port < 65536:
-        raise argparse.ArgumentTypeError(f"not a port: {text!r}")
-    return port

@@ -8,7 +8,7 @@ import os
 import sys
 from pathlib import Path
 
-from pwcap.cli_paths import PathError, check_dataset, check_new_output, describe
+from .cli_paths import PathError, check_dataset, check_new_output, describe
 
 EXIT_UNUSABLE = 1
 
@@ -23,7 +23,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from pwcap.report import render
+    from .report import render
 
     try:
         check_dataset(args.dataset)

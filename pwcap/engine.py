@@ -10,7 +10,12 @@ its sources (a source edited since the last build: the edit runs, never stale co
 
 The compiled modules reach into each other's C declarations (``.pxd`` files), so they
 load as one: when any extension is older than its ``.py`` or its ``.pxd``, every module
-of the hot path loads from its source.
+of the hot path loads from its source, and :func:`activate` says so on stderr: that run is
+several times slower, and only a rebuild makes it fast again.
+
+Nothing here happens at ``import pwcap``: the programs (the ``pwcap`` command, the Spark
+decode tasks, the tests) call :func:`activate` before they import the hot path. A
+program that imports the decoders without it runs whatever Python's own import picks.
 """
 
 from __future__ import annotations
@@ -21,6 +26,7 @@ import importlib.util
 import os
 import sys
 from types import ModuleType
+from typing import TextIO
 
 PURE_PYTHON_VARIABLE = "PWCAP_PURE_PYTHON"
 # One module of the hot path: whether it came compiled says which engine runs.
@@ -37,12 +43,8 @@ def pure_python_requested() -> bool:
 
 
 class _SourceWhenDue(importlib.abc.MetaPathFinder):
-    """Finds pwcap's modules as the other finders do; loads a compiled one's source when
-    the interpreted path is asked for or the extension is older than its source."""
-
-    def __init__(self, pure_python: bool) -> None:
-        self.pure_python = pure_python
-        self._stale: bool | None = None  # whether the build is older than its sources
+    """Finds pwcap's modules as the other finders do, and loads a compiled one's source
+    instead of its extension (placed only when the interpreted path is due)."""
 
     def find_spec(
         self, fullname: str, path: object = None, target: ModuleType | None = None
@@ -62,10 +64,6 @@ class _SourceWhenDue(importlib.abc.MetaPathFinder):
         origin = spec.origin or ""
         source = origin.split(".", 1)[0] + ".py"  # name.cpython-311-....so -> name.py
         if not os.path.exists(source):
-            return spec
-        if self._stale is None:
-            self._stale = stale_build(_compiled_folders())
-        if not self.pure_python and not self._stale:
             return spec
         return importlib.util.spec_from_file_location(fullname, source)
 
@@ -99,10 +97,30 @@ def is_stale(extension: str, source: str) -> bool:
     return os.path.getmtime(source) > os.path.getmtime(extension) + STALE_AFTER_SECONDS
 
 
-def install_finder() -> None:
-    """Put the finder first (once per interpreter), before any hot-path module loads."""
-    if not any(isinstance(finder, _SourceWhenDue) for finder in sys.meta_path):
-        sys.meta_path.insert(0, _SourceWhenDue(pure_python_requested()))
+REBUILD_HINT = "run `make build` in the checkout, or reinstall pwcap"
+
+
+def activate(warn: TextIO | None = sys.stderr) -> None:
+    """Decode with the engine this environment asks for, from here on in this process.
+
+    Called once by each program before it imports the hot path (again is harmless). The
+    finder goes first on the import path only when it has something to do: the
+    interpreted path was asked for, or the build is older than its sources; in the second
+    case ``warn`` gets one line saying so, every run, so a slow run is never a mystery.
+    """
+    if any(isinstance(finder, _SourceWhenDue) for finder in sys.meta_path):
+        return
+    pure = pure_python_requested()
+    stale = not pure and stale_build(_compiled_folders())
+    if not (pure or stale):
+        return
+    sys.meta_path.insert(0, _SourceWhenDue())
+    if stale and warn is not None:
+        print(
+            "pwcap: warning: the compiled decoder is older than its sources, so this run"
+            f" uses the interpreted one (several times slower): {REBUILD_HINT}",
+            file=warn,
+        )
 
 
 def engine() -> str:
@@ -114,5 +132,5 @@ def engine() -> str:
         return f"interpreted: {PURE_PYTHON_VARIABLE} is set"
     stem = os.path.splitext(getattr(module, "__file__", None) or "")[0]
     if any(os.path.exists(stem + suffix) for suffix in importlib.machinery.EXTENSION_SUFFIXES):
-        return "interpreted: the compiled build is older than its sources; reinstall pwcap"
+        return f"interpreted: the compiled build is older than its sources; {REBUILD_HINT}"
     return "interpreted: no compiled build (making one needs a C compiler and Cython)"

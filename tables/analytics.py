@@ -9,7 +9,8 @@ Durations are microseconds; ``window_start`` is the start of the ``--window`` bu
 from __future__ import annotations
 
 import pyarrow as pa
-from pwcap.tables.schema import BOOL, I32, I64, STR, TS, Column
+
+from .schema import BOOL, I32, I64, STR, TS, Column
 
 F64 = pa.float64()
 

@@ -3,57 +3,10 @@
 
 cimport cython
 
-
-cdef class _ListRows:
-    cdef bytearray row_ends
-    cdef bytearray valid
-    cdef Py_ssize_t entries
-    cdef Py_ssize_t recorded
-    cdef Py_ssize_t filled
-
-    cdef Py_ssize_t held(self) except? -1
-    cdef bint has(self, Py_ssize_t at)
-    cdef int begin(self, Py_ssize_t at) except -1
-    cdef int _added(self, Py_ssize_t at) except -1
-    cdef int clear(self, Py_ssize_t at) except -1
-    cdef object value(self, Py_ssize_t at)
-    cdef object _element(self, Py_ssize_t entry)
-    cdef int put(self, Py_ssize_t at, object value, str name) except -1
-    cdef int _end_nulls(self, Py_ssize_t upto) except -1
-    cdef int recycle(self, Py_ssize_t rows) except -1
-
-
-cdef class _TextMap(_ListRows):
-    cdef bytearray keys
-    cdef bytearray items
-    cdef bytearray key_ends
-    cdef bytearray item_ends
-    cdef bytearray item_valid
-
-    cdef Py_ssize_t held(self) except? -1
-    cdef int add(
-        self, Py_ssize_t at, bytes key_data, Py_ssize_t key_start, Py_ssize_t key_stop,
-        bytes item_data, Py_ssize_t item_start, Py_ssize_t item_stop
-    ) except -1
-    cdef object _element(self, Py_ssize_t entry)
-    cdef int put(self, Py_ssize_t at, object value, str name) except -1
-    cdef int recycle(self, Py_ssize_t rows) except -1
-
-
-cdef class _IntStructs(_ListRows):
-    cdef list fields
-    cdef Py_ssize_t width
-    cdef list slots
-    cdef list present
-    cdef bytearray element_valid
-
-    cdef int add(
-        self, Py_ssize_t at, long long first, long long second, long long third,
-        long long fourth, int nulls
-    ) except -1
-    cdef int add_null(self, Py_ssize_t at) except -1
-    cdef object _element(self, Py_ssize_t entry)
-    cdef int put(self, Py_ssize_t at, object value, str name) except -1
+from pwcap.tables.nested cimport ListRows
+from pwcap.tables.slots cimport SlotColumns
+from pwcap.tables.tally cimport Tally
+from pwcap.tables.texts cimport TextColumns
 
 
 @cython.final
@@ -69,30 +22,14 @@ cdef class ColumnBuffer:
     cdef frozenset _booleans  # positions of the boolean columns
     cdef long long[::1] _place  # position -> index << 2 | storage
     cdef list _positions  # per storage: schema positions of its columns
-    # Slots: [slot, row] values and validity bytes, and per slot the rows that set it.
-    cdef long long[:, ::1] _data
-    cdef unsigned char[:, ::1] _valid
-    cdef bytearray _data_bytes
-    cdef bytearray _valid_bytes
-    cdef long long[::1] _set
-    # Texts (strings, then binaries): per text column its bytes, [text, row + 1] the end
-    # offset of each row's value, how many rows have their end recorded, and validity.
-    cdef list _text
-    cdef int[:, ::1] _ends
-    cdef bytearray _ends_bytes
-    cdef long long[::1] _recorded
-    cdef unsigned char[:, ::1] _text_valid
-    cdef bytearray _text_valid_bytes
-    cdef long long[::1] _text_set
     cdef Py_ssize_t _strings  # text columns below this index are strings
-    cdef list _lists  # per nested column: its storage (_TextMap, _IntStructs)
-    # The tallied column (-1: none), the str set in it on the row being built, and the
-    # counts: the first TALLY_SLOTS values and theirs, then a dict.
+    cdef SlotColumns _slots  # integers, timestamps, booleans
+    cdef TextColumns _texts  # strings, then binaries
+    cdef list _lists  # per nested column: its storage (TextMap, IntStructs)
+    # The tallied column (-1: none), the str set in it on the row being built, the counts.
     cdef Py_ssize_t _tallied_column
     cdef object _tally_value
-    cdef list _tally_values
-    cdef long long[::1] _tally_counts
-    cdef dict _tally_more
+    cdef Tally _tally
 
     cdef inline Py_ssize_t _index(self, Py_ssize_t column, Py_ssize_t storage) except? -1
     cpdef int set_int(self, Py_ssize_t column, long long value) except -1
@@ -103,8 +40,8 @@ cdef class ColumnBuffer:
         self, Py_ssize_t column, long long first, long long second, long long third,
         long long fourth, int nulls
     ) except -1
-    cdef int _put_list(self, _ListRows kept, Py_ssize_t column, object value) except -1
-    cdef _ListRows _storage(self, Py_ssize_t column, type kind, str what)
+    cdef int _put_list(self, ListRows kept, Py_ssize_t column, object value) except -1
+    cdef ListRows _storage(self, Py_ssize_t column, type kind, str what)
     cpdef bint has(self, Py_ssize_t column)
     cpdef object get(self, Py_ssize_t column)
     cpdef int copy(self, ColumnBuffer source, Py_ssize_t source_column, Py_ssize_t column) except -1
@@ -114,19 +51,7 @@ cdef class ColumnBuffer:
     cpdef dict take_row(self)
     cpdef bint add(self, dict row) except? -1
     cdef int _count_tallied(self) except -1
-    cdef inline void _put_slot(self, Py_ssize_t index, long long value) noexcept
     cdef inline bint _has(self, Py_ssize_t code, Py_ssize_t at)
     cdef int _clear(self, Py_ssize_t code) except -1
     cdef object _value(self, Py_ssize_t position, Py_ssize_t at)
     cdef int _add_text(self, Py_ssize_t index, Py_ssize_t column, object value) except -1
-    cdef int _append(
-        self, Py_ssize_t index, Py_ssize_t column, const char *source, Py_ssize_t size,
-        object encoded
-    ) except -1
-    cdef inline Py_ssize_t _end_nulls(self, Py_ssize_t index, Py_ssize_t upto) except? -1
-
-
-cpdef int add_span(
-    bytearray spans, Py_ssize_t key_start, Py_ssize_t key_stop, Py_ssize_t value_start,
-    Py_ssize_t value_stop
-) except -1

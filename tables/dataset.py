@@ -25,10 +25,11 @@ from types import TracebackType
 
 import pyarrow as pa
 import pyarrow.parquet as pq
-from pwcap.tables.columns import ColumnBuffer, RowSink
-from pwcap.tables.interrupts import Interrupted, interrupts_deferred
-from pwcap.tables.schema import TABLES, Row, arrow_schema, position
 from pyarrow import fs as pafs
+
+from .columns import ColumnBuffer, RowSink
+from .interrupts import Interrupted, interrupts_deferred
+from .schema import TABLES, Row, arrow_schema, position
 
 BATCH_ROWS = 16_384  # rows held per table before conversion to Arrow
 # Tables of few rows (a connection's, an anomaly's) hold fewer: a batch's storage is made

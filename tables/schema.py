@@ -169,7 +169,12 @@ MESSAGES: list[Column] = [
 CONNECTIONS: list[Column] = [
     Column("conn_id", I64, "connection id (see `frames`)"),
     Column("capture", STR, "the capture (see `frames`)"),
-    Column("protocol", STR, "`pulsar`, `kafka07`, `tls` (encrypted, not decoded) or `unknown`"),
+    Column(
+        "protocol",
+        STR,
+        "`pulsar`, `kafka07`, `tls` (encrypted, not decrypted) or `unknown`; a TLS"
+        " connection that was decrypted is named by what its plaintext speaks",
+    ),
     Column("client_ip", STR, "client address"),
     Column("client_port", I32, "client port"),
     Column("server_ip", STR, "broker address"),
@@ -218,6 +223,27 @@ CONNECTIONS: list[Column] = [
         " guess (no handshake seen), so client and server were exchanged: `client_by`"
         " is then `content`",
     ),
+    # TLS: read from the handshake, with keys or without; null for a plaintext connection.
+    Column("tls_version", STR, "TLS version the server chose (`TLS 1.2`, `TLS 1.3`...)"),
+    Column("tls_cipher", STR, "cipher suite the server chose, by its IANA name"),
+    Column("tls_sni", STR, "server name the client asked for (SNI)"),
+    Column("tls_alpn", STR, "application protocols the client offered (ALPN), comma-separated"),
+    Column(
+        "tls_client_cert",
+        BOOL,
+        "the client sent a certificate (mutual TLS); null when unknown (TLS 1.3 carries it"
+        " encrypted: known only with the keys)",
+    ),
+    Column("tls_resumed", BOOL, "the handshake resumed an earlier session (id, ticket, PSK)"),
+    Column(
+        "tls_status",
+        STR,
+        "`decrypted`, or why not: `no_keys` (no secret for the session), `handshake_missing`"
+        " (the capture lacks the handshake), `wrong_keys` (no record authenticated with the"
+        " secret given), `unsupported` (a version or suite pwcap does not decrypt),"
+        " `handshake_failed` (the server refused the ClientHello or never answered)",
+    ),
+    Column("tls_decrypted", BOOL, "its records were decrypted and decoded as its byte stream"),
 ]
 
 # Every anomaly `kind` pwcap writes, by family, and what it means. The fuzz campaign
@@ -279,6 +305,19 @@ ANOMALY_KINDS: dict[str, dict[str, str]] = {
         "unmatched_response": "a response whose request was never sent",
         "pairing_lost": "Kafka 0.7: a gap broke in-order request/response pairing",
     },
+    "tls (`stream_offset` and `size` count the encrypted stream's bytes)": {
+        "tls_no_keys": "a TLS session with no secret in the key logs (or none given): its"
+        " version, SNI and suite are in the detail; one per connection",
+        "tls_handshake_missing": "TLS whose handshake the capture lacks (it began later, or"
+        " lost it): the session cannot be known, so it is not decrypted",
+        "tls_auth_failed": "a TLS record that did not authenticate (a wrong secret, or"
+        " damage): its direction resumes at the next record that authenticates",
+        "tls_bad_record": "a TLS record header or handshake message no peer sends",
+        "tls_truncated": "the stream ended inside a TLS record",
+        "tls_unsupported": "a TLS version or cipher suite pwcap does not decrypt",
+        "tls_handshake_failed": "a TLS handshake that never completed: the server refused"
+        " the ClientHello (the alert is in the detail) or never answered it",
+    },
 }
 KINDS = frozenset(kind for family in ANOMALY_KINDS.values() for kind in family)
 
@@ -328,7 +367,7 @@ def positions(table: str, *columns: str) -> tuple[int, ...]:
 
 def markdown() -> str:
     """The reference of every table pwcap writes, as ``docs/schema.md`` holds it."""
-    from pwcap.tables.analytics import ANALYTICS  # it builds on this module's columns
+    from .analytics import ANALYTICS  # it builds on this module's columns
 
     lines = [
         "# pwcap table columns",

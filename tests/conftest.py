@@ -16,6 +16,10 @@ from pathlib import Path
 
 import pytest
 
+from pwcap.engine import activate
+
+activate()  # before any test module imports the decoders (PWCAP_PURE_PYTHON, stale builds)
+
 SAMPLES = Path(__file__).resolve().parent.parent / "sample_pcaps"
 CAPTURE_SUFFIXES = (".pcap", ".pcapng")
 
@@ -50,12 +54,24 @@ def sample_captures() -> list[Path]:
 
 @pytest.fixture(scope="session")
 def sample_dataset(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """Every capture in ``sample_pcaps/`` decoded once into one dataset directory."""
+    """Every capture in ``sample_pcaps/`` decoded once into one dataset directory, the
+    TLS ones with their key logs."""
     out = tmp_path_factory.mktemp("sample_dataset") / "dataset"
+    from pwcap.decode.api import DecodeOptions
     from pwcap.decode.driver import decode_captures
 
-    decode_captures(sample_captures(), out)
+    decode_captures(sample_captures(), out, DecodeOptions(tls_keylogs=sample_keylog_paths()))
     return out
+
+
+def sample_keylog_paths() -> tuple[str, ...]:
+    """:func:`sample_keylogs` as ``DecodeOptions.tls_keylogs`` takes them."""
+    return tuple(str(path) for path in sample_keylogs())
+
+
+def sample_keylogs() -> list[Path]:
+    """The key logs of the TLS samples (not the wrong one of the wrong-key sample)."""
+    return sorted(p for p in SAMPLES.glob("*.keylog") if not p.name.endswith(".wrong.keylog"))
 
 
 @pytest.fixture(scope="session")

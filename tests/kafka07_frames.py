@@ -13,10 +13,10 @@ import struct
 import zlib
 
 import cramjam
+
 from pwcap.capture.events import ClientBy, Connection, Direction
 from pwcap.decode.api import DecodeOptions
 from pwcap.decode.kafka07 import Kafka07Decoder
-
 from tests.rows import RecordingSink
 
 PRODUCE, FETCH, MULTIFETCH, MULTIPRODUCE, OFFSETS = range(5)

@@ -16,12 +16,12 @@ import cramjam
 import crc32c
 import lz4.block
 import zstandard
+
 from pwcap.capture.events import ClientBy, Connection
 from pwcap.decode.api import DecodeOptions
 from pwcap.decode.pulsar._pb import pulsar_api_pb2 as pb
 from pwcap.decode.pulsar.commands import SPECS_BY_NAME
 from pwcap.decode.pulsar.decoder import PulsarDecoder
-
 from tests.rows import RecordingSink
 
 

@@ -15,8 +15,8 @@ from pathlib import Path
 
 import pulsar
 import pytest
-from pwcap.decode.pulsar._pb import pulsar_api_pb2 as pb
 
+from pwcap.decode.pulsar._pb import pulsar_api_pb2 as pb
 from tests.broker import Broker, BrokerConfig
 from tests.broker.topics import Consumer, Entry, Subscription, Topic
 from tests.broker.wire import build_frame, command_of, parse_frame

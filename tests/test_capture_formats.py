@@ -20,8 +20,8 @@ from functools import cache
 from pathlib import Path
 
 import pytest
-from pwcap.capture import CaptureError, CaptureStats, read_streams, records
 
+from pwcap.capture import CaptureError, CaptureStats, read_streams, records
 from tests.conftest import SAMPLES
 from tests.corpus.pcapfile import read_pcap
 from tests.stream_sink import RecordingSink

@@ -13,12 +13,12 @@ from pathlib import Path
 
 import pyarrow.parquet as pq
 import pytest
-from pwcap.tables.schema import TABLES
 
 from pwcap import __version__
 from pwcap.cli import main
 from pwcap.cli_analyze import driver_memory
 from pwcap.cli_show import command_names
+from pwcap.tables.schema import TABLES
 
 SAMPLES = Path(__file__).resolve().parent.parent / "sample_pcaps"
 PLAIN = SAMPLES / "pulsar_plain.pcap"

@@ -16,9 +16,9 @@ from pathlib import Path
 
 import pyarrow.parquet as pq
 import pytest
-from pwcap.decode.driver import Progress, decode_captures
 
 from pwcap.cli import main
+from pwcap.decode.driver import Progress, decode_captures
 from tests.pulsar_frames import command, frame
 
 SAMPLES = Path(__file__).resolve().parent.parent / "sample_pcaps"

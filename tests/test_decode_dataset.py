@@ -5,6 +5,7 @@ from __future__ import annotations
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
+
 from pwcap.tables import dataset
 from pwcap.tables.dataset import DatasetError, DatasetWriter
 from pwcap.tables.schema import TABLES, arrow_schema

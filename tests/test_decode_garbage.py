@@ -10,7 +10,6 @@ from __future__ import annotations
 import gc
 
 from pwcap.decode.driver import decode_captures
-
 from tests.conftest import sample_captures
 
 # What one connection is made of, from reassembly to its decoder's state.

@@ -16,10 +16,10 @@ from pathlib import Path
 
 import pyarrow.dataset as ds
 import pytest
-from pwcap.decode.driver import decode_captures
-from pwcap.decode.inputs import InputError, expand_inputs
 
 from pwcap.cli import main
+from pwcap.decode.driver import decode_captures
+from pwcap.decode.inputs import InputError, expand_inputs
 
 SAMPLES = Path(__file__).resolve().parent.parent / "sample_pcaps"
 PLAIN = SAMPLES / "pulsar_plain.pcap"

@@ -19,8 +19,10 @@ from pathlib import Path
 
 import pyarrow.parquet as pq
 import pytest
+
 from pwcap.capture import read_streams
 from pwcap.capture.shares import FlowShare, flow_hash
+from pwcap.cli import main
 from pwcap.decode import parallel
 from pwcap.decode.driver import Progress, decode_captures
 from pwcap.decode.inputs import CaptureInput
@@ -34,8 +36,6 @@ from pwcap.decode.parallel import (
 )
 from pwcap.tables.interrupts import Interrupted
 from pwcap.tables.schema import TABLES
-
-from pwcap.cli import main
 from tests.bench_scripts import load_bench
 from tests.conftest import sample_captures
 from tests.pulsar_frames import command, frame

@@ -5,9 +5,9 @@ from __future__ import annotations
 import time
 
 import pytest
+
 from pwcap.capture.events import ClientBy, Connection, Direction
 from pwcap.decode.registry import EVENT_BYTES, PROTOCOLS, SNIFF_LIMIT, Registry, Sniffer
-
 from tests import kafka07_frames as kafka
 from tests.pulsar_frames import command, frame
 

@@ -10,11 +10,11 @@ import struct
 from pathlib import Path
 
 import pytest
+
 from pwcap.decode.api import DecodeOptions
 from pwcap.decode.driver import decode_captures
 from pwcap.decode.inputs import expand_inputs
 from pwcap.decode.parallel import decode_parallel
-
 from tests.test_decode_jobs import assert_same_dataset
 
 SAMPLES = Path(__file__).resolve().parent.parent / "sample_pcaps"
@@ -93,7 +93,8 @@ def test_a_connection_split_across_files_is_half_connections_without_the_series(
 def test_spark_tasks_read_a_series_as_one_capture(spark, tmp_path, unsplit, by):
     """Listed locally or through a filesystem URI, the files are one capture to a task."""
     pytest.importorskip("pyspark")
-    from pwcap.jobs.decode import list_captures, write_dataset
+    from pwcap.decode.spark.listing import list_captures
+    from pwcap.decode.spark.writing import write_dataset
 
     folder = tmp_path / "rotated"
     folder.mkdir()

@@ -11,17 +11,19 @@ from __future__ import annotations
 import importlib.machinery
 import os
 import random
+import shutil
 import subprocess
 import sys
+from functools import partial
 from pathlib import Path
 
 import pyarrow.parquet as pq
 import pytest
-from pwcap.tables.schema import TABLES
 
 from pwcap.cli_decode import EXIT_CUT_OFF
 from pwcap.engine import STALE_AFTER_SECONDS, is_stale, stale_build
-from tests.conftest import SAMPLES
+from pwcap.tables.schema import TABLES
+from tests.conftest import SAMPLES, sample_keylogs
 
 # Captures whose damage reaches the framing, payload and batch paths of both protocols.
 DAMAGED_FROM = (
@@ -30,6 +32,8 @@ DAMAGED_FROM = (
     "pulsar_shared_two_consumers.pcap",
     "kafka07_gzip.pcap",
     "kafka07_multi.pcap",
+    "tls13_key_update.pcap",  # TLS records that fail, resynchronisation
+    "tls12_cbc_mte_mutual.pcap",
 )
 FLIPS_PER_CAPTURE = 40
 PCAP_HEADER_BYTES = 24  # left whole: a capture whose file header breaks is no capture
@@ -72,6 +76,7 @@ def test_this_build_runs_compiled_and_can_run_interpreted():
 def test_both_engines_write_the_same_tables(tmp_path, payloads):
     inputs = [str(SAMPLES), str(damaged_copies(tmp_path / "damaged"))]
     extra = ["--payloads"] if payloads else []
+    extra += [f"--tls-keylog={keylog}" for keylog in sample_keylogs()]
     outputs, statuses = {}, set()
     for pure_python in (False, True):
         out = tmp_path / ("interpreted" if pure_python else "compiled")
@@ -99,6 +104,8 @@ def test_both_engines_write_the_same_tables(tmp_path, payloads):
 
 LOADERS = """
 import importlib.machinery, sys
+import pwcap.engine
+pwcap.engine.activate()
 import pwcap.decode.dispatch, pwcap.decode.pulsar.decoder, pwcap.decode.kafka07.decoder
 extension = importlib.machinery.ExtensionFileLoader
 print(sorted(n for n, m in sys.modules.items()
@@ -152,3 +159,54 @@ def test_one_stale_extension_or_declaration_makes_the_whole_build_stale(tmp_path
     os.utime(declarations, (built, built))
     os.utime(package / "pulsar/hot.py", (built + 60, built + 60))
     assert stale_build([str(tmp_path)])
+
+
+def test_importing_pwcap_changes_nothing_but_defines_names():
+    """No import hook is placed by ``import pwcap``: programs choose their engine."""
+    script = (
+        "import sys; before = list(sys.meta_path); import pwcap, pwcap.engine;"
+        " print(sys.meta_path == before, 'pwcap.decode' in sys.modules)"
+    )
+    env = {**os.environ, "PWCAP_PURE_PYTHON": "1"}
+    done = subprocess.run(
+        [sys.executable, "-c", script], env=env, capture_output=True, text=True, check=True
+    )
+    assert done.stdout.split() == ["True", "False"]
+
+
+def checkout_copy(root: Path) -> Path:
+    """pwcap's folders laid out as the installed package (``pwcap/capture`` ...), built
+    extensions included, under ``root``: a checkout of its own to make stale."""
+    here = Path(__file__).resolve().parent.parent
+    package = root / "pwcap"
+    shutil.copytree(here / "pwcap", package)
+    for folder in ("capture", "decode", "tables", "jobs"):
+        shutil.copytree(here / folder, package / folder)
+    return root
+
+
+def test_a_stale_build_runs_interpreted_and_says_so_on_every_run(tmp_path):
+    root = checkout_copy(tmp_path / "site")
+    env = {**os.environ, "PYTHONPATH": str(root), "PWCAP_PURE_PYTHON": "0"}
+    run = partial(subprocess.run, env=env, cwd=tmp_path, capture_output=True, text=True)
+    fresh = run([sys.executable, "-m", "pwcap.cli", "--version"])
+    assert "decoder: compiled" in fresh.stdout and fresh.stderr == ""
+    os.utime(root / "pwcap" / "decode" / "wire.py")  # edited now, after the build
+    for _ in range(2):  # every run, not once
+        done = run(
+            [
+                sys.executable,
+                "-m",
+                "pwcap.cli",
+                "decode",
+                str(SAMPLES / "pulsar_plain.pcap"),
+                "-o",
+                str(tmp_path / "out"),
+                "--overwrite",
+                "-q",
+            ],
+        )
+        assert done.returncode == 0, done.stderr
+        warning = done.stderr.splitlines()
+        assert len(warning) == 1 and "older than its sources" in warning[0]
+        assert "make build" in warning[0]

@@ -7,9 +7,9 @@ import random
 from pathlib import Path
 
 import pytest
-from pwcap.capture import ClientBy, Connection
 
 from fuzz.targets import TARGETS, Broken, Rows, check_rows
+from pwcap.capture import ClientBy, Connection
 
 CORPUS = Path(__file__).resolve().parent.parent / "fuzz" / "corpus"
 RUNS = {"records": 300, "reassembly": 600, "pulsar": 60, "kafka07": 150}

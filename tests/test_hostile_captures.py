@@ -12,8 +12,8 @@ import time
 
 import pyarrow.parquet as pq
 import pytest
-from pwcap.capture import CaptureError, CaptureStats, read_streams
 
+from pwcap.capture import CaptureError, CaptureStats, read_streams
 from pwcap.cli import main
 from tests.stream_sink import RecordingSink
 from tests.test_capture_formats import (

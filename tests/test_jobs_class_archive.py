@@ -10,6 +10,7 @@ import sys
 from pathlib import Path
 
 import pytest
+
 from pwcap.jobs.class_archive import ARCHIVE_VARIABLE, MIN_ARCHIVE_BYTES, ClassArchive, archive_key
 from pwcap.jobs.launch import java_command
 

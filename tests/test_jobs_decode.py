@@ -14,16 +14,20 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 import pytest
+
+from pwcap import cli
 from pwcap.capture.records import CHUNK
 from pwcap.decode.api import DecodeOptions
 from pwcap.decode.driver import decode_captures
 from pwcap.decode.inputs import InputError
-from pwcap.jobs import decode as job
-from pwcap.jobs.decode import decode_tasks, list_captures, main, write_dataset
+from pwcap.decode.spark import driver, tasks, writing
+from pwcap.decode.spark.driver import main
+from pwcap.decode.spark.listing import list_captures
+from pwcap.decode.spark.tasks import decode_tasks
+from pwcap.decode.spark.writing import write_dataset
 from pwcap.tables.schema import TABLES, arrow_schema
-
-from pwcap import cli
 from tests.bench_scripts import load_bench
+from tests.conftest import sample_keylog_paths
 from tests.corpus.pcapfile import Capture, read_pcap, tcp_segment, write_pcap
 from tests.test_decode_jobs import assert_same_dataset, rows
 from tests.test_decode_series import ORIGINAL, split_pcap
@@ -54,7 +58,8 @@ def test_a_missing_input_is_an_input_error(missing):
 
 def test_spark_tasks_write_the_dataset_pwcap_decode_writes(spark, sample_dataset, tmp_path):
     captures, _ = list_captures([str(SAMPLES)])
-    write_dataset(spark, captures, DecodeOptions(), str(tmp_path / "out"))
+    options = DecodeOptions(tls_keylogs=sample_keylog_paths())  # as the sample dataset's
+    write_dataset(spark, captures, options, str(tmp_path / "out"))
     assert sorted(p.name for p in (tmp_path / "out").iterdir()) == sorted(TABLES)
     assert_same_dataset(sample_dataset, tmp_path / "out")
 
@@ -66,13 +71,13 @@ def test_a_task_reads_its_capture_a_chunk_at_a_time(tmp_path, monkeypatch):
     load_bench("bench_decode").write_capture(capture, "small", 3 * CHUNK)
     [listed], _ = list_captures([f"file://{capture}"])
     asked: list[int] = []
-    read = job._Named.read
+    read = tasks._Named.read
 
     def recorded(self, size=-1):
         asked.append(size)
         return read(self, size)
 
-    monkeypatch.setattr(job._Named, "read", recorded)
+    monkeypatch.setattr(tasks._Named, "read", recorded)
     batch = pa.RecordBatch.from_pylist([{**asdict(listed), "share": 0, "shares": 1}])
     decoded = sum(out.num_rows for out in decode_tasks(DecodeOptions())(iter([batch])))
     assert decoded > 0
@@ -88,10 +93,10 @@ def test_what_a_task_packs_unpacks_to_the_tables_pwcap_decode_writes(tmp_path):
     [listed], _ = list_captures([str(capture)])
     batch = pa.RecordBatch.from_pylist([{**asdict(listed), "share": 0, "shares": 1}])
     packed = pa.Table.from_batches(list(decode_tasks(DecodeOptions())(iter([batch]))))
-    assert packed.schema == job.PACKED
+    assert packed.schema == tasks.PACKED
     for table in TABLES:
         own = packed.filter(pc.equal(packed["table"], table))["data"]
-        batches = [batch for data in own for batch in job.unpacked(data.as_buffer())]
+        batches = [batch for data in own for batch in tasks.unpacked(data.as_buffer())]
         unpacked = pa.Table.from_batches(batches, arrow_schema(table))
         expected = pq.read_table(tmp_path / "expected" / table)
         assert unpacked.schema == expected.schema.remove_metadata(), table
@@ -106,12 +111,12 @@ def test_the_commit_keeps_the_files_of_the_attempt_that_succeeded(tmp_path):
     decode_captures([capture], tmp_path / "expected")
     [listed], _ = list_captures([str(capture)])
     task = pa.RecordBatch.from_pylist([{**asdict(listed), "share": 0, "shares": 1}])
-    write = job.write_parts(str(tmp_path / "out"))
+    write = writing.write_parts(str(tmp_path / "out"))
     failed, retried = (
         next(write(decode_tasks(DecodeOptions())(iter([task])))).to_pylist()[0] for _ in "ab"
     )
     assert set(failed["files"]).isdisjoint(retried["files"])
-    job.commit(str(tmp_path / "out"), [(retried["files"], retried["shares"])])
+    writing.commit(str(tmp_path / "out"), [(retried["files"], retried["shares"])])
     assert_same_dataset(tmp_path / "expected", tmp_path / "out")
 
 
@@ -125,7 +130,7 @@ def test_the_commit_keeps_the_files_of_the_attempt_that_succeeded(tmp_path):
     ],
 )
 def test_the_output_folder_is_named_to_pyarrow_as_hadoop_names_it(hadoop, pyarrow):
-    assert job._pyarrow_uri(hadoop) == pyarrow
+    assert writing._pyarrow_uri(hadoop) == pyarrow
 
 
 @pytest.mark.slow
@@ -136,6 +141,7 @@ def test_separate_executor_processes_decode_through_spark_submit(sample_dataset,
     assert spark_submit is not None
     out = tmp_path / "out"
     job = [str(ROOT / "jobs" / "decode.py"), str(SAMPLES), "-o", str(out)]
+    job += [f"--tls-keylog={keylog}" for keylog in sample_keylog_paths()]
     done = subprocess.run(
         [spark_submit, "--master", "local-cluster[2,1,1024]", *job],
         capture_output=True,
@@ -238,6 +244,7 @@ def without_handshakes(source: Path, path: Path) -> Path:
         ("pulsar_partitioned_port16650.pcap", True, ["--pulsar-port", "16650"]),
         ("pulsar_chunked.pcap", False, ["--max-frame-size", "4K"]),
         ("pulsar_plain.pcap", False, ["--payloads"]),
+        ("tls12_chacha20.pcap", False, ["--tls-keylog", str(SAMPLES / "tls12_chacha20.keylog")]),
     ],
 )
 def test_pwcap_decodes_options_decode_on_spark_as_pwcap_decode_does(
@@ -307,20 +314,20 @@ def test_a_failed_write_leaves_no_dataset_and_keeps_the_earlier_one(spark, tmp_p
         write_dataset(spark, captures, options, folder)
         raise OSError("disk full")
 
-    monkeypatch.setattr(job, "write_dataset", write_then_fail)
+    monkeypatch.setattr(driver, "write_dataset", write_then_fail)
     with pytest.raises(OSError, match="disk full"):
         main([str(ORIGINAL), "-o", str(tmp_path / "new")])
     with pytest.raises(OSError, match="disk full"):
         main([str(ORIGINAL), "-o", str(out), "--overwrite"])
     monkeypatch.undo()
-    rename = job.Output._rename
+    rename = writing.Output._rename
 
     def fail_to_put_in_place(self, source, target):
         if source.getName().startswith(".out.tmp-"):
             raise OSError("rename refused")
         rename(self, source, target)
 
-    monkeypatch.setattr(job.Output, "_rename", fail_to_put_in_place)
+    monkeypatch.setattr(writing.Output, "_rename", fail_to_put_in_place)
     with pytest.raises(OSError, match="rename refused"):
         main([str(ORIGINAL), "-o", str(out), "--overwrite"])
     assert sorted(p.name for p in tmp_path.iterdir()) == ["out"]  # no temporary folder left

@@ -13,11 +13,11 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
+
+from pwcap import cli_analyze
 from pwcap.jobs import latency, permits, redelivery
 from pwcap.jobs.common import read_table, spark_type, write_tables
 from pwcap.tables.analytics import ANALYTICS
-
-from pwcap import cli_analyze
 from tests.test_pulsar_samples import SAMPLES, WITH_TRUTH
 
 TABLES = list(ANALYTICS)

@@ -11,6 +11,7 @@ import sys
 from pathlib import Path
 
 import pytest
+
 from pwcap.jobs import permits
 from pwcap.jobs.common import output_refusal, run_job
 from pwcap.jobs.launch import JVM_OPTIONS, MIN_DRIVER_MIB, java_problem, java_version

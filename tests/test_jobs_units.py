@@ -11,6 +11,10 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
+from pyspark.sql import types as T
+
+from pwcap.analyze_progress import AnalyzeProgress
+from pwcap.cli_analyze import latency_by_kind, summary
 from pwcap.jobs import acks, latency, permits, redelivery
 from pwcap.jobs.common import (
     connection_ends,
@@ -20,10 +24,6 @@ from pwcap.jobs.common import (
     write_concurrently,
 )
 from pwcap.tables.analytics import ANALYTICS
-from pyspark.sql import types as T
-
-from pwcap.analyze_progress import AnalyzeProgress
-from pwcap.cli_analyze import latency_by_kind, summary
 
 EPOCH = datetime(2026, 1, 1, tzinfo=UTC)
 SUB = {"topic": "persistent://t/n/topic", "subscription": "sub", "capture": "unit.pcap"}

@@ -8,6 +8,7 @@ import struct
 
 import pyarrow as pa
 import pytest
+
 from pwcap.capture.events import ClientBy, Direction
 from pwcap.decode.api import FrameBudget
 from pwcap.decode.kafka07 import decoder as decoder_module
@@ -18,7 +19,6 @@ from pwcap.decode.kafka07 import (
     looks_like_response,
 )
 from pwcap.tables.schema import arrow_schema
-
 from tests.kafka07_frames import (
     FETCH,
     GZIP,

@@ -18,6 +18,7 @@ from pathlib import Path
 import dpkt
 import pyarrow as pa
 import pytest
+
 from pwcap.capture import RecordReader, iter_records, open_capture
 from pwcap.capture.events import Connection, Direction
 from pwcap.decode.api import DecodeOptions
@@ -29,7 +30,6 @@ from pwcap.decode.kafka07 import (
     looks_like_response,
 )
 from pwcap.tables.schema import arrow_schema
-
 from tests.kafka07_frames import RecordingSink
 
 SAMPLES = Path(__file__).resolve().parent.parent / "sample_pcaps"

@@ -17,8 +17,8 @@ from pathlib import Path
 
 import pyarrow.parquet as pq
 import pytest
-from pwcap.decode.driver import Summary, decode_captures
 
+from pwcap.decode.driver import Summary, decode_captures
 from tests.conftest import SAMPLES
 
 OVERLAYS = sorted(SAMPLES.glob("overlay_*.pcap"))

@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 from google.protobuf import descriptor_pb2
 from google.protobuf.descriptor import FieldDescriptor
+
 from pwcap.decode.pulsar._pb import pulsar_api_pb2 as pb
 
 OPTIONAL, REQUIRED, REPEATED = "optional", "required", "repeated"

@@ -7,6 +7,7 @@ import random
 import pyarrow as pa
 import pytest
 from google.protobuf.message import DecodeError
+
 from pwcap.capture.events import Direction
 from pwcap.decode.pulsar import commands
 from pwcap.decode.pulsar._pb import pulsar_api_pb2 as pb
@@ -14,7 +15,6 @@ from pwcap.decode.pulsar.info import summarize
 from pwcap.decode.wire import cursor
 from pwcap.tables.columns import ColumnBuffer
 from pwcap.tables.schema import arrow_schema
-
 from tests.pulsar_frames import command, decoder, frame, sample_command
 
 ALL_TYPES = [(v.name, v.number) for v in pb.BaseCommand.Type.DESCRIPTOR.values]

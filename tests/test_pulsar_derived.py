@@ -13,9 +13,9 @@ from collections import defaultdict
 from pathlib import Path
 
 import pytest
+
 from pwcap.capture import read_streams
 from pwcap.decode.api import DecodeOptions
-
 from tests.pulsar_frames import DecodingStreams, RecordingSink
 
 SAMPLES = Path(__file__).resolve().parent.parent / "sample_pcaps"

@@ -7,13 +7,13 @@ import struct
 import time
 
 import pytest
+
 from pwcap.capture.events import ClientBy, Direction
 from pwcap.decode.api import FrameBudget
 from pwcap.decode.pulsar import contains_frame, sniff
 from pwcap.decode.pulsar._pb import pulsar_api_pb2 as pb
 from pwcap.decode.pulsar.framing import find_frame_start
 from pwcap.decode.pulsar.sniff import looks_like_command
-
 from tests.pulsar_frames import command, decoder, entry_bytes, frame
 
 

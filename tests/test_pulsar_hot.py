@@ -14,6 +14,7 @@ import random
 
 import pytest
 from google.protobuf.message import DecodeError
+
 from pwcap.decode.pulsar._pb import pulsar_api_pb2 as pb
 from pwcap.decode.pulsar.commands import SPECS
 from pwcap.decode.pulsar.hot import BODY_FIELDS, HotReader

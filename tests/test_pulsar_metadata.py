@@ -15,6 +15,7 @@ from __future__ import annotations
 import random
 
 from google.protobuf.message import DecodeError
+
 from pwcap.decode.pulsar._pb import pulsar_api_pb2 as pb
 from pwcap.decode.pulsar.metadata import (
     entry_from_generated,
@@ -23,7 +24,6 @@ from pwcap.decode.pulsar.metadata import (
     read_single,
 )
 from pwcap.decode.wire import text
-
 from tests.test_pulsar_hot import I32_EDGES, U32_EDGES, U64_EDGES, damaged
 
 ROUNDS = 3000

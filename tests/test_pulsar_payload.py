@@ -6,10 +6,10 @@ import hashlib
 import struct
 
 import pytest
+
 from pwcap.capture.events import Direction
 from pwcap.decode.pulsar._pb import pulsar_api_pb2 as pb
 from pwcap.decode.pulsar.chunks import MAX_PENDING_MESSAGES, ChunkAssembler
-
 from tests.pulsar_frames import batch, command, compress, decoder, entry_bytes, frame
 
 

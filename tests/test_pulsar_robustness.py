@@ -9,13 +9,13 @@ from pathlib import Path
 
 import pyarrow as pa
 import pytest
+
 from pwcap.capture import read_streams
 from pwcap.capture.events import ClientBy, Direction
 from pwcap.decode.api import DecodeOptions
 from pwcap.decode.pulsar._pb import pulsar_api_pb2 as pb
 from pwcap.decode.pulsar.decoder import PulsarDecoder
 from pwcap.tables.schema import arrow_schema
-
 from tests.pulsar_frames import (
     RecordedStreams,
     RecordingSink,

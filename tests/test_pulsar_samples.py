@@ -13,10 +13,10 @@ from pathlib import Path
 
 import pyarrow as pa
 import pytest
+
 from pwcap.capture import read_streams
 from pwcap.decode.api import DecodeOptions
 from pwcap.tables.schema import arrow_schema
-
 from tests.pulsar_frames import DecodingStreams, RecordingSink
 
 SAMPLES = Path(__file__).resolve().parent.parent / "sample_pcaps"

@@ -5,7 +5,6 @@ from __future__ import annotations
 from pwcap.capture.events import ClientBy, Direction
 from pwcap.decode.pulsar._pb import pulsar_api_pb2 as pb
 from pwcap.decode.pulsar.holdback import MAX_HELD
-
 from tests.pulsar_frames import command, decoder, entry_bytes, frame
 
 C2B, B2C = Direction.C2B, Direction.B2C

@@ -19,11 +19,11 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
-from pwcap.tables.schema import arrow_schema
 
 from pwcap.cli import main
 from pwcap.report import render
 from pwcap.report.decoded import MAX_BARS
+from pwcap.tables.schema import arrow_schema
 
 HOSTILE = 'persistent://public/default/<script>alert("x")</script>&<img src=x onerror=1>\x00\x1b'
 SHOWN = HOSTILE.replace("\x00", "\ufffd").replace("\x1b", "\ufffd")  # controls: U+FFFD

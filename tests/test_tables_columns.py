@@ -13,7 +13,9 @@ from collections import Counter
 
 import pyarrow as pa
 import pytest
-from pwcap.tables.columns import ColumnBuffer, add_span
+
+from pwcap.tables.columns import ColumnBuffer
+from pwcap.tables.nested import add_span
 from pwcap.tables.schema import TABLES, arrow_schema, position
 
 I64_EDGES = [0, 1, -1, (1 << 63) - 1, -(1 << 63), 1_700_000_000_000_000]

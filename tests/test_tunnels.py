@@ -21,17 +21,17 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
-from pwcap.capture import CaptureStats, read_streams
-from pwcap.capture.shares import FlowShare, flow_hash
-from pwcap.decode.api import DecodeOptions
-from pwcap.decode.driver import Summary, decode_captures
-from pwcap.tables.schema import TABLES
 from scapy.layers.inet import IP, TCP, UDP, fragment
 from scapy.layers.l2 import Dot1Q, Ether
 from scapy.layers.vxlan import VXLAN
 from scapy.packet import Raw
 
+from pwcap.capture import CaptureStats, read_streams
+from pwcap.capture.shares import FlowShare, flow_hash
 from pwcap.cli import main
+from pwcap.decode.api import DecodeOptions
+from pwcap.decode.driver import Summary, decode_captures
+from pwcap.tables.schema import TABLES
 from tests import tunnels
 from tests.conftest import SAMPLES
 from tests.corpus.pcapfile import Capture, Record
@@ -544,27 +544,29 @@ def test_tags_nested_beyond_the_bounds_are_too_deep() -> None:
 
 
 def test_a_spark_task_of_jobs_decode_takes_the_vxlan_port_too(tmp_path: Path) -> None:
-    """jobs/decode.py defines its options with pwcap decode's: a task given
+    """jobs/decode.py reads its options with pwcap decode's: a Spark task given
     --vxlan-port decodes the tunnelled capture's frames, one without decodes none."""
     import argparse
 
-    from pwcap.jobs import decode as job
+    from pwcap.decode.options import add_decode_options, decode_options
+    from pwcap.decode.spark import tasks
+    from pwcap.decode.spark.listing import Listed
 
     (path,) = tunnels.wrap_samples(
         samples(("pulsar_plain",)), BY_NAME["vxlan_other_port"], tmp_path / "in"
     )
-    listed = job.Listed(path.name, f"file://{path}", [str(path)], path.stat().st_size)
+    listed = Listed(path.name, f"file://{path}", [str(path)], path.stat().st_size)
     frames = {}
     for given in ([], ["--vxlan-port", str(tunnels.CUSTOM_VXLAN_PORT)]):
         parser = argparse.ArgumentParser()
-        job.add_decode_options(parser)
-        options = job.decode_options(parser.parse_args(given))
+        add_decode_options(parser)
+        options = decode_options(parser.parse_args(given))
         frames[bool(given)] = sum(
             table.num_rows
-            for batch in job._decode_one(listed, options, None)
+            for batch in tasks._decode_one(listed, options, None)
             for name, data in zip(*batch.to_pydict().values(), strict=True)
             if name == "frames"
-            for table in [job.unpacked(pa.py_buffer(data)).read_all()]
+            for table in [tasks.unpacked(pa.py_buffer(data)).read_all()]
         )
     assert frames[False] == 0
     assert frames[True] == decode(samples(("pulsar_plain",)), tmp_path / "bare").rows["frames"]

@@ -7,7 +7,7 @@
 a buffer (captures that begin mid-frame, resynchronisation).
 """
 
-from pwcap.decode.kafka07.sniff import (
+from .sniff import (
     find_request_start,
     find_response_start,
     looks_like_request,
@@ -27,7 +27,7 @@ def __getattr__(name: str) -> object:
     """``Kafka07Decoder`` is imported on its first use: the registry starts a decoder only
     for a connection of this protocol, and a capture of another never loads it."""
     if name == "Kafka07Decoder":
-        from pwcap.decode.kafka07.decoder import Kafka07Decoder
+        from .decoder import Kafka07Decoder
 
         return Kafka07Decoder
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -14,7 +14,8 @@ import struct
 import zlib
 
 import cramjam
-from pwcap.decode.wire import WireError, snappy_length
+
+from ..wire import WireError, snappy_length
 
 NONE, GZIP, SNAPPY = 0, 1, 2
 CODEC_NAMES = {NONE: "NONE", GZIP: "GZIP", SNAPPY: "SNAPPY"}

@@ -31,22 +31,24 @@ from __future__ import annotations
 from collections.abc import Callable
 from functools import partial
 
-from pwcap.capture.events import LABELS, ClientBy, Connection, Direction
-from pwcap.decode.api import DecodeOptions, FlipRoles, Row, RowSink
-from pwcap.decode.conversation import Conversation
-from pwcap.decode.framing import FrameStream
-from pwcap.decode.kafka07.framing import KafkaFrames
-from pwcap.decode.kafka07.messages import Budget, read_message_set
-from pwcap.decode.kafka07.pairing import Pairing, Pending
-from pwcap.decode.kafka07.responses import fits, guess_kind
-from pwcap.decode.kafka07.rows import Sets, add_info, describe_parts, emit_messages
-from pwcap.decode.kafka07.sniff import (
+from ...capture.events import LABELS, ClientBy, Connection, Direction
+from ...tables.columns import ColumnBuffer
+from ...tables.schema import positions
+from ..api import DecodeOptions, FlipRoles, Row, RowSink
+from ..conversation import Conversation
+from ..framing import FrameStream
+from .framing import KafkaFrames
+from .messages import Budget, read_message_set
+from .pairing import Pairing, Pending
+from .responses import fits, guess_kind
+from .rows import Sets, add_info, describe_parts, emit_messages
+from .sniff import (
     find_request_start,
     find_response_start,
     looks_like_request,
     looks_like_response,
 )
-from pwcap.decode.kafka07.wire import (
+from .wire import (
     ANSWERED,
     HEAD,
     MAX_ERROR,
@@ -62,8 +64,6 @@ from pwcap.decode.kafka07.wire import (
     read_request,
     split_parts,
 )
-from pwcap.tables.columns import ColumnBuffer
-from pwcap.tables.schema import positions
 
 _REQUESTS = KafkaFrames(find_request_start)
 _RESPONSES = KafkaFrames(find_response_start)

@@ -14,13 +14,14 @@ from __future__ import annotations
 from collections.abc import Callable
 
 import cython
-from pwcap.decode.framing import BAD, FRAME, SKIP, Candidate
-from pwcap.decode.kafka07.wire import I32
+
+from ..framing import BAD, FRAME, SKIP, Candidate
+from .wire import I32
 
 if cython.compiled:  # the stream's C declarations (framing.pxd): judge is a C call
     from cython.cimports.pwcap.decode.framing import FrameFormat
 else:
-    from pwcap.decode.framing import FrameFormat
+    from ..framing import FrameFormat
 
 MIN_LENGTH = 2  # every request has its type, every response its error code
 MAX_SKIPPED_FRAME = 256 * 1024 * 1024  # oversize frames up to this are stepped over, not hunted

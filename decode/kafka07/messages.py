@@ -21,7 +21,7 @@ import struct
 import zlib
 from dataclasses import dataclass, field
 
-from pwcap.decode.kafka07.compression import (
+from .compression import (
     NONE,
     DecompressionError,
     codec_name,

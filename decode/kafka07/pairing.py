@@ -16,7 +16,7 @@ from __future__ import annotations
 from collections import deque
 from collections.abc import Callable
 
-from pwcap.decode.kafka07.wire import Part
+from .wire import Part
 
 MAX_PENDING = 10_000  # unanswered requests kept per connection
 

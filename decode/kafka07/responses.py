@@ -10,8 +10,8 @@ type, so the shapes also name the kind of a response whose request is unknown.
 
 from __future__ import annotations
 
-from pwcap.decode.kafka07.pairing import Pending
-from pwcap.decode.kafka07.wire import FETCH, MULTIFETCH, OFFSETS, read_offsets, split_parts
+from .pairing import Pending
+from .wire import FETCH, MULTIFETCH, OFFSETS, read_offsets, split_parts
 
 
 def fits(pending: Pending, buf: bytes, body: int, end: int, error: int) -> bool:

@@ -9,9 +9,11 @@ from __future__ import annotations
 
 import hashlib
 
-from pwcap.decode.api import FRAME_OF_MESSAGE
-from pwcap.decode.kafka07.messages import MessageSet
-from pwcap.decode.kafka07.wire import (
+from ...tables.columns import ColumnBuffer, pairs
+from ...tables.schema import kept_payload, positions
+from ..api import FRAME_OF_MESSAGE
+from .messages import MessageSet
+from .wire import (
     EARLIEST_TIME,
     FETCH,
     LATEST_TIME,
@@ -20,8 +22,6 @@ from pwcap.decode.kafka07.wire import (
     OFFSETS,
     Part,
 )
-from pwcap.tables.columns import ColumnBuffer, pairs
-from pwcap.tables.schema import kept_payload, positions
 
 MAX_INFO_PARTS = 8  # parts of a MULTI* frame listed in `info`
 _TIMES = {LATEST_TIME: "latest", EARLIEST_TIME: "earliest"}

@@ -18,10 +18,10 @@ import zlib
 from collections.abc import Callable
 from itertools import pairwise
 
-from pwcap.decode import MAX_FRAME_SIZE
-from pwcap.decode.framing import Candidate
-from pwcap.decode.kafka07.framing import MIN_LENGTH
-from pwcap.decode.kafka07.wire import (
+from .. import MAX_FRAME_SIZE
+from ..framing import Candidate
+from .framing import MIN_LENGTH
+from .wire import (
     FETCH,
     FETCH_TAIL,
     HEAD,

@@ -7,8 +7,8 @@ in them (captures that begin mid-frame); ``find_frame_start`` finds the next con
 frame boundary in a buffer (resynchronisation).
 """
 
-from pwcap.decode.pulsar.framing import find_frame_start
-from pwcap.decode.pulsar.sniff import contains_frame, looks_like_command, sniff
+from .framing import find_frame_start
+from .sniff import contains_frame, looks_like_command, sniff
 
 __all__ = ["PulsarDecoder", "contains_frame", "find_frame_start", "looks_like_command", "sniff"]
 
@@ -17,7 +17,7 @@ def __getattr__(name: str) -> object:
     """``PulsarDecoder`` is imported on its first use: the registry starts a decoder only
     for a connection of this protocol, and a capture of another never loads it."""
     if name == "PulsarDecoder":
-        from pwcap.decode.pulsar.decoder import PulsarDecoder
+        from .decoder import PulsarDecoder
 
         return PulsarDecoder
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

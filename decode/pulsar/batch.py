@@ -11,8 +11,9 @@ from collections.abc import Iterator
 
 import cython
 from google.protobuf.message import DecodeError
-from pwcap.decode.pulsar._pb.pulsar_api_pb2 import SingleMessageMetadata
-from pwcap.decode.pulsar.metadata import PAYLOAD_SIZE
+
+from ._pb.pulsar_api_pb2 import SingleMessageMetadata
+from .metadata import PAYLOAD_SIZE
 
 if cython.compiled:  # the C declarations (metadata.pxd): C calls and C fields
     from cython.cimports.pwcap.decode.pulsar.metadata import (
@@ -21,7 +22,7 @@ if cython.compiled:  # the C declarations (metadata.pxd): C calls and C fields
         read_single,
     )
 else:
-    from pwcap.decode.pulsar.metadata import MemberMetadata, member_from_generated, read_single
+    from .metadata import MemberMetadata, member_from_generated, read_single
 
 _U32 = struct.Struct(">I")
 _PAYLOAD_SIZE = cython.declare(cython.int, PAYLOAD_SIZE)  # a C constant when compiled

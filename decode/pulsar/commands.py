@@ -19,10 +19,11 @@ from typing import Any
 
 import cython
 from google.protobuf.descriptor import Descriptor, FieldDescriptor
-from pwcap.decode.pulsar._pb.pulsar_api_pb2 import BaseCommand, MessageIdData
-from pwcap.decode.pulsar.info import Field, fields, is_secret, summarize
-from pwcap.decode.wire import LENGTH_DELIMITED, text
-from pwcap.tables.schema import FRAMES, I32, position
+
+from ...tables.schema import FRAMES, I32, position
+from ..wire import LENGTH_DELIMITED, text
+from ._pb.pulsar_api_pb2 import BaseCommand, MessageIdData
+from .info import Field, fields, is_secret, summarize
 
 if cython.compiled:
     from cython.cimports.cpython.bytearray import PyByteArray_AS_STRING, PyByteArray_Resize
@@ -32,9 +33,9 @@ if cython.compiled:
     from cython.cimports.pwcap.decode.wire import Fields, cursor
     from cython.cimports.pwcap.tables.columns import ColumnBuffer
 else:
-    from pwcap.decode.pulsar.hot import id_nulls
-    from pwcap.decode.wire import Fields, cursor
-    from pwcap.tables.columns import ColumnBuffer
+    from ...tables.columns import ColumnBuffer
+    from ..wire import Fields, cursor
+    from .hot import id_nulls
 
 _I32_COLUMNS = frozenset(column.name for column in FRAMES if column.type == I32)
 

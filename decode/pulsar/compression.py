@@ -12,7 +12,8 @@ import zlib
 import cramjam
 import lz4.block
 import zstandard
-from pwcap.decode.wire import WireError, snappy_length
+
+from ..wire import WireError, snappy_length
 
 NONE, LZ4, ZLIB, ZSTD, SNAPPY = 0, 1, 2, 3, 4
 CODEC_NAMES = {NONE: "NONE", LZ4: "LZ4", ZLIB: "ZLIB", ZSTD: "ZSTD", SNAPPY: "SNAPPY"}

@@ -7,16 +7,17 @@ from typing import Any
 
 import cython
 from google.protobuf.message import DecodeError
-from pwcap.capture.events import LABELS, ClientBy, Connection, Direction
-from pwcap.decode.api import DecodeOptions, FlipRoles, Row, RowSink
-from pwcap.decode.pulsar import commands as c
-from pwcap.decode.pulsar._pb.pulsar_api_pb2 import AuthMethod, BaseCommand
-from pwcap.decode.pulsar.framing import PulsarFrames
-from pwcap.decode.pulsar.holdback import HeldRows
-from pwcap.decode.pulsar.sniff import looks_like_command
-from pwcap.decode.pulsar.state import CONSUMER_NAMES, PRODUCER_NAMES, ROLE_CODES
-from pwcap.decode.wire import WireError, read_varint, text
-from pwcap.tables.schema import position
+
+from ...capture.events import LABELS, ClientBy, Connection, Direction
+from ...tables.schema import position
+from ..api import DecodeOptions, FlipRoles, Row, RowSink
+from ..wire import WireError, read_varint, text
+from . import commands as c
+from ._pb.pulsar_api_pb2 import AuthMethod, BaseCommand
+from .framing import PulsarFrames
+from .holdback import HeldRows
+from .sniff import looks_like_command
+from .state import CONSUMER_NAMES, PRODUCER_NAMES, ROLE_CODES
 
 if cython.compiled:  # C declarations (.pxd files): C calls
     from cython.cimports.pwcap.decode.conversation import Conversation
@@ -31,12 +32,12 @@ if cython.compiled:  # C declarations (.pxd files): C calls
     )
     from cython.cimports.pwcap.tables.columns import ColumnBuffer
 else:
-    from pwcap.decode.conversation import Conversation
-    from pwcap.decode.framing import FrameHandler, FrameStream
-    from pwcap.decode.pulsar.hot import HotReader
-    from pwcap.decode.pulsar.messages import EntryDecoder
-    from pwcap.decode.pulsar.state import ConnectionState, grant, merge_names, spend
-    from pwcap.tables.columns import ColumnBuffer
+    from ...tables.columns import ColumnBuffer
+    from ..conversation import Conversation
+    from ..framing import FrameHandler, FrameStream
+    from .hot import HotReader
+    from .messages import EntryDecoder
+    from .state import ConnectionState, grant, merge_names, spend
 
 # A command holding only its `type` (tag byte + one-byte varint: every type is < 128)
 # cannot carry the command message its type names.

@@ -14,12 +14,13 @@ import struct
 from collections.abc import Callable
 
 import cython
-from pwcap.decode.framing import BAD, FRAME, SKIP, WAIT, Candidate
+
+from ..framing import BAD, FRAME, SKIP, WAIT, Candidate
 
 if cython.compiled:  # the stream's C declarations (framing.pxd): judge is a C call
     from cython.cimports.pwcap.decode.framing import FrameFormat
 else:
-    from pwcap.decode.framing import FrameFormat
+    from ..framing import FrameFormat
 
 HEADER = struct.Struct(">II")
 SIZE = struct.Struct(">I")

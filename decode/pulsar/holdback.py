@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from pwcap.decode.api import Row, RowSink
+from ..api import Row, RowSink
 
 MAX_HELD = 1_000  # rows held before the capture's guess is taken as it stands
 _FLIPPED = {"c2b": "b2c", "b2c": "c2b"}

@@ -15,16 +15,17 @@ and on damaged ones.
 from __future__ import annotations
 
 import cython
-from pwcap.decode.pulsar._pb.pulsar_api_pb2 import BaseCommand, CommandAck
-from pwcap.decode.wire import LENGTH_DELIMITED, VARINT
-from pwcap.tables.schema import position
+
+from ...tables.schema import position
+from ..wire import LENGTH_DELIMITED, VARINT
+from ._pb.pulsar_api_pb2 import BaseCommand, CommandAck
 
 if cython.compiled:  # C declarations (wire.pxd, columns.pxd): their methods are C calls
     from cython.cimports.pwcap.decode.wire import Fields, cursor
     from cython.cimports.pwcap.tables.columns import ColumnBuffer
 else:
-    from pwcap.decode.wire import Fields, cursor
-    from pwcap.tables.columns import ColumnBuffer
+    from ...tables.columns import ColumnBuffer
+    from ..wire import Fields, cursor
 
 # Compiled, these are C constants: a module global is a dict lookup at every use.
 I31 = cython.declare(cython.ulonglong, (1 << 31) - 1)

@@ -10,7 +10,8 @@ from typing import Any
 
 import cython
 from google.protobuf.descriptor import Descriptor, FieldDescriptor
-from pwcap.decode.pulsar._pb.pulsar_api_pb2 import AuthData
+
+from ._pb.pulsar_api_pb2 import AuthData
 
 MAX_INFO = 200
 _MESSAGE = FieldDescriptor.TYPE_MESSAGE

@@ -11,30 +11,31 @@ import hashlib
 from collections.abc import Callable, Hashable
 
 import cython
-from pwcap.decode.api import FRAME_OF_MESSAGE, DecodeOptions, RowSink
-from pwcap.decode.pulsar.batch import BadBatch, split_batch
-from pwcap.decode.pulsar.chunks import ChunkAssembler
-from pwcap.decode.pulsar.commands import text
-from pwcap.decode.pulsar.compression import CODEC_NAMES, DecompressionError, decompress
-from pwcap.decode.pulsar.metadata import (
+
+from ...tables.schema import kept_payload, position
+from ..api import FRAME_OF_MESSAGE, DecodeOptions, RowSink
+from .batch import BadBatch, split_batch
+from .chunks import ChunkAssembler
+from .commands import text
+from .compression import CODEC_NAMES, DecompressionError, decompress
+from .metadata import (
     NUM_MESSAGES_IN_BATCH,
     ORDERING_KEY,
     PARTITION_KEY,
     SEQUENCE_ID,
     UUID,
 )
-from pwcap.decode.pulsar.payload import PayloadError
-from pwcap.tables.schema import kept_payload, position
+from .payload import PayloadError
 
 if cython.compiled:  # C declarations (payload.pxd, metadata.pxd, columns.pxd): C calls
     from cython.cimports.pwcap.decode.pulsar.metadata import EntryMetadata, MemberMetadata
     from cython.cimports.pwcap.decode.pulsar.payload import parse_entry
     from cython.cimports.pwcap.tables.columns import ColumnBuffer
 else:
-    from pwcap.decode.pulsar.metadata import EntryMetadata, MemberMetadata
-    from pwcap.decode.pulsar.payload import parse_entry
-    from pwcap.tables.columns import ColumnBuffer
-from pwcap.tables.columns import pairs
+    from ...tables.columns import ColumnBuffer
+    from .metadata import EntryMetadata, MemberMetadata
+    from .payload import parse_entry
+from ...tables.columns import pairs
 
 AnomalyFn = Callable[[str, ColumnBuffer, str], None]  # kind, frame row being built, detail
 

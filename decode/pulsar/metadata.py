@@ -21,19 +21,20 @@ from __future__ import annotations
 from typing import Any
 
 import cython
-from pwcap.decode.pulsar._pb.pulsar_api_pb2 import CompressionType
-from pwcap.decode.wire import LENGTH_DELIMITED, VARINT, text
+
+from ..wire import LENGTH_DELIMITED, VARINT, text
+from ._pb.pulsar_api_pb2 import CompressionType
 
 if cython.compiled:  # the C declarations (wire.pxd, hot.pxd): these are C calls
     from cython.cimports.cpython.bytes import PyBytes_AS_STRING
     from cython.cimports.cpython.unicode import PyUnicode_DecodeUTF8
     from cython.cimports.pwcap.decode.pulsar.hot import int32
     from cython.cimports.pwcap.decode.wire import Fields, cursor
-    from cython.cimports.pwcap.tables.columns import add_span
+    from cython.cimports.pwcap.tables.nested import add_span
 else:
-    from pwcap.decode.pulsar.hot import int32
-    from pwcap.decode.wire import Fields, cursor
-    from pwcap.tables.columns import add_span
+    from ...tables.nested import add_span
+    from ..wire import Fields, cursor
+    from .hot import int32
 
 # Compiled, C constants: a module global is a dict lookup at every use.
 WIRE_VARINT = cython.declare(cython.int, VARINT)

@@ -11,13 +11,14 @@ from __future__ import annotations
 import crc32c
 import cython
 from google.protobuf.message import DecodeError
-from pwcap.decode.pulsar._pb.pulsar_api_pb2 import BrokerEntryMetadata, MessageMetadata
-from pwcap.decode.pulsar.metadata import EntryMetadata
+
+from ._pb.pulsar_api_pb2 import BrokerEntryMetadata, MessageMetadata
+from .metadata import EntryMetadata
 
 if cython.compiled:  # the C declarations (metadata.pxd): C calls
     from cython.cimports.pwcap.decode.pulsar.metadata import entry_from_generated, read_metadata
 else:
-    from pwcap.decode.pulsar.metadata import entry_from_generated, read_metadata
+    from .metadata import entry_from_generated, read_metadata
 
 MAGIC_CHECKSUM = b"\x0e\x01"
 MAGIC_BROKER_ENTRY = b"\x0e\x02"

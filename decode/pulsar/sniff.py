@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 from google.protobuf.message import DecodeError
-from pwcap.decode import MAX_FRAME_SIZE
-from pwcap.decode.pulsar._pb.pulsar_api_pb2 import BaseCommand
-from pwcap.decode.pulsar.commands import SPECS
-from pwcap.decode.pulsar.framing import HEADER, MIN_COMMAND_SIZE, find_frame_start
+
+from .. import MAX_FRAME_SIZE
+from ._pb.pulsar_api_pb2 import BaseCommand
+from .commands import SPECS
+from .framing import HEADER, MIN_COMMAND_SIZE, find_frame_start
 
 
 def looks_like_command(buf: bytes, start: int, size: int) -> bool:

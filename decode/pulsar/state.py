@@ -21,13 +21,14 @@ from collections import deque
 from typing import Any
 
 import cython
-from pwcap.decode.pulsar import commands as c
-from pwcap.tables.schema import position
+
+from ...tables.schema import position
+from . import commands as c
 
 if cython.compiled:  # the row builder's C declarations (columns.pxd): its methods are C calls
     from cython.cimports.pwcap.tables.columns import ColumnBuffer
 else:
-    from pwcap.tables.columns import ColumnBuffer
+    from ...tables.columns import ColumnBuffer
 
 MAX_PENDING = 100_000  # outstanding requests kept per table before the oldest are dropped
 MAX_SAME_ID = 8  # outstanding requests sharing one request id (one per id family is normal)

@@ -10,11 +10,11 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from pathlib import Path
 
-from pwcap import __version__
-from pwcap.report import analytics, decoded
-from pwcap.report.answers import answers, capture_spans
-from pwcap.report.markup import page
-from pwcap.report.tables import ANALYTICS_TABLES, DECODED_TABLES, Source
+from .. import __version__
+from . import analytics, decoded
+from .answers import answers, capture_spans
+from .markup import page
+from .tables import ANALYTICS_TABLES, DECODED_TABLES, Source
 
 NAV = [
     ("answers", "Answers"),

@@ -10,11 +10,11 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.dataset as ds
 
-from pwcap.report import markup as m
-from pwcap.report import svg
-from pwcap.report.decoded import MAX_BARS, TOP, missing
-from pwcap.report.tables import Source, count_by, read_columns, sum_by, top_rows, value_range
-from pwcap.report.timeaxis import BrokenAxis
+from . import markup as m
+from . import svg
+from .decoded import MAX_BARS, TOP, missing
+from .tables import Source, count_by, read_columns, sum_by, top_rows, value_range
+from .timeaxis import BrokenAxis
 
 PERCENTILES = {"p50": 0.5, "p90": 0.9, "p99": 0.99, "max": 1.0}
 TIME_BINS = 120  # points per series of a chart over time

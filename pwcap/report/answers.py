@@ -9,10 +9,10 @@ from datetime import UTC, datetime
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from pwcap.report import markup as m
-from pwcap.report.analytics import LatencyKinds
-from pwcap.report.decoded import missing
-from pwcap.report.tables import (
+from . import markup as m
+from .analytics import LatencyKinds
+from .decoded import missing
+from .tables import (
     DECODED_TABLES,
     Source,
     count_by,

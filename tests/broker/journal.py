@@ -8,7 +8,6 @@ from pathlib import Path
 from typing import IO
 
 from pwcap.decode.pulsar._pb import pulsar_api_pb2 as pb
-
 from tests.broker.wire import Frame, sub_command
 
 # Scalar fields copied into the log under the same (or a shorter) name when present.

@@ -9,13 +9,17 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import itertools
+import json
+import ssl
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import IO
 
 from pwcap.decode.pulsar._pb import pulsar_api_pb2 as pb
-
 from tests.broker.journal import Journal
+from tests.broker.openssl import key_update
+from tests.broker.tls import TlsSettings, describe_session
 from tests.broker.topics import Consumer, Entry, Subscription, Topic
 from tests.broker.wire import U32, Frame, build_frame, command_of, parse_frame
 
@@ -36,10 +40,12 @@ class BrokerConfig:
     ping_interval: float | None = None  # broker-initiated keep-alive, seconds
     journal: Path | None = None
     advertised_host: str | None = None  # name clients use (they reject IPv6 literals)
+    tls: TlsSettings | None = None  # speak TLS (pulsar+ssl://)
 
     @property
     def service_url(self) -> str:
-        return f"pulsar://{self.advertised_host or self.host}:{self.port}"
+        scheme = "pulsar+ssl" if self.tls is not None else "pulsar"
+        return f"{scheme}://{self.advertised_host or self.host}:{self.port}"
 
 
 class Broker:
@@ -51,6 +57,8 @@ class Broker:
         self.topics: dict[str, Topic] = {}
         self._connection_ids = itertools.count(1)
         self._server: asyncio.Server | None = None
+        self._context: ssl.SSLContext | None = None
+        self._sessions: IO[str] | None = None
 
     def topic(self, name: str) -> Topic:
         if name not in self.topics:
@@ -58,16 +66,27 @@ class Broker:
         return self.topics[name]
 
     async def start(self) -> None:
-        self._server = await asyncio.start_server(self._serve, self.config.host, self.config.port)
+        tls = self.config.tls
+        context = self._context = tls.context() if tls is not None else None
+        self._sessions = tls.sessions.open("w") if tls is not None and tls.sessions else None
+        self._server = await asyncio.start_server(
+            self._serve, self.config.host, self.config.port, ssl=context
+        )
 
     async def stop(self) -> None:
         if self._server is not None:
             self._server.close()
             await self._server.wait_closed()
         self.journal.close()
+        if self._sessions is not None:
+            self._sessions.close()
 
     async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         connection = Connection(self, next(self._connection_ids), reader, writer)
+        if self._sessions is not None:
+            session = describe_session(writer.get_extra_info("ssl_object"), self._context)
+            self._sessions.write(json.dumps({**connection.identity, **session}) + "\n")
+            self._sessions.flush()
         await connection.run()
 
 
@@ -95,6 +114,7 @@ class Connection:
         self.consumers: dict[int, tuple[Subscription, Consumer]] = {}
         self.entry_metadata = False
         self._producer_names = itertools.count(1)
+        self._written = 0  # frames written (KeyUpdates come every so many)
 
     async def run(self) -> None:
         pinger = None
@@ -133,6 +153,10 @@ class Connection:
     ) -> None:
         data = build_frame(command, stored, entry_metadata)
         self.broker.journal.record(self.identity, "b2c", parse_frame(data[4:]))
+        tls = self.broker.config.tls
+        self._written += 1
+        if tls is not None and tls.key_update_every and self._written % tls.key_update_every == 0:
+            key_update(self.writer.get_extra_info("ssl_object"))  # goes out with this frame
         self.writer.write(data)
 
     def handle(self, frame: Frame) -> None:
@@ -180,6 +204,7 @@ class Connection:
                 T.LOOKUP_RESPONSE,
                 request_id=command.lookupTopic.request_id,
                 brokerServiceUrl=self.broker.config.service_url,
+                brokerServiceUrlTls=self.broker.config.service_url,
                 response=pb.CommandLookupTopicResponse.Connect,
                 authoritative=True,
             )

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 
 import crc32c
 from google.protobuf.message import Message
+
 from pwcap.decode.pulsar._pb import pulsar_api_pb2 as pb
 
 MAGIC_CRC = b"\x0e\x01"

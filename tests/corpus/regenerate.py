@@ -18,7 +18,7 @@ from pathlib import Path
 
 from tests.corpus import derive
 from tests.corpus.pcapfile import read_pcap, write_pcap, write_pcapng
-from tests.corpus.scenarios import SCENARIOS, Scenario
+from tests.corpus.scenarios import BENCH_SCENARIOS, SCENARIOS, Scenario
 from tests.corpus.tcpdump import Tcpdump
 from tests.corpus.truth import build_truth, read_journal
 
@@ -63,6 +63,7 @@ class BrokerProcess:
             command += ["--ping-interval", str(options["ping_interval"])]
         if scenario.hostname:
             command += ["--advertised-host", scenario.hostname]
+        command += list(options.get("arguments", ()))  # any other (TLS scenarios' --tls-*)
         self.command = command
         self.service_url = ""
 
@@ -146,9 +147,14 @@ def derive_all(out_dir: Path) -> None:
 
 
 def write_derived_truth(
-    out_dir: Path, name: str, base: dict, manifest: dict, file_format: str
+    out_dir: Path,
+    name: str,
+    base: dict,
+    manifest: dict,
+    file_format: str,
+    derived_from: str = DERIVED_FROM,
 ) -> None:
-    truth = dict(base, scenario=name, derived_from=DERIVED_FROM, manifest=manifest)
+    truth = dict(base, scenario=name, derived_from=derived_from, manifest=manifest)
     truth["capture"] = dict(base["capture"], file=f"{name}.{file_format}", format=file_format)
     truth["capture"]["packets"] = len(manifest["order"])
     write_json(out_dir / f"{name}.truth.json", truth)
@@ -156,10 +162,13 @@ def write_derived_truth(
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("names", nargs="*", help="scenarios to capture (default: all)")
+    parser.add_argument(
+        "names", nargs="*", help="scenarios to capture (default: all but the benchmark's)"
+    )
     parser.add_argument("--out", type=Path, default=SAMPLES)
     args = parser.parse_args()
-    chosen = [s for s in SCENARIOS if not args.names or s.name in args.names]
+    named = [s for s in SCENARIOS + BENCH_SCENARIOS if s.name in args.names]
+    chosen = named if args.names else SCENARIOS
     args.out.mkdir(parents=True, exist_ok=True)
     for scenario in chosen:
         truth = capture_scenario(scenario, args.out)

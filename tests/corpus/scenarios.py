@@ -10,6 +10,7 @@ import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from functools import partial
 
 import pulsar
 
@@ -99,33 +100,35 @@ def batching(service_url: str) -> ClientRecord:
     """Four batching producers, one per codec, each on its own topic with one consumer."""
     record = ClientRecord()
     with client(service_url) as c:
-        for name, codec in COMPRESSIONS.items():
-            topic = f"batch-{name}"
-            consumer = c.subscribe(
-                topic, f"{topic}-sub", initial_position=pulsar.InitialPosition.Earliest
-            )
-            producer = c.create_producer(
-                topic,
-                producer_name=f"batch-{name}-producer",
-                compression_type=codec,
-                batching_enabled=True,
-                batching_max_messages=10,
-                batching_max_publish_delay_ms=1000,
-            )
-            for i in range(30):
-                record.send_async(
-                    producer,
-                    payload(i, 300),
-                    i,
-                    key=f"key-{i % 4}",
-                    properties=properties(topic, i),
-                )
-            producer.flush()
-            receive_and_ack(record, consumer, 30)
-            producer.close()
-            time.sleep(0.3)
-            consumer.close()
+        for name in COMPRESSIONS:
+            send_batches(record, c, name, messages=30, per_batch=10)
     return record
+
+
+def send_batches(
+    record: ClientRecord, c: pulsar.Client, codec: str, messages: int, per_batch: int
+) -> None:
+    """A batching producer of ``codec`` on topic ``batch-CODEC``, its consumer acking all."""
+    topic = f"batch-{codec}"
+    consumer = c.subscribe(topic, f"{topic}-sub", initial_position=pulsar.InitialPosition.Earliest)
+    producer = c.create_producer(
+        topic,
+        producer_name=f"batch-{codec}-producer",
+        compression_type=COMPRESSIONS[codec],
+        batching_enabled=True,
+        batching_max_messages=per_batch,
+        batching_max_publish_delay_ms=1000,
+        block_if_queue_full=True,  # a send past the client's queue waits, never fails
+    )
+    for i in range(messages):
+        record.send_async(
+            producer, payload(i, 300), i, key=f"key-{i % 4}", properties=properties(topic, i)
+        )
+    producer.flush()
+    receive_and_ack(record, consumer, messages)
+    producer.close()
+    time.sleep(0.3)
+    consumer.close()
 
 
 def slow_consumer(service_url: str) -> ClientRecord:
@@ -355,6 +358,35 @@ def seek_and_unsubscribe(service_url: str) -> ClientRecord:
     return record
 
 
+def one_codec(codec: str, service_url: str) -> ClientRecord:
+    """A benchmark shape: 2,000 messages of one codec in batches of 100, sent and delivered."""
+    record = ClientRecord()
+    with client(service_url) as c:
+        send_batches(record, c, codec, messages=2000, per_batch=100)
+    return record
+
+
+def large(service_url: str) -> ClientRecord:
+    """A benchmark shape: messages of 100 kB, neither batched nor chunked."""
+    record = ClientRecord()
+    with client(service_url) as c:
+        consumer = c.subscribe(
+            "large", "large-sub", initial_position=pulsar.InitialPosition.Earliest
+        )
+        producer = c.create_producer(
+            "large", producer_name="large-producer", batching_enabled=False
+        )
+        for i in range(4):
+            record.send(
+                producer, payload(i, 100_000), i, key=f"key-{i}", properties=properties("large", i)
+            )
+        receive_and_ack(record, consumer, 4)
+        producer.close()
+        time.sleep(0.3)
+        consumer.close()
+    return record
+
+
 @dataclass(frozen=True)
 class Scenario:
     name: str
@@ -444,4 +476,18 @@ SCENARIOS = [
         small_plain,
         capture=CaptureOptions(snaplen=96),
     ),
+]
+
+# Recordings for the benchmark's shapes of traffic (bench/samples/, larger than a test needs):
+# `python -m tests.corpus.regenerate --out bench/samples NAME ...` records them.
+BENCH_SCENARIOS = [
+    *(
+        Scenario(
+            f"pulsar_batch_{codec}",
+            f"one batching producer with {codec.upper()}: 2,000 messages in batches of 100",
+            partial(one_codec, codec),
+        )
+        for codec in COMPRESSIONS
+    ),
+    Scenario("pulsar_large", "messages of 100 kB, neither batched nor chunked", large),
 ]

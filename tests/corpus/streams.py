@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import dpkt
+
 from pwcap.decode.pulsar._pb import pulsar_api_pb2 as pb
 
 LINK_LAYERS = {

@@ -1,0 +1,62 @@
+"""``jobs/decode.py``'s program: list the captures, start Spark, decode and write."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from functools import partial
+from pathlib import Path
+
+from ...jobs.common import no_java, session
+from ...tables.dataset import (
+    DatasetError,
+    check_output,
+)
+from ..inputs import InputError
+from ..options import add_decode_options, decode_options
+from .listing import list_captures
+from .writing import Output, write_dataset
+
+DESCRIPTION = "decode captures on a Spark cluster into the dataset pwcap decode writes"
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="decode.py", description=DESCRIPTION)
+    parser.add_argument(
+        "inputs",
+        nargs="+",
+        metavar="IN",
+        help="capture files, folders or globs (file://, hdfs://, s3a://)",
+    )
+    parser.add_argument("-o", "--output", required=True, help="dataset folder to write")
+    parser.add_argument(
+        "--overwrite", action="store_true", help="replace OUT if it is an earlier pwcap dataset"
+    )
+    add_decode_options(parser)
+    parser.add_argument("--verbose", action="store_true", help="keep Spark's INFO logging")
+    args = parser.parse_args(argv)
+    options = decode_options(args)
+    try:
+        captures, skipped = list_captures(args.inputs, options.series)
+        if "://" not in args.output:  # known before Spark starts
+            check_output(Path(args.output), args.overwrite)
+    except (InputError, DatasetError) as error:
+        parser.exit(1, f"decode: error: {error}\n")
+    java = no_java()
+    if java is not None:
+        parser.exit(1, f"decode: error: {java}\n")
+    if skipped:
+        print(f"skipped {len(skipped)} files that are not captures: {', '.join(skipped[:3])}")
+    # The tasks run pwcap: local Python workers are this interpreter, which has it (a
+    # cluster's are what PYSPARK_PYTHON names: see the README).
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    spark = session("pwcap-decode", args.verbose)
+    output = Output(spark, args.output, args.overwrite)
+    try:
+        written = output.write(partial(write_dataset, spark, captures, options))
+    except DatasetError as error:
+        parser.exit(1, f"decode: error: {error}\n")
+    for table, path in written.items():
+        print(f"{table}: {path}")
+    return 0
