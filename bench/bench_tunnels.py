@@ -21,7 +21,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from bench_real_clients import plan, real_client_samples, write_replica
-from contenders import ONE_PROCESS, decoded_frames, pwcap_decode, pwcap_version
+from contenders import ONE_PROCESS, decoded_rows, engine_checked, pwcap_decode
 from options import add_options
 from scoreboard import contest, print_table
 
@@ -103,7 +103,7 @@ def main() -> None:
         shapes[name] = args.data / f"real_clients_{replica.copies}x_{suffix}.pcap"
         if not shapes[name].exists():
             wrap(bare, shapes[name], fragmented)
-    print(pwcap_version())
+    print(engine_checked(args.allow_interpreted))
     contenders = []
     for name, capture in shapes.items():
         contender = pwcap_decode(
@@ -114,7 +114,7 @@ def main() -> None:
         )
     results = contest(contenders, args.runs)
     for index in range(len(shapes)):
-        decoded = decoded_frames(args.data / f"out_tunnels_{index}")
+        decoded = decoded_rows(args.data / f"out_tunnels_{index}")
         if decoded != replica.frames:
             sys.exit(f"{contenders[index].name}: {decoded:,} frames of {replica.frames:,}")
     print(f"real-client traffic, {replica.frames:,} frames, as delivered bare and wrapped:")
