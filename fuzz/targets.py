@@ -21,7 +21,7 @@ from collections.abc import Callable, Iterator
 import pyarrow as pa
 
 from fuzz.invariants import violations
-from fuzz.mutate import samples
+from fuzz.mutate import samples, wrapped_samples
 from pwcap.capture import CaptureError, ClientBy, Connection, Direction, read_streams
 from pwcap.capture.reassembly import Reassembler
 from pwcap.capture.stats import CaptureStats
@@ -53,7 +53,7 @@ def records(data: bytes) -> None:
 
 
 def records_seeds() -> Iterator[bytes]:
-    for _, data, _ in samples():
+    for _, data, _ in (*samples(), *wrapped_samples()):
         if len(data) < 40_000:
             yield data
 

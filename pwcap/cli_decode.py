@@ -56,7 +56,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from pwcap.decode.capture_anomalies import link_warnings
+    from pwcap.decode.capture_anomalies import capture_warnings
     from pwcap.decode.inputs import InputError
     from pwcap.decode.parallel import WorkerDied, decode_parallel
     from pwcap.tables.dataset import DatasetError
@@ -100,7 +100,7 @@ def run(args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
     for capture in summary.captures:
-        for line in link_warnings(capture.stats, str(capture.path)):
+        for line in capture_warnings(capture.stats, str(capture.path)):
             print(f"pwcap decode: warning: {line}", file=sys.stderr)
     return EXIT_CUT_OFF if summary.cut_off else 0
 
@@ -117,7 +117,10 @@ def print_summary(summary: Summary, out: TextIO) -> None:
         f" {frames / seconds:,.0f} frames/s",
         file=out,
     )
-    print(f"packets      {_packets(summary.capture_totals())}", file=out)
+    totals = summary.capture_totals()
+    print(f"packets      {_packets(totals)}", file=out)
+    if totals.encapsulations:
+        print(f"tunnelled    {_tally(totals.encapsulations, TOP_COMMANDS)}", file=out)
     print(f"connections  {_tally(summary.connections)}", file=out)
     if summary.tls or summary.keylog is not None:
         print(f"tls          {_tls(summary)}", file=out)
@@ -145,16 +148,20 @@ def _tls(summary: Summary) -> str:
 
 def _packets(stats: CaptureStats) -> str:
     """What reassembly made of the records: skipped, repaired and lost, in one line."""
+    from pwcap.decode.capture_anomalies import skip_reasons
+
     skipped = stats.records - stats.tcp_segments
     parts = [f"{stats.tcp_segments:,} TCP", f"{skipped:,} other skipped"]
+    if skipped:
+        parts[-1] += f" [{skip_reasons(stats)}]"
     if stats.retransmitted_bytes:
         parts.append(f"{stats.retransmitted_bytes:,} B seen twice")
     if stats.reordered_segments:
         parts.append(f"{stats.reordered_segments:,} segments held for order")
     if stats.gaps:
         parts.append(f"{stats.gap_bytes:,} B missing in {stats.gaps:,} gaps")
-    if stats.ip_fragments:
-        parts.append(f"{stats.ip_fragments:,} IP fragments")
+    if stats.fragments_reassembled:
+        parts.append(f"{stats.fragments_reassembled:,} IP datagrams reassembled")
     return f"{stats.records:,} ({', '.join(parts)})"
 
 

@@ -20,7 +20,12 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from pwcap.decode.options import add_port_arguments, add_tls_arguments, port_hints
+from pwcap.decode.options import (
+    add_port_arguments,
+    add_tls_arguments,
+    add_tunnel_arguments,
+    port_hints,
+)
 
 FrameCallback = Callable[[dict[str, Any]], None]
 ANOMALY_COLUMNS = ["ts", "capture", "conn_id", "direction", "kind", "stream_offset", "detail"]
@@ -87,6 +92,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="print capture times (UTC) instead of seconds since the capture's first frame",
     )
     add_port_arguments(parser)
+    add_tunnel_arguments(parser)
     add_tls_arguments(parser)
 
 
@@ -119,7 +125,12 @@ def run(args: argparse.Namespace) -> int:
             for is_frame, row in _dataset_rows(path):
                 (show if is_frame else expert_info)(row)
         elif path.is_file() or args.file == "-":
-            _capture_frames(path, port_hints(args), args.tls_keylog, show, expert_info)
+            options = {
+                "hints": port_hints(args),
+                "tls_keylogs": tuple(args.tls_keylog),
+                "vxlan_ports": tuple(args.vxlan_port),
+            }
+            _capture_frames(path, options, show, expert_info)
         else:
             return _error(f"{path}: no such file or directory")
     except _Enough:
@@ -289,16 +300,13 @@ def _table_rows(directory: Path, table: str, columns: list[str]) -> Iterator[dic
 
 
 def _capture_frames(
-    path: Path,
-    hints: dict[str, list[int]],
-    keylogs: list[str],
-    on_frame: FrameCallback,
-    on_anomaly: FrameCallback,
+    path: Path, options: dict[str, Any], on_frame: FrameCallback, on_anomaly: FrameCallback
 ) -> None:
     """Decode the capture on the fly (the decode driver, its rules for a capture cut off
-    or no capture at all), showing each frame as its decoder emits it."""
+    or no capture at all, ``options`` as ``DecodeOptions`` takes them), showing each frame
+    as its decoder emits it."""
     from pwcap.decode.api import DecodeOptions, RowSink
-    from pwcap.decode.capture_anomalies import link_warnings
+    from pwcap.decode.capture_anomalies import capture_warnings
     from pwcap.decode.driver import decode_capture
     from pwcap.decode.inputs import STDIN, CaptureInput, InputError
 
@@ -315,11 +323,10 @@ def _capture_frames(
     else:
         capture = CaptureInput(path.name, path, path.stat().st_size)
     try:
-        options = DecodeOptions(hints=hints, tls_keylogs=tuple(keylogs))
-        result = decode_capture(capture, _Rows(), options)
+        result = decode_capture(capture, _Rows(), DecodeOptions(**options))
     except InputError as error:
         raise _ShowError(str(error)) from None
     if result.cut_off is not None:
         print(f"pwcap show: warning: {result.cut_off}", file=sys.stderr)
-    for line in link_warnings(result.stats, str(path)):
+    for line in capture_warnings(result.stats, str(path)):
         print(f"pwcap show: warning: {line}", file=sys.stderr)

@@ -43,6 +43,7 @@ REAL = [
 REAL_BROKER = [p for p in sample_captures() if p.name.startswith("realpulsar_")]
 DERIVED = [p for p in sample_captures() if "derived_from" in _truth(p) and p not in TLS]
 SNAPLEN = [p for p in sample_captures() if "snaplen" in p.name]
+OVERLAY = [p for p in sample_captures() if p.name.startswith("overlay_")]  # test_overlay_samples
 
 
 @cache
@@ -88,7 +89,7 @@ def _ids(paths: list[Path]) -> list[str]:
 
 
 def test_every_sample_is_checked_once() -> None:
-    assert sorted(REAL + REAL_BROKER + DERIVED + SNAPLEN + TLS) == sample_captures()
+    assert sorted(REAL + REAL_BROKER + DERIVED + SNAPLEN + TLS + OVERLAY) == sample_captures()
     kinds = {_truth(p)["manifest"]["kind"] for p in DERIVED}
     assert kinds == {"lost", "duplicated", "reordered", "midstream", "pcapng"}
 
