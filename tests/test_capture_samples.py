@@ -11,9 +11,11 @@ from __future__ import annotations
 
 import json
 import struct
+from collections import defaultdict
 from functools import cache
 from pathlib import Path
 
+import dpkt
 import pytest
 
 from pwcap.capture import ClientBy, Direction, read_streams
@@ -140,15 +142,41 @@ def test_real_capture_connections_are_the_journals(capture: Path) -> None:
         assert recorded.conn.gaps == 0
 
 
+def _first_carriers(capture: Path) -> dict[tuple[str, str], list[tuple[int, int]]]:
+    """Per direction, in stream order, each run of bytes with the time of the first packet
+    that carried it: a retransmission carries only the bytes no packet carried before."""
+    isn: dict[tuple[str, str], int] = {}
+    runs: dict[tuple[str, str], list[list[int]]] = defaultdict(list)
+    covered: dict[tuple[str, str], bytearray] = defaultdict(bytearray)
+    for packet in read_packets(capture):
+        key = (packet.src, packet.dst)
+        if packet.flags & dpkt.tcp.TH_SYN:
+            isn[key] = packet.seq
+            continue
+        if not packet.payload or key not in isn:
+            continue
+        start = (packet.seq - isn[key] - 1) % 2**32
+        seen = covered[key]
+        seen.extend(bytes(max(0, start + len(packet.payload) - len(seen))))
+        ts = round(packet.ts * 1_000_000)
+        run: list[int] | None = None  # [first byte, bytes, time]
+        for at in range(start, start + len(packet.payload)):
+            if seen[at]:
+                run = None
+                continue
+            seen[at] = 1
+            if run is None:
+                run = [at, 0, ts]
+                runs[key].append(run)
+            run[1] += 1
+    return {key: [(run[2], run[1]) for run in sorted(found)] for key, found in runs.items()}
+
+
 @pytest.mark.parametrize("capture", REAL, ids=_ids(REAL))
 def test_real_capture_bytes_carry_the_timestamp_of_the_packet_that_carried_them(
     capture: Path,
 ) -> None:
-    carried: dict[tuple[str, str], list[tuple[int, int]]] = {}
-    for packet in read_packets(capture):
-        if packet.payload:
-            stamp = (round(packet.ts * 1_000_000), len(packet.payload))
-            carried.setdefault((packet.src, packet.dst), []).append(stamp)
+    carried = _first_carriers(capture)
     delivered = streams_of(capture).directed_streams()
 
     assert set(delivered) == set(carried)

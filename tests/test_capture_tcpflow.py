@@ -32,7 +32,9 @@ def _packet(ms: float, client: bool, flags: str, seq: int, ack: int, **tcp) -> E
     ends = (CLIENT, BROKER, 40000, 6650) if client else (BROKER, CLIENT, 6650, 40000)
     payload = tcp.pop("payload", b"")
     segment = TCP(sport=ends[2], dport=ends[3], flags=flags, seq=seq, ack=ack, **tcp)
-    packet = Ether() / IP(src=ends[0], dst=ends[1]) / segment
+    # Each datagram numbered by its sender, as stacks do: a resend is not a mirror's copy.
+    ident = round(ms * 10) & 0xFFFF
+    packet = Ether() / IP(src=ends[0], dst=ends[1], id=ident) / segment
     if payload:
         packet = packet / Raw(payload)
     packet.time = T0 + ms / 1000
