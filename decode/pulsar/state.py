@@ -81,7 +81,7 @@ def _present(rows: ColumnBuffer, columns: tuple[int, ...]) -> dict[int, str]:
 
 # An outstanding request: its command and time, and what a matching response inherits
 # (topic, producer id, consumer id). A tuple: one is made per request, and a class
-# instance cost twice as much to build.
+# instance costs more to build.
 Request = tuple[str, int, str | None, int | None, int | None]
 
 
