@@ -10,7 +10,7 @@ STAMP := $(VENV)/.installed
 
 # The interpreted modules' bytecode, written here: an editable install writes none, and
 # where PYTHONDONTWRITEBYTECODE is set (container images often set it) Python would
-# compile every one of them again at each start (30 ms of CPU in every decode).
+# compile every one of them again at the start of every decode.
 BYTECODE := $(BIN)/python -m compileall -q pwcap decode tables capture jobs
 
 $(STAMP): pyproject.toml setup.py

@@ -24,8 +24,8 @@ import pyarrow.parquet as pq
 
 from fuzz.layout import Layout, tcp
 from fuzz.mutate import SAMPLES, samples
+from fuzz.pcapfile import read_pcap, write_pcapng
 from pwcap.cli import main as pwcap
-from tests.corpus.pcapfile import read_pcap, write_pcapng
 
 REFUSED = "refused"  # exit 1, one error line, no dataset
 CUT = "cut"  # exit 3, a warning line, the dataset written with a truncated_capture row

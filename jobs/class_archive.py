@@ -1,8 +1,7 @@
 """A class-data archive for the JVM that pwcap starts itself, so its Spark starts faster.
 
 A local Spark JVM loads and verifies some ten thousand classes before the first query
-runs; that took about four seconds of every job (ten million frames: latency 38.6 s with
-the archive against 42.5 s without). HotSpot can write the classes it loaded into an
+runs, seconds of every job. HotSpot can write the classes it loaded into an
 archive when it exits (``-XX:ArchiveClassesAtExit``) and map that archive at the next
 start (``-XX:SharedArchiveFile``).
 

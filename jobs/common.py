@@ -78,19 +78,19 @@ def session(
             conf.set("spark.log.level", "WARN")
     conf.setIfMissing("spark.sql.adaptive.enabled", "true")  # a cluster's may have it off
     if launching:  # a JVM of our own, for one run in a terminal that shows its progress
-        # Spark's web UI costs about a second of every start; --conf spark.ui.enabled=true
-        # in PYSPARK_SUBMIT_ARGS brings it back.
+        # Spark's web UI slows every start; --conf spark.ui.enabled=true in
+        # PYSPARK_SUBMIT_ARGS brings it back.
         conf.setIfMissing("spark.ui.enabled", "false")
     if conf.get("spark.master").startswith("local"):
         # Spark's 200 shuffle partitions are made for clusters: on a laptop, per-task
         # overhead would dominate a capture-sized dataset.
         conf.setIfMissing("spark.sql.shuffle.partitions", str(4 * (os.cpu_count() or 1)))
         # Adaptive execution merges small shuffle partitions up to this size (64 MB by
-        # default, or a core's share of the shuffle if less): the latency job's largest
-        # shuffle (120 MB) became a few unequal tasks, the last of which ran alone.
+        # default, or a core's share of the shuffle if less): a large shuffle of the
+        # latency job became a few unequal tasks, the last of which ran alone.
         conf.setIfMissing("spark.sql.adaptive.advisoryPartitionSizeInBytes", "16m")
         # A cache lives in the driver's heap, sized to the machine: compressing a pass's
-        # columns cost as much CPU as the pass (2.5 million rows: 5 s), not compressing 1.5 s.
+        # columns costs more CPU than the pass itself.
         conf.setIfMissing("spark.sql.inMemoryColumnarStorage.compressed", "false")
     spark = (
         SparkSession.builder.appName(app_name)
@@ -266,9 +266,8 @@ def kept(frame: DataFrame) -> DataFrame:
     """``frame``, computed once for the several queries that read it.
 
     In a local session its rows are kept as rows (a lazy local checkpoint, stored when the
-    first query computes them): a cache first converts them to columns, which cost about
-    as much CPU as computing them (the permit timeline of ten million frames: about 5 CPU
-    seconds more than writing it uncached, against about 2.5 kept as rows). On a cluster,
+    first query computes them): a cache first converts them to columns, which costs about
+    as much CPU as computing them, and rows kept as rows cost less. On a cluster,
     a cache: Spark recomputes a cached partition an executor lost with it, where a local
     checkpoint's would be gone."""
     if SparkSession.active().sparkContext.master.startswith("local"):
@@ -352,8 +351,8 @@ def write_concurrently(
 ) -> dict[str, str]:
     """Build each group of tables and :func:`write_tables` it, every group :func:`at_once`,
     so that Spark runs one group's tasks while another's stage has fewer tasks than cores
-    or its driver plans the next query (two cores sat idle for a third of ``pwcap
-    analyze`` when it ran one job after the other). The groups must not depend on each
+    or its driver plans the next query (one job after the other, cores sat idle for much
+    of ``pwcap analyze``). The groups must not depend on each
     other."""
     writes = [partial(_build_and_write, group, output, progress) for group in groups]
     with _times_without_dictionary():
@@ -370,8 +369,8 @@ def _build_and_write(
 def _times_without_dictionary() -> Iterator[None]:
     """While tables are written: no Parquet dictionary for the analytics tables' timestamp
     columns. Microsecond times are nearly all distinct, so the dictionary Parquet starts for
-    each column chunk fills up and is thrown away (writing the five million latency pairs
-    took a fifth less time without it, the file 7% larger).
+    each column chunk fills up and is thrown away: writing is quicker without it, and
+    the file only a little larger.
 
     Set on the session's Hadoop configuration, which every write copies, and restored
     after. Given as options of each write instead (`parquet.enable.dictionary#<column>`),

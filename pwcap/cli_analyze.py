@@ -83,8 +83,8 @@ def run(args: argparse.Namespace) -> int:
         f" {conf.get('spark.driver.memory', '1g')} (--driver-memory to change)",
         file=sys.stderr,
     )
-    # Not cached: each job reads a few columns, which Parquet gives faster than a cache of
-    # every column is built (37 s for ten million frames, against a second a scan).
+    # Not cached: each job reads a few columns, which a Parquet scan gives long before a
+    # cache of every column would be built.
     frames, messages, connections = (
         read_table(spark, args.datasets, name) for name in ("frames", "messages", "connections")
     )
@@ -201,8 +201,7 @@ def latency_by_kind(pairs: Any) -> list[Any]:
     """Per kind of pair: answered pairs ``n``, ``unanswered`` ones, the exact median and
     99th percentile ``q`` and the ``max`` latency; one pass over the pairs. Counted per
     distinct latency first (whole microseconds repeat), as ``latency_summary`` does, so the
-    percentile sees each value once with its count: the whole summary took 2.2 s over ten
-    million frames' pairs when it sorted every latency, and two passes."""
+    percentile sees each value once with its count, rather than sorting every latency."""
     from pyspark.sql import functions as F
 
     per_value = pairs.groupBy("kind", "latency_us").agg(

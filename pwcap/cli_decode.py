@@ -68,10 +68,9 @@ def run(args: argparse.Namespace) -> int:
     progress = ProgressBar() if wanted(args.quiet) else None
     # What the imports made (protobuf descriptors, pyarrow's types) lives as long as the
     # process: frozen, the collector's full passes skip it and walk only what decoding
-    # holds (2% of a small-frame decode's instructions went to those passes). Decoding
-    # makes no reference cycles (a closed connection is freed by reference counting: see
-    # ``on_close`` of the decoders and of reassembly), so the young generation is
-    # collected every YOUNG_OBJECTS allocations rather than every 700.
+    # holds. Decoding makes no reference cycles (a closed connection is freed by reference
+    # counting: see ``on_close`` of the decoders and of reassembly), so the young
+    # generation is collected every YOUNG_OBJECTS allocations rather than every 700.
     gc.freeze()
     gc.set_threshold(YOUNG_OBJECTS, *gc.get_threshold()[1:])
     try:

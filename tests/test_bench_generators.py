@@ -13,10 +13,10 @@ import dpkt
 import pyarrow.parquet as pq
 import pytest
 
+from fuzz.stream_sink import RecordingSink
 from pwcap.capture import CaptureStats, read_streams
 from pwcap.decode.driver import decode_captures
 from tests.bench_scripts import load_bench
-from tests.stream_sink import RecordingSink
 
 
 @pytest.mark.parametrize("shape", ["small", "large"])

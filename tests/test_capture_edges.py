@@ -12,9 +12,9 @@ import struct
 import pytest
 from scapy.all import IP, TCP, UDP, Ether, Raw, wrpcap
 
+from fuzz.stream_sink import Gap, RecordingSink
 from pwcap.capture import CaptureStats, ClientBy, Connection, Direction, read_streams, reassembly
 from pwcap.capture.reassembly import ACK, ACK_SLACK, FIN, RST, SYN, Reassembler
-from tests.stream_sink import Gap, RecordingSink
 
 CLIENT_IP, SERVER_IP = bytes([10, 0, 0, 1]), bytes([10, 0, 0, 2])
 C, S = 0, 1  # who sends: the client or the server

@@ -21,10 +21,10 @@ from pathlib import Path
 
 import pytest
 
+from fuzz.pcapfile import read_pcap
+from fuzz.stream_sink import RecordingSink
 from pwcap.capture import CaptureError, CaptureStats, read_streams, records
 from tests.conftest import SAMPLES
-from tests.corpus.pcapfile import read_pcap
-from tests.stream_sink import RecordingSink
 
 SAMPLE = SAMPLES / "pulsar_plain.pcap"
 Source = str | Path | io.BytesIO | bytes

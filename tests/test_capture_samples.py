@@ -18,11 +18,11 @@ from pathlib import Path
 import dpkt
 import pytest
 
+from fuzz.pcapfile import Capture, read_pcap, tcp_segment, write_pcap
+from fuzz.stream_sink import RecordingSink
 from pwcap.capture import ClientBy, Direction, read_streams
 from tests.conftest import SAMPLES, sample_captures
-from tests.corpus.pcapfile import Capture, read_pcap, tcp_segment, write_pcap
 from tests.corpus.streams import read_packets, reassemble
-from tests.stream_sink import RecordingSink
 
 
 def _journal_path(capture: Path) -> Path:

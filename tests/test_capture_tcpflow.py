@@ -8,9 +8,9 @@ from pathlib import Path
 
 from scapy.all import IP, TCP, Ether, Raw, wrpcap
 
+from fuzz.stream_sink import RecordingSink
 from pwcap.capture import read_streams
 from pwcap.capture.tcpflow import tcp_columns
-from tests.stream_sink import RecordingSink
 
 CLIENT, BROKER = "10.0.0.1", "10.0.0.2"
 T0 = 1_700_000_000.0  # seconds

@@ -15,6 +15,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 import pytest
 
+from fuzz.pcapfile import Capture, read_pcap, tcp_segment, write_pcap
 from pwcap import cli
 from pwcap.capture.records import CHUNK
 from pwcap.decode.api import DecodeOptions
@@ -28,7 +29,6 @@ from pwcap.decode.spark.writing import write_dataset
 from pwcap.tables.schema import TABLES, arrow_schema
 from tests.bench_scripts import load_bench
 from tests.conftest import sample_keylog_paths
-from tests.corpus.pcapfile import Capture, read_pcap, tcp_segment, write_pcap
 from tests.test_decode_jobs import assert_same_dataset, rows
 from tests.test_decode_series import ORIGINAL, split_pcap
 

@@ -72,8 +72,8 @@ class _Named:
 PACKED = pa.schema([("table", pa.string()), ("data", pa.binary())])
 PACKED_DDL = "table string, data binary"
 SHARE = "_share"  # the table name of a share's capture result
-# LZ4: a batch of small frames packs to an eighth of its size, for about a sixtieth of
-# the CPU time its decoding took.
+# LZ4: a batch of small frames packs to a small part of its size, for little CPU beside
+# what its decoding took.
 PACKED_COMPRESSION = "lz4"
 
 

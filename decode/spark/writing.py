@@ -43,8 +43,8 @@ def write_dataset(
     have its schema, row groups and compression, and tells the driver which files it
     wrote; the driver then commits (:func:`commit`). The rows go from the decoding Python
     to the writing Python as a few large binary values: the JVM never handles a frame
-    row. (When Spark's own Parquet writer wrote them, turning them into JVM rows and
-    encoding those took a third of the job's CPU.) Spark's Python data sources do the same
+    row. (Spark's own Parquet writer would turn them into JVM rows and encode those, a
+    large share of the job's CPU.) Spark's Python data sources do the same
     but plan and commit in Python processes the driver starts with the executors'
     interpreter, which a cluster's ``--archives`` environment does not have on the
     driver."""

@@ -16,8 +16,8 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
+from fuzz.pcapfile import read_pcap, write_pcap, write_pcapng
 from tests.corpus import derive
-from tests.corpus.pcapfile import read_pcap, write_pcap, write_pcapng
 from tests.corpus.scenarios import BENCH_SCENARIOS, SCENARIOS, Scenario
 from tests.corpus.tcpdump import Tcpdump
 from tests.corpus.truth import build_truth, read_journal
