@@ -7,6 +7,7 @@ a traceback would show; the rest calls the CLI in-process.
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -198,6 +199,20 @@ def test_analyze_without_java_says_what_to_install(dataset, tmp_path):
     error = one_line_error(done, "analyze")
     assert "Java 17" in error and "openjdk-17-jre-headless" in error
     assert not (tmp_path / "a").exists()
+
+
+def test_analyze_with_a_java_home_without_java_names_it(dataset, tmp_path):
+    """JAVA_HOME decides which java Spark runs, whatever the PATH holds: say it is wrong."""
+    done = subprocess.run(
+        [sys.executable, "-m", "pwcap.cli", "analyze", str(dataset), "-o", str(tmp_path / "a")],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env={**os.environ, "JAVA_HOME": "/nonexistent"},
+    )
+    error = one_line_error(done, "analyze")
+    assert "JAVA_HOME is /nonexistent, which has no bin/java" in error
+    assert "no java on the PATH" not in error
 
 
 @pytest.mark.parametrize("command", ["decode", "analyze", "report"])
