@@ -28,6 +28,7 @@ from pyspark.sql import types as T
 
 from ..tables.analytics import ANALYTICS
 from ..tables.schema import arrow_schema
+from ..terminal import printable
 from .args import add_arguments
 from .class_archive import ClassArchive
 from .launch import JVM_OPTIONS, driver_memory, java_command, java_problem
@@ -128,7 +129,7 @@ def run_job(
         parser.exit(2, f"{name}: not a decoded dataset (no frames/): {', '.join(missing)}\n")
     spark = start(name, args.output, args.overwrite, args.verbose)
     for table, path in write_tables(build(spark, args.datasets, args.window), args.output).items():
-        print(f"{table}: {path}")
+        print(f"{table}: {printable(path, None)}")
     return 0
 
 

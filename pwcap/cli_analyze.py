@@ -13,6 +13,7 @@ from pwcap.cli_paths import PathError, check_dataset, check_new_output, check_wr
 from pwcap.jobs.args import add_arguments as _add_job_arguments
 from pwcap.jobs.launch import driver_memory, java_problem
 from pwcap.tables.analytics import ANALYTICS
+from pwcap.terminal import printable
 
 TOP = 5
 
@@ -95,14 +96,14 @@ def run(args: argparse.Namespace) -> int:
     else:
         written = write_concurrently(groups, args.output)
     print(summary(read_back(spark, written)))
-    print(f"\nTables under {args.output}:")
+    print(f"\nTables under {printable(args.output, None)}:")
     for name, path in written.items():
-        print(f"  {name:22} {path}")
+        print(f"  {name:22} {printable(path, None)}")
     return 0
 
 
 def _error(message: str) -> int:
-    print(f"pwcap analyze: error: {message}", file=sys.stderr)
+    print(f"pwcap analyze: error: {printable(message, None)}", file=sys.stderr)
     return 1
 
 
@@ -118,7 +119,7 @@ def summary(results: dict[str, Any]) -> str:
     for row in sorted(kinds, key=_p99_first)[:TOP]:
         p50, p99 = row.q or (None, None)
         lines.append(
-            f"  {row.kind:22} n={row.n:<8} p50={_num(p50):>10} p99={_num(p99):>10}"
+            f"  {printable(row.kind):22} n={row.n:<8} p50={_num(p50):>10} p99={_num(p99):>10}"
             f" max={_num(row.max):>10} unanswered={row.unanswered}"
         )
     never = sorted(
@@ -126,7 +127,7 @@ def summary(results: dict[str, Any]) -> str:
         key=lambda row: (-row.unanswered, row.kind),
     )
     if never:
-        listed = ", ".join(f"{row.kind} {row.unanswered}" for row in never)
+        listed = ", ".join(f"{printable(row.kind)} {row.unanswered}" for row in never)
         lines.append(f"  requests never answered: {listed}")
     lines.append("Most-starved consumers:")
     starved = (
@@ -138,7 +139,7 @@ def summary(results: dict[str, Any]) -> str:
     )
     for row in starved:
         lines.append(
-            f"  conn {row.conn_id} consumer {row.consumer_id} ({row.subscription}):"
+            f"  conn {row.conn_id} consumer {row.consumer_id} ({printable(row.subscription)}):"
             f" {row.starvation_spans} spans, {row.starved_us / 1e6:.3f} s starved"
             f" ({row.starved_fraction:.0%} of its life), queue {row.receiver_queue_size}"
         )
@@ -156,7 +157,8 @@ def summary(results: dict[str, Any]) -> str:
     )
     for row in redelivered:
         lines.append(
-            f"  {row.topic} / {row.subscription}: {row.redeliveries} redeliveries"
+            f"  {printable(row.topic)} / {printable(row.subscription)}:"
+            f" {row.redeliveries} redeliveries"
             f" of {row.deliveries} deliveries"
         )
     if not redelivered:

@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 
 from pwcap.cli_paths import PathError, check_dataset, check_new_output, describe
+from pwcap.terminal import printable
 
 EXIT_UNUSABLE = 1
 
@@ -40,7 +41,7 @@ def run(args: argparse.Namespace) -> int:
         return _error(str(error))
     except OSError as error:
         return _error(describe(error, args.output))
-    print(f"{args.output} ({len(html.encode()) / 1024:,.0f} KiB)")
+    print(f"{printable(args.output, None)} ({len(html.encode()) / 1024:,.0f} KiB)")
     return 0
 
 
@@ -58,5 +59,5 @@ def _write(path: Path, html: str) -> None:
 
 
 def _error(message: str) -> int:
-    print(f"pwcap report: error: {message}", file=sys.stderr)
+    print(f"pwcap report: error: {printable(message, None)}", file=sys.stderr)
     return EXIT_UNUSABLE

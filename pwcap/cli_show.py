@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from pwcap.decode.options import add_port_arguments, port_hints
+from pwcap.terminal import TEXT_LIMIT, printable
 
 FrameCallback = Callable[[dict[str, Any]], None]
 ANOMALY_COLUMNS = ["ts", "capture", "conn_id", "direction", "kind", "stream_offset", "detail"]
@@ -175,7 +176,7 @@ class _Printer:
         return self._numbers[capture]
 
     def print(self, number: int, row: dict[str, Any]) -> None:
-        command = row["command"] or f"type {row['command_type']}"
+        command = printable(row["command"]) if row["command"] else f"type {row['command_type']}"
         print(
             f"{number:>6} {self._time(row)} {row['conn_id']:>19}"
             f" {ARROWS.get(row['direction'], '?')} {command:<28} {_details(row)}".rstrip(),
@@ -192,9 +193,10 @@ class _Printer:
         arrow = ARROWS.get(row.get("direction") or "", " ")
         where = f" at offset {row['stream_offset']}" if row.get("stream_offset") is not None else ""
         conn = row.get("conn_id")
+        detail = printable(row.get("detail"), TEXT_LIMIT)
         print(
             f"{'!':>6} {when} {'' if conn is None else conn:>19} {arrow}"
-            f" [{row['kind']}]{where} {row.get('detail') or ''}".rstrip(),
+            f" [{printable(row['kind'])}]{where} {detail}".rstrip(),
             file=self._out,
         )
 
@@ -206,15 +208,18 @@ class _Printer:
 
 
 def _details(row: dict[str, Any]) -> str:
-    parts = [f"{label}={row[name]}" for name, label in ID_COLUMNS if row.get(name) is not None]
+    """The ids and names of a frame, as printed: every value from the wire escaped."""
+    parts = [
+        f"{label}={printable(row[name])}" for name, label in ID_COLUMNS if row.get(name) is not None
+    ]
     if row.get("ledger_id") is not None:
         parts.insert(0, f"id={row['ledger_id']}:{row.get('entry_id')}")
     if row.get("answers"):
-        parts.append(f"answers={row['answers']}")
+        parts.append(f"answers={printable(row['answers'])}")
     if row.get("checksum_ok") is False:
         parts.append("BAD-CHECKSUM")
     if row.get("info"):
-        parts.append(row["info"])
+        parts.append(printable(row["info"], TEXT_LIMIT))
     return " ".join(parts)
 
 
@@ -228,7 +233,7 @@ def command_names() -> set[str]:
 
 
 def _error(message: str) -> int:
-    print(f"pwcap show: error: {message}", file=sys.stderr)
+    print(f"pwcap show: error: {printable(message, None)}", file=sys.stderr)
     return 1
 
 
@@ -314,6 +319,6 @@ def _capture_frames(
     except InputError as error:
         raise _ShowError(str(error)) from None
     if result.cut_off is not None:
-        print(f"pwcap show: warning: {result.cut_off}", file=sys.stderr)
+        print(f"pwcap show: warning: {printable(result.cut_off, None)}", file=sys.stderr)
     for line in link_warnings(result.stats, str(path)):
-        print(f"pwcap show: warning: {line}", file=sys.stderr)
+        print(f"pwcap show: warning: {printable(line, None)}", file=sys.stderr)

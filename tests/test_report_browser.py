@@ -16,6 +16,8 @@ import pytest
 from pwcap.cli import main
 from tests.report_browser import CHROMIUM, WIDTH, visit
 
+HOSTILE = Path(__file__).resolve().parent / "hostile" / "pulsar_hostile_names.pcap"
+
 pytest.importorskip("playwright")
 pytestmark = pytest.mark.skipif(
     not CHROMIUM.exists() or shutil.which("java") is None,
@@ -51,3 +53,15 @@ def test_the_sample_report_loads_cleanly_and_every_chart_has_data(report: Path, 
         "report-permits.png",
         "report.png",
     ]
+
+
+def test_names_of_ten_thousand_characters_keep_the_page_within_the_window(spark, tmp_path):
+    """The hostile capture (tests/hostile/): names of 10,000 characters in headings, cards
+    and tables; the page stays 1400 px wide."""
+    dataset, analytics, page = tmp_path / "dataset", tmp_path / "analytics", tmp_path / "r.html"
+    assert main(["decode", "-q", str(HOSTILE), "-o", str(dataset)]) == 0
+    assert main(["analyze", str(dataset), "-o", str(analytics)]) == 0
+    assert main(["report", str(dataset), "--analytics", str(analytics), "-o", str(page)]) == 0
+    seen = visit(page)
+    assert seen.console_errors == []
+    assert seen.width <= WIDTH

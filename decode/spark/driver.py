@@ -13,6 +13,7 @@ from ...tables.dataset import (
     DatasetError,
     check_output,
 )
+from ...terminal import printable
 from ..inputs import InputError
 from ..options import add_decode_options, decode_options
 from .listing import list_captures
@@ -42,12 +43,13 @@ def main(argv: list[str] | None = None) -> int:
         if "://" not in args.output:  # known before Spark starts
             check_output(Path(args.output), args.overwrite)
     except (InputError, DatasetError) as error:
-        parser.exit(1, f"decode: error: {error}\n")
+        parser.exit(1, f"decode: error: {printable(error, None)}\n")
     java = no_java()
     if java is not None:
         parser.exit(1, f"decode: error: {java}\n")
     if skipped:
-        print(f"skipped {len(skipped)} files that are not captures: {', '.join(skipped[:3])}")
+        names = printable(", ".join(skipped[:3]), None)
+        print(f"skipped {len(skipped)} files that are not captures: {names}")
     # The tasks run pwcap: local Python workers are this interpreter, which has it (a
     # cluster's are what PYSPARK_PYTHON names: see the README).
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
@@ -56,7 +58,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         written = output.write(partial(write_dataset, spark, captures, options))
     except DatasetError as error:
-        parser.exit(1, f"decode: error: {error}\n")
+        parser.exit(1, f"decode: error: {printable(error, None)}\n")
     for table, path in written.items():
-        print(f"{table}: {path}")
+        print(f"{table}: {printable(path, None)}")
     return 0

@@ -281,11 +281,11 @@ def _timeline(analytics: Source, consumer: dict[str, Any]) -> str:
             for r in longest
             if r["start_ts"] and r["end_ts"]
         ]
-    names = " / ".join(str(consumer[k]) for k in ("topic", "subscription") if consumer.get(k))
+    names = " / ".join(m.short(consumer[k]) for k in ("topic", "subscription") if consumer.get(k))
     title = " — ".join(
         part
         for part in (
-            f"{consumer.get('capture') or ''} conn {consumer['conn_id']}"
+            f"{m.short(consumer.get('capture') or '')} conn {consumer['conn_id']}"
             f" consumer {consumer['consumer_id']}".strip(),
             names,
             f"starved {m.micros(consumer.get('starved_us'))}"

@@ -76,7 +76,8 @@ def _worst_latency(kinds: LatencyKinds | None) -> str:
         "Worst p99 latency",
         m.micros(worst[0]["p99"]),
         [
-            f"{m.micros(r['p99'])}  {r['kind']} · {r['topic'] or '(no topic)'} (n={r['count']:,})"
+            f"{m.micros(r['p99'])}  {m.short(r['kind'])} · {m.short(r['topic'] or '(no topic)')}"
+            f" (n={r['count']:,})"
             for r in worst
         ],
     )
@@ -90,7 +91,8 @@ def _unanswered(kinds: LatencyKinds | None) -> str:
         "latency",
         "Unanswered requests",
         f"{sum(counts.values()):,}",
-        [f"{kind} {n:,}" for kind, n in counts.most_common(WORST)] or ["every request answered"],
+        [f"{m.short(kind)} {n:,}" for kind, n in counts.most_common(WORST)]
+        or ["every request answered"],
     )
 
 
@@ -114,7 +116,8 @@ def _starvation(analytics: Source) -> str:
         f"{count:,} of {table.num_rows:,}",
         [f"{m.micros(total)} starved in all (balance at zero)"]
         + [
-            f"{m.micros(r['starved_us'])}  {r.get('subscription')} ({r.get('consumer_name')})"
+            f"{m.micros(r['starved_us'])}  {m.short(r.get('subscription'))}"
+            f" ({m.short(r.get('consumer_name'))})"
             for r in worst
         ],
     )
@@ -142,7 +145,10 @@ def _redelivery(analytics: Source) -> str:
         "Redelivery rate",
         rate,
         [f"{redeliveries:,} redeliveries of {deliveries:,} deliveries"]
-        + [f"{r / d:.1%}  {topic} / {sub} ({r:,.0f} of {d:,.0f})" for r, d, (topic, sub) in worst],
+        + [
+            f"{r / d:.1%}  {m.short(topic)} / {m.short(sub)} ({r:,.0f} of {d:,.0f})"
+            for r, d, (topic, sub) in worst
+        ],
     )
 
 
@@ -155,7 +161,8 @@ def _anomalies(decoded: Source) -> str:
         "anomalies",
         "Anomalies",
         f"{sum(counts.values()):,}",
-        [f"{kind} {n:,}" for (kind,), n in counts.most_common()] or ["none: clean capture"],
+        [f"{m.short(kind)} {n:,}" for (kind,), n in counts.most_common()]
+        or ["none: clean capture"],
     )
 
 

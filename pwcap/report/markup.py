@@ -27,6 +27,14 @@ def esc(value: Any) -> str:
     return html.escape("" if value is None else str(value), quote=True).translate(_CONTROLS)
 
 
+def short(value: Any, limit: int = MAX_TEXT) -> str:
+    """A name from the capture as a heading or a card shows it: cut to ``limit``
+    characters with an ellipsis (unescaped: the builders escape). A name can be 10,000
+    characters long, and a heading has no tooltip to hold the rest."""
+    raw = "" if value is None else str(value)
+    return raw if len(raw) <= limit else raw[: limit - 1] + "…"
+
+
 def text(value: Any) -> str:
     """A value as cell text: long strings cut, full value in a tooltip, escaped."""
     if value is None:

@@ -1,8 +1,10 @@
 """Regenerate every sample capture: ``python -m tests.corpus.regenerate [NAME ...]`` (root).
 
+Each scenario is written into its own folder (the hostile-names one into ``tests/hostile/``).
+
 For each scenario: start the test broker on loopback, start tcpdump on the scenario's
 port, run the official client, stop tcpdump, check it dropped nothing, and write
-``sample_pcaps/NAME.pcap``, ``NAME.truth.json`` and ``NAME.broker.jsonl``. Then the
+``NAME.pcap``, ``NAME.truth.json`` and ``NAME.broker.jsonl``. Then the
 derived captures are rebuilt from ``pulsar_plain``.
 """
 
@@ -18,7 +20,7 @@ from pathlib import Path
 
 from tests.corpus import derive
 from tests.corpus.pcapfile import read_pcap, write_pcap, write_pcapng
-from tests.corpus.scenarios import SCENARIOS, Scenario
+from tests.corpus.scenarios import HOSTILE, SCENARIOS, Scenario
 from tests.corpus.tcpdump import Tcpdump
 from tests.corpus.truth import build_truth, read_journal
 
@@ -157,16 +159,20 @@ def write_derived_truth(
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("names", nargs="*", help="scenarios to capture (default: all)")
-    parser.add_argument("--out", type=Path, default=SAMPLES)
+    parser.add_argument(
+        "--out", type=Path, help="folder to write in (default: each scenario's own folder)"
+    )
     args = parser.parse_args()
-    chosen = [s for s in SCENARIOS if not args.names or s.name in args.names]
-    args.out.mkdir(parents=True, exist_ok=True)
+    chosen = [s for s in [*SCENARIOS, *HOSTILE] if not args.names or s.name in args.names]
     for scenario in chosen:
-        truth = capture_scenario(scenario, args.out)
+        out = args.out or REPO / scenario.folder
+        out.mkdir(parents=True, exist_ok=True)
+        truth = capture_scenario(scenario, out)
         packets, frames = truth["capture"]["packets"], truth["frames_total"]
         print(f"{scenario.name}: {packets} packets, {frames} frames")
-    if (args.out / f"{DERIVED_FROM}.pcap").exists():
-        derive_all(args.out)
+    derived_in = args.out or SAMPLES
+    if (derived_in / f"{DERIVED_FROM}.pcap").exists():
+        derive_all(derived_in)
         print("derived captures rebuilt from", DERIVED_FROM)
 
 
