@@ -20,7 +20,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from pwcap.decode.options import add_port_arguments, port_hints
+from pwcap.decode.options import add_port_arguments, port_hints, positive
 from pwcap.terminal import TEXT_LIMIT, printable
 
 FrameCallback = Callable[[dict[str, Any]], None]
@@ -81,7 +81,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         metavar="CMD",
         help="only these commands (SEND, MESSAGE, ...; any case)",
     )
-    parser.add_argument("--limit", type=int, metavar="N", help="stop after N frames")
+    parser.add_argument("--limit", type=positive, metavar="N", help="stop after N frames")
     parser.add_argument(
         "--absolute-time",
         action="store_true",
@@ -113,8 +113,6 @@ def run(args: argparse.Namespace) -> int:
             printer.anomaly(row)
 
     try:
-        if keep.full:
-            return 0
         if path.is_dir():
             for is_frame, row in _dataset_rows(path):
                 (show if is_frame else expert_info)(row)
@@ -128,7 +126,17 @@ def run(args: argparse.Namespace) -> int:
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
     except _ShowError as error:
         return _error(str(error))
+    if not printer.shown:
+        return _error(f"no frame matches {_asked(args)}" if _asked(args) else "no frame to show")
     return 0
+
+
+def _asked(args: argparse.Namespace) -> str:
+    """The filters given, as typed: what matched nothing."""
+    asked = [f"--conn {conn}" for conn in args.conn or ()]
+    if args.commands:
+        asked.append(f"--command {' '.join(args.commands)}")
+    return " ".join(asked)
 
 
 class _ShowError(Exception):
@@ -142,7 +150,7 @@ class _Filter:
         self._conns = set(conns) if conns else None
         self._commands = {c.upper() for c in commands} if commands else None
         self._left = limit
-        self.full = limit is not None and limit <= 0
+        self.full = False
 
     def connection(self, row: dict[str, Any]) -> bool:
         return self._conns is None or row.get("conn_id") in self._conns
@@ -167,6 +175,7 @@ class _Printer:
         self._absolute = absolute
         self._numbers: Counter[str] = Counter()  # capture -> frames seen
         self._first: dict[str, int] = {}  # capture -> time of its first frame
+        self.shown = 0  # frames printed
 
     def count(self, row: dict[str, Any]) -> int:
         """Every frame of the source passes here, shown or not: its number in the listing."""
@@ -176,6 +185,7 @@ class _Printer:
         return self._numbers[capture]
 
     def print(self, number: int, row: dict[str, Any]) -> None:
+        self.shown += 1
         command = printable(row["command"]) if row["command"] else f"type {row['command_type']}"
         print(
             f"{number:>6} {self._time(row)} {row['conn_id']:>19}"

@@ -286,7 +286,23 @@ def test_a_lossy_capture_shows_its_gaps_inline(capsys):
 
 
 def test_anomalies_follow_the_connection_filter(capsys):
-    assert not [line for line in listing(capsys, str(LOST), "--conn", "1") if "[gap]" in line]
+    assert main(["show", str(LOST), "--conn", "1"]) == 1
+    assert "[gap]" not in capsys.readouterr().out
+
+
+def test_show_says_when_no_frame_matches(capsys):
+    assert main(["show", str(PLAIN), "--conn", "123", "--command", "SEND"]) == 1
+    captured = capsys.readouterr()
+    assert captured.out == ""
+    assert captured.err == "pwcap show: error: no frame matches --conn 123 --command SEND\n"
+
+
+@pytest.mark.parametrize("limit", ["-1", "0", "ten"])
+def test_show_refuses_a_limit_that_is_not_a_count(capsys, limit):
+    with pytest.raises(SystemExit) as exited:
+        main(["show", str(PLAIN), "--limit", limit])
+    assert exited.value.code == 2
+    assert "argument --limit: " in capsys.readouterr().err
 
 
 def test_a_dataset_lists_the_same_frames_and_anomalies_as_its_capture(tmp_path, capsys):
