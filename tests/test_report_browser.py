@@ -41,6 +41,7 @@ def test_the_sample_report_loads_cleanly_and_every_chart_has_data(report: Path, 
     assert seen.console_errors == []
     assert seen.requests == [report.resolve().as_uri()]  # the page itself, nothing else
     assert seen.width <= WIDTH
+    assert seen.cut_tables == []  # every column in sight, none behind a sideways scroll
     assert len(seen.charts) >= 6
     assert [c for c in seen.charts if c["marks"] == 0] == []
     labels = {c["label"] for c in seen.charts}
@@ -64,4 +65,4 @@ def test_names_of_ten_thousand_characters_keep_the_page_within_the_window(spark,
     assert main(["report", str(dataset), "--analytics", str(analytics), "-o", str(page)]) == 0
     seen = visit(page)
     assert seen.console_errors == []
-    assert seen.width <= WIDTH
+    assert seen.width <= WIDTH and seen.cut_tables == []
