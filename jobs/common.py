@@ -14,7 +14,8 @@ import contextlib
 import glob
 import logging
 import os
-import uuid
+import signal
+import sys
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from functools import partial
 from pathlib import Path
@@ -27,11 +28,13 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from ..tables.analytics import ANALYTICS
+from ..tables.interrupts import exit_status, interrupts_deferred, terminate_as_interrupt
 from ..tables.schema import arrow_schema
 from ..terminal import printable
 from .args import add_arguments
 from .class_archive import ClassArchive
 from .launch import JVM_OPTIONS, driver_memory, java_command, java_problem
+from .staging import Staging
 
 # A table, or how to compute one from the tables written before it: read back from
 # Parquet, they cost a scan of a few columns rather than a cache or computing them twice.
@@ -127,10 +130,37 @@ def run_job(
     missing = missing_datasets(args.datasets)
     if missing:
         parser.exit(2, f"{name}: not a decoded dataset (no frames/): {', '.join(missing)}\n")
-    spark = start(name, args.output, args.overwrite, args.verbose)
-    for table, path in write_tables(build(spark, args.datasets, args.window), args.output).items():
-        print(f"{table}: {printable(path, None)}")
+    written: dict[str, str] = {}
+    try:
+        with terminate_as_interrupt():
+            spark = start(name, args.output, args.overwrite, args.verbose)
+            tables = build(spark, args.datasets, args.window)
+            written.update(write_tables(tables, args.output))
+            for table, path in written.items():
+                print(f"{table}: {printable(path, None)}")
+    except KeyboardInterrupt as interrupt:
+        return interrupted(name, args.output, interrupt, bool(written))
+    finally:
+        # Run first at exit (last registered): Spark's shutdown and the class archive's
+        # wait for the JVM, after the outcome is said, are not for a signal to cut.
+        atexit.register(deaf_to_signals)
     return 0
+
+
+def interrupted(program: str, output: str, interrupt: KeyboardInterrupt, written: bool) -> int:
+    """Ctrl-C or SIGTERM stopped a run: one line saying whether its tables were written
+    (all of them, or none: :class:`Staging`), and the shell's exit status (130 for Ctrl-C)."""
+    written = written or getattr(interrupt, "written", False)
+    outcome = "its tables were written" if written else "no table was written, it is as it was"
+    print(f"{program}: error: interrupted; {printable(output, None)}: {outcome}", file=sys.stderr)
+    return exit_status(interrupt)
+
+
+def deaf_to_signals() -> None:
+    """Once a run's outcome is said: Ctrl-C and SIGTERM ignored while the interpreter and
+    Spark wind down (a signal then would turn that outcome's exit status into its own)."""
+    for signum in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(signum, signal.SIG_IGN)
 
 
 def start(name: str, output: str, overwrite: bool, verbose: bool) -> SparkSession:
@@ -324,15 +354,25 @@ class TableProgress(Protocol):
 def write_tables(
     tables: Mapping[str, Table], output: str, progress: TableProgress | None = None
 ) -> dict[str, str]:
-    """Write each table to ``output/<name>``, in order: first under a hidden temporary
-    name, then renamed, so an interrupted run never leaves a half-written table behind.
-    A table given as a callable sees the tables written before it."""
+    """Write each table to ``output/<name>``, in order, all moved into place together once
+    every one is written (:class:`Staging`): an interrupted or failed run leaves ``output``
+    as it was. A table given as a callable sees the tables written before it."""
     with _times_without_dictionary():
-        return _write_in_order(tables, output, progress)
+        return _staged(output, partial(_write_in_order, tables, progress=progress))
+
+
+def _staged(output: str, write: Callable[[Staging], dict[str, str]]) -> dict[str, str]:
+    staging = Staging(SparkSession.active(), output)
+    try:
+        staged = write(staging)
+    except BaseException as error:
+        staging.discard(interrupted=isinstance(error, KeyboardInterrupt))
+        raise
+    return staging.commit(list(staged))
 
 
 def _write_in_order(
-    tables: Mapping[str, Table], output: str, progress: TableProgress | None
+    tables: Mapping[str, Table], staging: Staging, progress: TableProgress | None
 ) -> dict[str, str]:
     spark = SparkSession.active()
     written: dict[str, str] = {}
@@ -340,7 +380,7 @@ def _write_in_order(
         if progress is not None:
             progress.started(name)
         frame = table if isinstance(table, DataFrame) else table(read_back(spark, written))
-        written[name] = _write(spark, frame, output, name)
+        written[name] = staging.write(frame, name)
         if progress is not None:
             progress.written(name)
     return written
@@ -351,20 +391,24 @@ def write_concurrently(
     output: str,
     progress: TableProgress | None = None,
 ) -> dict[str, str]:
-    """Build each group of tables and :func:`write_tables` it, every group :func:`at_once`,
-    so that Spark runs one group's tasks while another's stage has fewer tasks than cores
-    or its driver plans the next query (two cores sat idle for a third of ``pwcap
-    analyze`` when it ran one job after the other). The groups must not depend on each
-    other."""
-    writes = [partial(_build_and_write, group, output, progress) for group in groups]
-    with _times_without_dictionary():
+    """Build each group of tables and write it as :func:`write_tables` does, every group
+    :func:`at_once`, so that Spark runs one group's tasks while another's stage has fewer
+    tasks than cores or its driver plans the next query (two cores sat idle for a third of
+    ``pwcap analyze`` when it ran one job after the other). The groups must not depend on
+    each other; their tables are moved into place together."""
+
+    def write(staging: Staging) -> dict[str, str]:
+        writes = [partial(_build_and_write, group, staging, progress) for group in groups]
         return {name: path for written in at_once(writes) for name, path in written.items()}
+
+    with _times_without_dictionary():
+        return _staged(output, write)
 
 
 def _build_and_write(
-    group: Callable[[], Mapping[str, Table]], output: str, progress: TableProgress | None
+    group: Callable[[], Mapping[str, Table]], staging: Staging, progress: TableProgress | None
 ) -> dict[str, str]:
-    return _write_in_order(group(), output, progress)
+    return _write_in_order(group(), staging, progress)
 
 
 @contextlib.contextmanager
@@ -418,8 +462,9 @@ def at_once(calls: Sequence[Callable[[], Result]]) -> list[Result]:
         thread.start()
     try:
         _wait(threads, lambda: bool(errors))
-    except BaseException:  # Ctrl-C: stop the jobs, let their threads see it and end
-        _wait(threads, lambda: True)
+    except BaseException:  # Ctrl-C, SIGTERM: stop the jobs, let their threads see it and end
+        with interrupts_deferred():
+            _wait(threads, lambda: True)
         raise
     if errors:
         raise errors[0]
@@ -435,23 +480,6 @@ def _wait(threads: list[InheritableThread], stopping: Callable[[], bool]) -> Non
             spark_context.cancelAllJobs()
         for thread in threads:
             thread.join(CANCEL_POLL_SECONDS)
-
-
-def _write(spark: SparkSession, frame: DataFrame, output: str, name: str) -> str:
-    """``frame`` as the Parquet table ``output/<name>``, replacing one there; its path."""
-    jvm = spark.sparkContext._jvm
-    hadoop_conf = spark.sparkContext._jsc.hadoopConfiguration()
-    final = jvm.org.apache.hadoop.fs.Path(output, name)
-    fs = final.getFileSystem(hadoop_conf)
-    temporary = jvm.org.apache.hadoop.fs.Path(output, f".{name}.tmp-{uuid.uuid4().hex}")
-    # Parquet's own microsecond timestamps, as the decoded dataset has, not legacy INT96.
-    spark.conf.set("spark.sql.parquet.outputTimestampType", "TIMESTAMP_MICROS")
-    frame.write.parquet(temporary.toString())
-    if fs.exists(final):
-        fs.delete(final, True)
-    if not fs.rename(temporary, final):
-        raise OSError(f"could not rename {temporary} to {final}")
-    return final.toString()
 
 
 def read_back(spark: SparkSession, written: Mapping[str, str]) -> dict[str, DataFrame]:

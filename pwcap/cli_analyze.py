@@ -44,6 +44,19 @@ def _spark_setting(text: str) -> tuple[str, str]:
 
 
 def run(args: argparse.Namespace) -> int:
+    from pwcap.jobs.common import interrupted
+    from pwcap.tables.interrupts import terminate_as_interrupt
+
+    written: dict[str, str] = {}
+    try:
+        with terminate_as_interrupt():
+            return _analyze(args, written)
+    except KeyboardInterrupt as interrupt:
+        return interrupted("pwcap analyze", args.output, interrupt, bool(written))
+
+
+def _analyze(args: argparse.Namespace, written: dict[str, str]) -> int:
+    """The run; ``written`` gets the tables once they are all in place."""
     # Imported here: pyspark is only needed by this sub-command, and slow to import.
     from pwcap.analyze_progress import AnalyzeProgress
     from pwcap.jobs import latency, permits, redelivery
@@ -92,9 +105,9 @@ def run(args: argparse.Namespace) -> int:
     ]
     if sys.stderr.isatty():
         with AnalyzeProgress(spark.sparkContext, len(ANALYTICS), sys.stderr) as progress:
-            written = write_concurrently(groups, args.output, progress)
+            written.update(write_concurrently(groups, args.output, progress))
     else:
-        written = write_concurrently(groups, args.output)
+        written.update(write_concurrently(groups, args.output))
     print(summary(read_back(spark, written)))
     print(f"\nTables under {printable(args.output, None)}:")
     for name, path in written.items():

@@ -24,6 +24,18 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from pwcap.tables.interrupts import exit_status, terminate_as_interrupt
+
+    try:
+        with terminate_as_interrupt():
+            return _report(args)
+    except KeyboardInterrupt as interrupt:
+        written = "was written" if getattr(interrupt, "written", False) else "was not written"
+        _error(f"interrupted; {args.output} {written}")
+        return exit_status(interrupt)
+
+
+def _report(args: argparse.Namespace) -> int:
     from pwcap.report import render
 
     try:
@@ -48,11 +60,16 @@ def run(args: argparse.Namespace) -> int:
 def _write(path: Path, html: str) -> None:
     """Written beside the target and renamed: a reader never sees half a page, and a
     failed write leaves nothing behind."""
+    from pwcap.tables.interrupts import Interrupted, interrupts_deferred
+
     path.parent.mkdir(parents=True, exist_ok=True)
     temporary = path.with_name(f".{path.name}.tmp")
     try:
         temporary.write_text(html, encoding="utf-8")
-        os.replace(temporary, path)
+        with interrupts_deferred() as received:
+            os.replace(temporary, path)
+        if received:
+            raise Interrupted(received[0], written=True)
     finally:
         with contextlib.suppress(FileNotFoundError):
             temporary.unlink()

@@ -91,6 +91,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from pwcap.tables.interrupts import exit_status, terminate_as_interrupt
+
     path = Path(args.file)
     unknown = sorted({c.upper() for c in args.commands or ()} - command_names())
     if unknown:
@@ -113,19 +115,23 @@ def run(args: argparse.Namespace) -> int:
             printer.anomaly(row)
 
     try:
-        if path.is_dir():
-            for is_frame, row in _dataset_rows(path):
-                (show if is_frame else expert_info)(row)
-        elif path.is_file() or args.file == "-":
-            _capture_frames(path, port_hints(args), show, expert_info)
-        else:
-            return _error(f"{path}: no such file or directory")
+        with terminate_as_interrupt():
+            if path.is_dir():
+                for is_frame, row in _dataset_rows(path):
+                    (show if is_frame else expert_info)(row)
+            elif path.is_file() or args.file == "-":
+                _capture_frames(path, port_hints(args), show, expert_info)
+            else:
+                return _error(f"{path}: no such file or directory")
     except _Enough:
         pass
     except BrokenPipeError:  # `pwcap show ... | head`: the reader has seen enough
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
     except _ShowError as error:
         return _error(str(error))
+    except KeyboardInterrupt as interrupt:
+        _error("interrupted")
+        return exit_status(interrupt)
     if not printer.shown:
         return _error(f"no frame matches {_asked(args)}" if _asked(args) else "no frame to show")
     return 0

@@ -1,0 +1,92 @@
+"""The tables of one analytics run, written beside the output under hidden names and moved
+into place together once every one is written, or removed: an interrupted or failed run
+(Ctrl-C, SIGTERM, a failed query) leaves the output folder exactly as it found it, with
+no ``.NAME.tmp-*`` folder behind, and the earlier run's tables intact.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import threading
+import time
+import uuid
+from typing import Any
+
+from pyspark.sql import DataFrame, SparkSession
+
+from ..tables.interrupts import Interrupted, interrupts_deferred
+
+SETTLE_SECONDS = 30  # at most, for the tasks of cancelled jobs to stop before cleaning up
+SETTLE_POLL_SECONDS = 0.1
+
+
+class Staging:
+    """Where one run's tables go first; :meth:`commit` moves them all to ``output``,
+    :meth:`discard` deletes them. Several threads may write at once."""
+
+    def __init__(self, spark: SparkSession, output: str) -> None:
+        self._spark = spark
+        self._output = output
+        self._path = spark.sparkContext._jvm.org.apache.hadoop.fs.Path
+        hadoop_conf = spark.sparkContext._jsc.hadoopConfiguration()
+        self._fs = self._path(output).getFileSystem(hadoop_conf)
+        self._lock = threading.Lock()
+        self._temporary: dict[str, Any] = {}  # table -> its hidden Hadoop path
+
+    def write(self, frame: DataFrame, name: str) -> str:
+        """``frame`` as Parquet under a hidden name in ``output``; that path."""
+        temporary = self._path(self._output, f".{name}.tmp-{uuid.uuid4().hex}")
+        with self._lock:
+            self._temporary[name] = temporary
+        # Parquet's own microsecond timestamps, as the decoded dataset has, not legacy INT96.
+        self._spark.conf.set("spark.sql.parquet.outputTimestampType", "TIMESTAMP_MICROS")
+        frame.write.parquet(temporary.toString())
+        return temporary.toString()
+
+    def commit(self, names: list[str]) -> dict[str, str]:
+        """Every table written, moved into place (replacing one of the same name), in the
+        order of ``names``; table -> its path. A signal meanwhile is answered once all are
+        moved (:class:`Interrupted`, ``written``): never half of them."""
+        written: dict[str, str] = {}
+        with interrupts_deferred() as received:
+            for name in names:
+                final = self._path(self._output, name)
+                if self._fs.exists(final):
+                    self._fs.delete(final, True)
+                if not self._fs.rename(self._temporary.pop(name), final):
+                    raise OSError(f"could not move table {name} into {self._output}")
+                written[name] = final.toString()
+        if received:
+            raise Interrupted(received[0], written=True)
+        return written
+
+    def discard(self, interrupted: bool = False) -> None:
+        """Cancel the jobs still running and delete what was written, again once their
+        tasks have stopped (a task still running could write its part file after the
+        delete); signals wait. ``interrupted``: the user stopped the run, and knows it, so
+        Spark's words on each task it kills are noise."""
+        with interrupts_deferred():
+            context = self._spark.sparkContext
+            if interrupted:
+                context.setLogLevel("OFF")
+            context.cancelAllJobs()
+            self._delete()
+            if self._settle():
+                self._delete()
+
+    def _delete(self) -> None:
+        for temporary in self._temporary.values():
+            with contextlib.suppress(Exception):  # the run is failing already
+                self._fs.delete(temporary, True)
+
+    def _settle(self) -> bool:
+        """Wait until no executor runs a task (at most SETTLE_SECONDS); whether any did."""
+        tracker = self._spark.sparkContext._jsc.sc().statusTracker()
+        deadline = time.monotonic() + SETTLE_SECONDS
+        busy = False
+        while time.monotonic() < deadline:
+            if not any(e.numRunningTasks() for e in tracker.getExecutorInfos()):
+                return busy
+            busy = True
+            time.sleep(SETTLE_POLL_SECONDS)
+        return busy
