@@ -34,7 +34,7 @@ from ..terminal import printable
 from .args import add_arguments
 from .class_archive import ClassArchive
 from .launch import JVM_OPTIONS, driver_memory, java_command, java_problem
-from .staging import Staging
+from .staging import Staging, dataset_fingerprints
 
 # A table, or how to compute one from the tables written before it: read back from
 # Parquet, they cost a scan of a few columns rather than a cache or computing them twice.
@@ -135,7 +135,7 @@ def run_job(
         with terminate_as_interrupt():
             spark = start(name, args.output, args.overwrite, args.verbose)
             tables = build(spark, args.datasets, args.window)
-            written.update(write_tables(tables, args.output))
+            written.update(write_tables(tables, args.output, datasets=args.datasets))
             for table, path in written.items():
                 print(f"{table}: {printable(path, None)}")
     except KeyboardInterrupt as interrupt:
@@ -352,17 +352,25 @@ class TableProgress(Protocol):
 
 
 def write_tables(
-    tables: Mapping[str, Table], output: str, progress: TableProgress | None = None
+    tables: Mapping[str, Table],
+    output: str,
+    progress: TableProgress | None = None,
+    datasets: Sequence[str] = (),
 ) -> dict[str, str]:
     """Write each table to ``output/<name>``, in order, all moved into place together once
     every one is written (:class:`Staging`): an interrupted or failed run leaves ``output``
-    as it was. A table given as a callable sees the tables written before it."""
+    as it was. A table given as a callable sees the tables written before it. The
+    ``datasets`` they are computed from are recorded with them."""
     with _times_without_dictionary():
-        return _staged(output, partial(_write_in_order, tables, progress=progress))
+        return _staged(output, datasets, partial(_write_in_order, tables, progress=progress))
 
 
-def _staged(output: str, write: Callable[[Staging], dict[str, str]]) -> dict[str, str]:
-    staging = Staging(SparkSession.active(), output)
+def _staged(
+    output: str, datasets: Sequence[str], write: Callable[[Staging], dict[str, str]]
+) -> dict[str, str]:
+    spark = SparkSession.active()
+    sources = dataset_fingerprints(spark, table_paths(list(datasets), "frames"))
+    staging = Staging(spark, output, sources)
     try:
         staged = write(staging)
     except BaseException as error:
@@ -390,6 +398,7 @@ def write_concurrently(
     groups: Sequence[Callable[[], Mapping[str, Table]]],
     output: str,
     progress: TableProgress | None = None,
+    datasets: Sequence[str] = (),
 ) -> dict[str, str]:
     """Build each group of tables and write it as :func:`write_tables` does, every group
     :func:`at_once`, so that Spark runs one group's tasks while another's stage has fewer
@@ -402,7 +411,7 @@ def write_concurrently(
         return {name: path for written in at_once(writes) for name, path in written.items()}
 
     with _times_without_dictionary():
-        return _staged(output, write)
+        return _staged(output, datasets, write)
 
 
 def _build_and_write(

@@ -15,6 +15,7 @@ from typing import Any
 from pyspark.sql import DataFrame, SparkSession
 
 from ..tables.interrupts import Interrupted, interrupts_deferred
+from ..tables.provenance import PART_SUFFIX, RECORD, fingerprint, updated
 
 SETTLE_SECONDS = 30  # at most, for the tasks of cancelled jobs to stop before cleaning up
 SETTLE_POLL_SECONDS = 0.1
@@ -24,10 +25,14 @@ class Staging:
     """Where one run's tables go first; :meth:`commit` moves them all to ``output``,
     :meth:`discard` deletes them. Several threads may write at once."""
 
-    def __init__(self, spark: SparkSession, output: str) -> None:
+    def __init__(self, spark: SparkSession, output: str, sources: list[str]) -> None:
+        """``sources``: the fingerprints of the datasets the tables are computed from,
+        recorded with them (:mod:`pwcap.tables.provenance`)."""
         self._spark = spark
         self._output = output
-        self._path = spark.sparkContext._jvm.org.apache.hadoop.fs.Path
+        self._sources = sources
+        self._jvm = spark.sparkContext._jvm
+        self._path = self._jvm.org.apache.hadoop.fs.Path
         hadoop_conf = spark.sparkContext._jsc.hadoopConfiguration()
         self._fs = self._path(output).getFileSystem(hadoop_conf)
         self._lock = threading.Lock()
@@ -56,9 +61,32 @@ class Staging:
                 if not self._fs.rename(self._temporary.pop(name), final):
                     raise OSError(f"could not move table {name} into {self._output}")
                 written[name] = final.toString()
+            self._record(names)
         if received:
             raise Interrupted(received[0], written=True)
         return written
+
+    def _record(self, tables: list[str]) -> None:
+        """The record of each table's sources, updated for ``tables`` and replaced whole."""
+        record = self._path(self._output, RECORD)
+        before = None
+        if not self._fs.exists(record) and not self._sources:
+            return  # nothing known, nothing to forget
+        if self._fs.exists(record):
+            stream = self._fs.open(record)
+            try:
+                before = self._jvm.org.apache.commons.io.IOUtils.toString(stream, "UTF-8")
+            finally:
+                stream.close()
+        temporary = self._path(self._output, f".{RECORD}.tmp-{uuid.uuid4().hex}")
+        stream = self._fs.create(temporary, True)
+        try:
+            stream.write(bytearray(updated(before, tables, self._sources).encode()))
+        finally:
+            stream.close()
+        self._fs.delete(record, False)
+        if not self._fs.rename(temporary, record):
+            raise OSError(f"could not write {record}")
 
     def discard(self, interrupted: bool = False) -> None:
         """Cancel the jobs still running and delete what was written, again once their
@@ -90,3 +118,23 @@ class Staging:
             busy = True
             time.sleep(SETTLE_POLL_SECONDS)
         return busy
+
+
+def dataset_fingerprints(spark: SparkSession, frames_folders: list[str]) -> list[str]:
+    """The fingerprint of each dataset whose ``frames`` folders (globs, URIs) are given,
+    listed through Hadoop's filesystems as Spark reads them."""
+    context = spark.sparkContext
+    path_of = context._jvm.org.apache.hadoop.fs.Path
+    found = []
+    for frames in frames_folders:
+        path = path_of(frames)
+        filesystem = path.getFileSystem(context._jsc.hadoopConfiguration())
+        for folder in filesystem.globStatus(path) or []:
+            parts = [
+                (status.getPath().getName(), status.getLen())
+                for status in filesystem.listStatus(folder.getPath())
+                if status.isFile() and status.getPath().getName().endswith(PART_SUFFIX)
+            ]
+            if parts:
+                found.append(fingerprint(parts))
+    return found

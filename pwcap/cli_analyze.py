@@ -105,9 +105,9 @@ def _analyze(args: argparse.Namespace, written: dict[str, str]) -> int:
     ]
     if sys.stderr.isatty():
         with AnalyzeProgress(spark.sparkContext, len(ANALYTICS), sys.stderr) as progress:
-            written.update(write_concurrently(groups, args.output, progress))
+            written.update(write_concurrently(groups, args.output, progress, args.datasets))
     else:
-        written.update(write_concurrently(groups, args.output))
+        written.update(write_concurrently(groups, args.output, datasets=args.datasets))
     print(summary(read_back(spark, written)))
     print(f"\nTables under {printable(args.output, None)}:")
     for name, path in written.items():

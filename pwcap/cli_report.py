@@ -40,8 +40,9 @@ def _report(args: argparse.Namespace) -> int:
 
     try:
         check_dataset(args.dataset)
-        if args.analytics is not None and not args.analytics.is_dir():
-            raise PathError(f"{args.analytics}: not an analytics folder (pwcap analyze -o)")
+        if args.analytics is not None:
+            for warning in check_analytics(args.dataset, args.analytics):
+                print(f"pwcap report: warning: {printable(warning, None)}", file=sys.stderr)
         if args.output.is_dir():
             raise PathError(f"{args.output} is a folder; give the HTML file to write")
         if args.output.parent.exists() and not args.output.parent.is_dir():
@@ -55,6 +56,41 @@ def _report(args: argparse.Namespace) -> int:
         return _error(describe(error, args.output))
     print(f"{printable(args.output, None)} ({len(html.encode()) / 1024:,.0f} KiB)")
     return 0
+
+
+def check_analytics(dataset: Path, analytics: Path) -> list[str]:
+    """Refuse an analytics folder that holds no analytics tables, or tables computed from
+    another dataset than ``dataset`` (their numbers would be shown as its own); what to
+    warn of: tables computed from it and others together, or from sources not recorded."""
+    from pwcap.report.tables import ANALYTICS_TABLES
+    from pwcap.tables import provenance
+
+    if not analytics.is_dir():
+        raise PathError(f"{analytics}: not an analytics folder (pwcap analyze -o)")
+    present = [name for name in ANALYTICS_TABLES if (analytics / name).is_dir()]
+    if not present:
+        raise PathError(f"{analytics}: no analytics tables in it (pwcap analyze -o writes them)")
+    record_path = analytics / provenance.RECORD
+    record = provenance.parse(record_path.read_text() if record_path.is_file() else None)
+    this = provenance.local_fingerprint(dataset) or ""
+    other, mixed, unknown = provenance.mismatches(record, present, this)
+    if other:
+        raise PathError(
+            f"{analytics} was computed from another dataset than {dataset}"
+            f" ({', '.join(other)}): run pwcap analyze {dataset} -o DIR, or give its analytics"
+        )
+    warnings = []
+    if mixed:
+        warnings.append(
+            f"{analytics}: {', '.join(mixed)} computed from {dataset} and other datasets"
+            " together: their numbers include the others'"
+        )
+    if unknown:
+        warnings.append(
+            f"{analytics} does not record which dataset {', '.join(unknown)} came from"
+            f" (written by an older pwcap): make sure it was {dataset}"
+        )
+    return warnings
 
 
 def _write(path: Path, html: str) -> None:

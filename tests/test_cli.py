@@ -8,6 +8,7 @@ a traceback would show; the rest calls the CLI in-process.
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -199,6 +200,38 @@ def test_analyze_without_java_says_what_to_install(dataset, tmp_path):
     error = one_line_error(done, "analyze")
     assert "Java 17" in error and "openjdk-17-jre-headless" in error
     assert not (tmp_path / "a").exists()
+
+
+def test_report_refuses_analytics_computed_from_another_dataset(spark, dataset, tmp_path, capsys):
+    """The analytics record which dataset they came from; a copy of it is the same."""
+    analytics, page = tmp_path / "analytics", tmp_path / "report.html"
+    assert main(["analyze", str(dataset), "-o", str(analytics)]) == 0
+    other = tmp_path / "other"
+    assert main(["decode", "-q", str(SAMPLES / "pulsar_slow_consumer.pcap"), "-o", str(other)]) == 0
+    capsys.readouterr()
+    assert main(["report", str(other), "--analytics", str(analytics), "-o", str(page)]) == 1
+    error = capsys.readouterr().err
+    assert error.startswith(f"pwcap report: error: {analytics} was computed from another dataset")
+    assert error.count("\n") == 1 and not page.exists()
+    shutil.copytree(dataset, tmp_path / "copy")
+    assert (
+        main(["report", str(tmp_path / "copy"), "--analytics", str(analytics), "-o", str(page)])
+        == 0
+    )
+    assert capsys.readouterr().err == ""
+
+
+def test_report_of_an_analytics_folder_without_analytics_tables_is_an_error(dataset, tmp_path):
+    (tmp_path / "empty").mkdir()
+    done = pwcap(
+        "report",
+        str(dataset),
+        "--analytics",
+        str(tmp_path / "empty"),
+        "-o",
+        str(tmp_path / "r.html"),
+    )
+    assert "no analytics tables in it" in one_line_error(done, "report")
 
 
 def test_analyze_with_a_java_home_without_java_names_it(dataset, tmp_path):
