@@ -16,6 +16,7 @@ import logging
 import os
 import signal
 import sys
+import threading
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from functools import partial
 from pathlib import Path
@@ -28,7 +29,12 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from ..tables.analytics import ANALYTICS
-from ..tables.interrupts import exit_status, interrupts_deferred, terminate_as_interrupt
+from ..tables.interrupts import (
+    Interrupted,
+    exit_status,
+    interrupts_deferred,
+    terminate_as_interrupt,
+)
 from ..tables.schema import arrow_schema
 from ..terminal import printable
 from .args import add_arguments
@@ -134,8 +140,9 @@ def run_job(
     try:
         with terminate_as_interrupt():
             spark = start(name, args.output, args.overwrite, args.verbose)
-            tables = build(spark, args.datasets, args.window)
-            written.update(write_tables(tables, args.output, datasets=args.datasets))
+            with stopped_quietly(spark):
+                tables = build(spark, args.datasets, args.window)
+                written.update(write_tables(tables, args.output, datasets=args.datasets))
             for table, path in written.items():
                 print(f"{table}: {printable(path, None)}")
     except KeyboardInterrupt as interrupt:
@@ -154,6 +161,29 @@ def interrupted(program: str, output: str, interrupt: KeyboardInterrupt, written
     outcome = "its tables were written" if written else "no table was written, it is as it was"
     print(f"{program}: error: interrupted; {printable(output, None)}: {outcome}", file=sys.stderr)
     return exit_status(interrupt)
+
+
+@contextlib.contextmanager
+def stopped_quietly(spark: SparkSession) -> Iterator[None]:
+    """Within the block, Ctrl-C and SIGTERM raise :class:`Interrupted` once Spark's logging
+    is off: what Spark says of each task the cancelling kills ("Lost task ... TaskKilled")
+    is noise to a user who stopped the run. PySpark's own Ctrl-C handler, which cancels
+    the jobs before anything can quiet it, is set aside meanwhile; the writers cancel."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def stop(signum: int, frame: object) -> None:
+        with contextlib.suppress(Exception):
+            spark.sparkContext.setLogLevel("OFF")
+        raise Interrupted(signum)
+
+    previous = {signum: signal.signal(signum, stop) for signum in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        yield
+    finally:
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
 
 
 def deaf_to_signals() -> None:

@@ -1,7 +1,11 @@
-"""The tables of one analytics run, written beside the output under hidden names and moved
+"""The tables of one analytics run, written into a hidden folder of the output and moved
 into place together once every one is written, or removed: an interrupted or failed run
 (Ctrl-C, SIGTERM, a failed query) leaves the output folder exactly as it found it, with
-no ``.NAME.tmp-*`` folder behind, and the earlier run's tables intact.
+no temporary folder behind, and the earlier run's tables intact.
+
+The hidden folder holds each table under its own name: Spark ignores a path whose name
+starts with a dot or an underscore, so a table that later tables are computed from
+(read back before the move) must not have such a name itself.
 """
 
 from __future__ import annotations
@@ -35,12 +39,13 @@ class Staging:
         self._path = self._jvm.org.apache.hadoop.fs.Path
         hadoop_conf = spark.sparkContext._jsc.hadoopConfiguration()
         self._fs = self._path(output).getFileSystem(hadoop_conf)
+        self._folder = self._path(output, f".pwcap-tables.tmp-{uuid.uuid4().hex}")
         self._lock = threading.Lock()
-        self._temporary: dict[str, Any] = {}  # table -> its hidden Hadoop path
+        self._temporary: dict[str, Any] = {}  # table -> its Hadoop path in the hidden folder
 
     def write(self, frame: DataFrame, name: str) -> str:
-        """``frame`` as Parquet under a hidden name in ``output``; that path."""
-        temporary = self._path(self._output, f".{name}.tmp-{uuid.uuid4().hex}")
+        """``frame`` as Parquet in the hidden folder; its path."""
+        temporary = self._path(self._folder, name)
         with self._lock:
             self._temporary[name] = temporary
         # Parquet's own microsecond timestamps, as the decoded dataset has, not legacy INT96.
@@ -61,6 +66,7 @@ class Staging:
                 if not self._fs.rename(self._temporary.pop(name), final):
                     raise OSError(f"could not move table {name} into {self._output}")
                 written[name] = final.toString()
+            self._fs.delete(self._folder, True)
             self._record(names)
         if received:
             raise Interrupted(received[0], written=True)
@@ -103,9 +109,8 @@ class Staging:
                 self._delete()
 
     def _delete(self) -> None:
-        for temporary in self._temporary.values():
-            with contextlib.suppress(Exception):  # the run is failing already
-                self._fs.delete(temporary, True)
+        with contextlib.suppress(Exception):  # the run is failing already
+            self._fs.delete(self._folder, True)
 
     def _settle(self) -> bool:
         """Wait until no executor runs a task (at most SETTLE_SECONDS); whether any did."""
