@@ -15,6 +15,7 @@ import glob
 import logging
 import os
 import signal
+import subprocess
 import sys
 import threading
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -24,6 +25,7 @@ from typing import Any, Protocol, TypeVar
 
 import pyarrow as pa
 from pyspark import InheritableThread, SparkConf, SparkContext
+from pyspark.java_gateway import launch_gateway
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
@@ -49,6 +51,7 @@ Tables = dict[str, Table]
 Result = TypeVar("Result")
 CANCEL_POLL_SECONDS = 0.1  # how often at_once looks for an error to cancel the jobs for
 LOG4J = Path(__file__).with_name("log4j2.properties")  # Spark's logging when pwcap starts it
+JVM_NOTICES = (b"WARNING: Using incubator modules:",)  # lines of the JVM's start not passed on
 
 
 def session(
@@ -77,7 +80,9 @@ def session(
             options.append(f"-Dlog4j2.configurationFile={LOG4J}")
         launch["spark.driver.extraJavaOptions"] = " ".join(filter(None, options))
     # Join spark-submit's JVM (or start one) first, so the conf carries its --master / --conf.
-    SparkContext._ensure_initialized(conf=SparkConf().setAll(list(launch.items())))
+    launch_conf = SparkConf().setAll(list(launch.items()))
+    gateway = _launch_quietly(launch_conf) if starts_jvm and not verbose else None
+    SparkContext._ensure_initialized(gateway=gateway, conf=launch_conf)
     if archive is not None and archive.writes_on_exit:  # this JVM writes it as it exits
         atexit.register(archive.settle, SparkContext._gateway.proc)
     conf = SparkConf().setIfMissing("spark.master", "local[*]")
@@ -113,6 +118,28 @@ def session(
     else:
         logging.getLogger("py4j").setLevel(logging.WARNING)
     return spark
+
+
+def _launch_quietly(conf: SparkConf) -> Any:
+    """Start Spark's JVM with its standard error passed on line by line, less the notice
+    the JVM prints at every start about the incubating module Spark loads (nothing a user
+    can act on, and it came before pwcap's own first line)."""
+    gateway = launch_gateway(conf, popen_kwargs={"stderr": subprocess.PIPE})
+    thread = threading.Thread(
+        target=_pass_on, args=(gateway.proc.stderr,), name="pwcap-jvm-stderr", daemon=True
+    )
+    thread.start()
+    return gateway
+
+
+def _pass_on(stream: Any) -> None:
+    """The JVM's standard error to ours, but for its start-up notices. Written to the file
+    descriptor: a daemon thread holding the lock of Python's ``sys.stderr`` when the
+    interpreter exits would abort it."""
+    for line in iter(stream.readline, b""):
+        if not line.startswith(JVM_NOTICES):
+            with contextlib.suppress(OSError):
+                os.write(2, line)
 
 
 def _local_on_loopback() -> None:

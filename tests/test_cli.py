@@ -234,6 +234,19 @@ def test_report_of_an_analytics_folder_without_analytics_tables_is_an_error(data
     assert "no analytics tables in it" in one_line_error(done, "report")
 
 
+def test_analyze_says_only_its_own_lines_unless_asked_for_sparks(dataset, tmp_path):
+    """No JVM notice about incubating modules, no Spark warning about a result kept twice:
+    the first line is pwcap's."""
+    analyze = ["analyze", str(dataset), "-o", str(tmp_path / "a")]
+    done = subprocess.run(
+        [sys.executable, "-m", "pwcap.cli", *analyze], capture_output=True, text=True
+    )
+    assert done.returncode == 0, done.stderr
+    assert [line.split(",")[0] for line in done.stderr.splitlines()] == [
+        "pwcap analyze: Spark local[*]"
+    ]
+
+
 def test_analyze_with_a_java_home_without_java_names_it(dataset, tmp_path):
     """JAVA_HOME decides which java Spark runs, whatever the PATH holds: say it is wrong."""
     done = subprocess.run(
