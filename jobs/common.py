@@ -86,6 +86,8 @@ def session(
     if archive is not None and archive.writes_on_exit:  # this JVM writes it as it exits
         atexit.register(archive.settle, SparkContext._gateway.proc)
     conf = SparkConf().setIfMissing("spark.master", "local[*]")
+    if conf.get("spark.app.name", "").endswith(".py"):  # spark-submit's default: the script's
+        conf.set("spark.app.name", app_name)  # name; a cluster's UI lists pwcap's instead
     if not verbose:
         conf.set("spark.ui.showConsoleProgress", "false")
         conf.setIfMissing("spark.sql.debug.maxToStringFields", "1000")  # no "truncated plan"
