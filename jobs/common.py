@@ -169,9 +169,13 @@ def run_job(
     try:
         with terminate_as_interrupt():
             spark = start(name, args.output, args.overwrite, args.verbose)
-            with stopped_quietly(spark):
+
+            def work() -> dict[str, str]:
                 tables = build(spark, args.datasets, args.window)
-                written.update(write_tables(tables, args.output, datasets=args.datasets))
+                return write_tables(tables, args.output, datasets=args.datasets)
+
+            with stopped_quietly():
+                written.update(at_once([work])[0])
             for table, path in written.items():
                 print(f"{table}: {printable(path, None)}")
     except KeyboardInterrupt as interrupt:
@@ -193,18 +197,17 @@ def interrupted(program: str, output: str, interrupt: KeyboardInterrupt, written
 
 
 @contextlib.contextmanager
-def stopped_quietly(spark: SparkSession) -> Iterator[None]:
-    """Within the block, Ctrl-C and SIGTERM raise :class:`Interrupted` once Spark's logging
-    is off: what Spark says of each task the cancelling kills ("Lost task ... TaskKilled")
-    is noise to a user who stopped the run. PySpark's own Ctrl-C handler, which cancels
-    the jobs before anything can quiet it, is set aside meanwhile; the writers cancel."""
+def stopped_quietly() -> Iterator[None]:
+    """Within the block, Ctrl-C and SIGTERM raise :class:`Interrupted`, and nothing else:
+    PySpark's own Ctrl-C handler, set aside meanwhile, cancels the jobs from the handler,
+    before anything can turn Spark's logging off (a "Lost task ... TaskKilled" warning per
+    task then), and calls the JVM from it, which fails when the interrupted thread is in
+    the middle of a call itself. :func:`at_once` quiets Spark, then cancels."""
     if threading.current_thread() is not threading.main_thread():
         yield
         return
 
     def stop(signum: int, frame: object) -> None:
-        with contextlib.suppress(Exception):
-            spark.sparkContext.setLogLevel("OFF")
         raise Interrupted(signum)
 
     previous = {signum: signal.signal(signum, stop) for signum in (signal.SIGINT, signal.SIGTERM)}
@@ -432,8 +435,8 @@ def _staged(
     staging = Staging(spark, output, sources)
     try:
         staged = write(staging)
-    except BaseException as error:
-        staging.discard(interrupted=isinstance(error, KeyboardInterrupt))
+    except BaseException:
+        staging.discard()
         raise
     return staging.commit(list(staged))
 
@@ -515,39 +518,48 @@ def _times_without_dictionary() -> Iterator[None]:
 def at_once(calls: Sequence[Callable[[], Result]]) -> list[Result]:
     """Each call's result, the calls run in threads of their own: their Spark jobs run side
     by side. After the first error (or Ctrl-C), every Spark job is cancelled, those the
-    other threads start later too, until all the threads have stopped; then it is raised."""
+    other threads start later too, until all the threads have stopped; then it is raised.
+    The calling thread only waits, never inside a call to the JVM: a signal finds it
+    where it can be answered."""
     results: list[Any] = [None] * len(calls)
     errors: list[BaseException] = []
+    # Whether each call is done, told by the call's thread itself: a Thread.join that a
+    # signal interrupts can leave the thread's is_alive() false while it still runs
+    # (Python 3.11), and a wait that believed it would let the run end under the jobs.
+    done = [threading.Event() for _ in calls]
 
     def run(index: int) -> None:
         try:
             results[index] = calls[index]()
         except BaseException as error:  # handed to the caller's thread, which raises it
             errors.append(error)
+        finally:
+            done[index].set()
 
-    threads = [InheritableThread(target=run, args=(i,)) for i in range(len(calls))]
-    for thread in threads:
-        thread.start()
+    for index in range(len(calls)):
+        InheritableThread(target=run, args=(index,)).start()
     try:
-        _wait(threads, lambda: bool(errors))
-    except BaseException:  # Ctrl-C, SIGTERM: stop the jobs, let their threads see it and end
+        _wait(done, lambda: bool(errors))
+    except BaseException as error:  # Ctrl-C, SIGTERM: stop the jobs, let the threads end
         with interrupts_deferred():
-            _wait(threads, lambda: True)
+            if isinstance(error, KeyboardInterrupt):  # the user knows: Spark's words on
+                with contextlib.suppress(Exception):  # each task it kills are noise
+                    SparkSession.active().sparkContext.setLogLevel("OFF")
+            _wait(done, lambda: True)
         raise
     if errors:
         raise errors[0]
     return results
 
 
-def _wait(threads: list[InheritableThread], stopping: Callable[[], bool]) -> None:
-    """Wait for ``threads``; while ``stopping()``, cancel every Spark job, again and again:
-    a thread may start its next job after a cancel."""
+def _wait(done: list[threading.Event], stopping: Callable[[], bool]) -> None:
+    """Wait until every call is ``done``; while ``stopping()``, cancel every Spark job,
+    again and again: a thread may start its next job after a cancel."""
     spark_context = SparkSession.active().sparkContext
-    while any(thread.is_alive() for thread in threads):
-        if stopping():
-            spark_context.cancelAllJobs()
-        for thread in threads:
-            thread.join(CANCEL_POLL_SECONDS)
+    for event in done:
+        while not event.wait(CANCEL_POLL_SECONDS):
+            if stopping():
+                spark_context.cancelAllJobs()
 
 
 def read_back(spark: SparkSession, written: Mapping[str, str]) -> dict[str, DataFrame]:

@@ -94,16 +94,12 @@ class Staging:
         if not self._fs.rename(temporary, record):
             raise OSError(f"could not write {record}")
 
-    def discard(self, interrupted: bool = False) -> None:
+    def discard(self) -> None:
         """Cancel the jobs still running and delete what was written, again once their
         tasks have stopped (a task still running could write its part file after the
-        delete); signals wait. ``interrupted``: the user stopped the run, and knows it, so
-        Spark's words on each task it kills are noise."""
+        delete); signals wait."""
         with interrupts_deferred():
-            context = self._spark.sparkContext
-            if interrupted:
-                context.setLogLevel("OFF")
-            context.cancelAllJobs()
+            self._spark.sparkContext.cancelAllJobs()
             self._delete()
             if self._settle():
                 self._delete()

@@ -58,17 +58,7 @@ def run(args: argparse.Namespace) -> int:
 def _analyze(args: argparse.Namespace, written: dict[str, str]) -> int:
     """The run; ``written`` gets the tables once they are all in place."""
     # Imported here: pyspark is only needed by this sub-command, and slow to import.
-    from pwcap.analyze_progress import AnalyzeProgress
-    from pwcap.jobs import latency, permits, redelivery
-    from pwcap.jobs.common import (
-        missing_datasets,
-        output_refusal,
-        read_back,
-        read_table,
-        session,
-        stopped_quietly,
-        write_concurrently,
-    )
+    from pwcap.jobs.common import at_once, missing_datasets, session, stopped_quietly
 
     try:
         for dataset in missing_datasets(args.datasets):
@@ -83,38 +73,47 @@ def _analyze(args: argparse.Namespace, written: dict[str, str]) -> int:
         return _error(problem)
     launch = {"spark.driver.memory": args.driver_memory or driver_memory(), **dict(args.conf)}
     spark = session("pwcap-analyze", args.verbose, launch)
-    with stopped_quietly(spark):  # Ctrl-C from here on: no word from Spark
-        problem = output_refusal(args.output, args.overwrite, spark)  # a remote one, now Spark runs
-        if problem is not None:
-            return _error(problem)
-        conf = spark.sparkContext.getConf()
-        print(
-            f"pwcap analyze: Spark {conf.get('spark.master')}, driver memory"
-            f" {conf.get('spark.driver.memory', '1g')} (--driver-memory to change)",
-            file=sys.stderr,
-        )
-        # Not cached: each job reads a few columns, which Parquet gives faster than a cache of
-        # every column is built (37 s for ten million frames, against a second a scan).
-        frames, messages, connections = (
-            read_table(spark, args.datasets, name) for name in ("frames", "messages", "connections")
-        )
-        # One group per job, each built and written in a thread of its own (a job's eager
-        # checks run then too): the longest first, so it is never left to run alone at the end.
-        groups = [
-            partial(latency.tables, frames, messages, connections, args.window),
-            partial(redelivery.tables, frames, messages, args.window),
-            partial(permits.tables, frames),
-        ]
-        if sys.stderr.isatty():
-            with AnalyzeProgress(spark.sparkContext, len(ANALYTICS), sys.stderr) as progress:
-                written.update(write_concurrently(groups, args.output, progress, args.datasets))
-        else:
-            written.update(write_concurrently(groups, args.output, datasets=args.datasets))
-        print(summary(read_back(spark, written)))
-        print(f"\nTables under {printable(args.output, None)}:")
-        for name, path in written.items():
-            print(f"  {name:22} {printable(path, None)}")
-        return 0
+    with stopped_quietly():  # the jobs in threads: the main thread waits, for a signal
+        return at_once([partial(_run_jobs, spark, args, written)])[0]
+
+
+def _run_jobs(spark: Any, args: argparse.Namespace, written: dict[str, str]) -> int:
+    """The jobs, their tables and the summary, once Spark runs."""
+    from pwcap.analyze_progress import AnalyzeProgress
+    from pwcap.jobs import latency, permits, redelivery
+    from pwcap.jobs.common import output_refusal, read_back, read_table, write_concurrently
+
+    problem = output_refusal(args.output, args.overwrite, spark)  # a remote one, now Spark runs
+    if problem is not None:
+        return _error(problem)
+    conf = spark.sparkContext.getConf()
+    print(
+        f"pwcap analyze: Spark {conf.get('spark.master')}, driver memory"
+        f" {conf.get('spark.driver.memory', '1g')} (--driver-memory to change)",
+        file=sys.stderr,
+    )
+    # Not cached: each job reads a few columns, which Parquet gives faster than a cache of
+    # every column is built (37 s for ten million frames, against a second a scan).
+    frames, messages, connections = (
+        read_table(spark, args.datasets, name) for name in ("frames", "messages", "connections")
+    )
+    # One group per job, each built and written in a thread of its own (a job's eager
+    # checks run then too): the longest first, so it is never left to run alone at the end.
+    groups = [
+        partial(latency.tables, frames, messages, connections, args.window),
+        partial(redelivery.tables, frames, messages, args.window),
+        partial(permits.tables, frames),
+    ]
+    if sys.stderr.isatty():
+        with AnalyzeProgress(spark.sparkContext, len(ANALYTICS), sys.stderr) as progress:
+            written.update(write_concurrently(groups, args.output, progress, args.datasets))
+    else:
+        written.update(write_concurrently(groups, args.output, datasets=args.datasets))
+    print(summary(read_back(spark, written)))
+    print(f"\nTables under {printable(args.output, None)}:")
+    for name, path in written.items():
+        print(f"  {name:22} {printable(path, None)}")
+    return 0
 
 
 def _error(message: str) -> int:

@@ -26,6 +26,7 @@ SIGNALS = pytest.mark.parametrize(
     "signum", [signal.SIGINT, signal.SIGTERM], ids=["ctrl-c", "sigterm"]
 )
 STARTED_WITHIN_S = 300
+CAPTURES = ("plain", "slow_consumer", "redelivery_nack")  # starved, redelivered: every table
 
 
 def start(*command: str) -> subprocess.Popen:
@@ -69,14 +70,15 @@ def wait_for_temporary(folder: Path, process: subprocess.Popen) -> None:
 
 @pytest.fixture(scope="module")
 def analyzed(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
-    """The sample captures decoded, and analysed once: the tables a run may replace."""
+    """Three sample captures decoded, and analysed once: the tables a run may replace."""
     folder = tmp_path_factory.mktemp("interrupted")
     dataset, analytics = folder / "dataset", folder / "analytics"
-    assert main(["decode", "-q", str(SAMPLES), "-o", str(dataset)]) == 0
+    captures = [str(SAMPLES / f"pulsar_{name}.pcap") for name in CAPTURES]
+    assert main(["decode", "-q", *captures, "-o", str(dataset)]) == 0
     done = subprocess.run(
         [sys.executable, "-m", "pwcap.cli", "analyze", str(dataset), "-o", str(analytics)],
         capture_output=True,
-        timeout=600,
+        timeout=STARTED_WITHIN_S * 4,
     )
     assert done.returncode == 0, done.stderr[-2000:]
     return dataset, analytics
