@@ -135,6 +135,7 @@ def _extensions() -> list[Extension]:
         build_dir="build/cython",
         include_path=[_declarations(Path("build/cython-include"))],
         quiet=True,
+        nthreads=os.cpu_count() or 1,  # Cython writes the C of several modules at once
     )
 
 
@@ -146,6 +147,11 @@ class BuildOnEveryCore(build_ext):
         if not self.parallel:
             self.parallel = os.cpu_count() or 1
 
+
+# `make` compiles the extensions in place itself (`setup.py build_ext --inplace`: it says
+# what it is doing, and keeps its build in build/ for the next `make build` to reuse); its
+# editable install then builds none (it would again, unseen, in a throwaway folder).
+BUILD_EXTENSIONS = os.environ.get("PWCAP_BUILD_EXT") != "0"
 
 setup(
     packages=packages,
@@ -159,6 +165,6 @@ setup(
         "pwcap.decode.pulsar": ["*.pxd"],
         "pwcap.tables": ["*.pxd"],
     },
-    ext_modules=_extensions(),
+    ext_modules=_extensions() if BUILD_EXTENSIONS else [],
     cmdclass={"build_ext": BuildOnEveryCore},
 )

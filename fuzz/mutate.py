@@ -74,8 +74,8 @@ WRAPPED_SHARE = 0.3  # of the mutants, made from a wrapped sample
 def wrapped_samples() -> tuple[tuple[str, bytes, Layout], ...]:
     """``pulsar_plain`` in every encapsulation of ``tests/tunnels.py``: its stem, bytes
     and layout."""
+    from fuzz.pcapfile import write_pcap
     from tests import tunnels  # scapy, loaded only by a campaign that uses it
-    from tests.corpus.pcapfile import write_pcap
 
     bare = tunnels.load(SAMPLES / f"{WRAPPED_FROM}.pcap")
     found = []

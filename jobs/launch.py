@@ -55,6 +55,12 @@ def java_problem() -> str | None:
     JAVA_HOME is set, else the PATH's: :func:`java_command`; a JDK's ``release`` file
     names its version.)"""
     java = java_command()
+    java_home = os.environ.get("JAVA_HOME")
+    if java_home and java is not None and not os.access(java, os.X_OK):
+        return (
+            f"JAVA_HOME is {java_home}, which has no bin/java: point it at a Java {JAVA}"
+            " or later, or unset it to use the java on the PATH"
+        )
     if java is None or not os.access(java, os.X_OK):
         return (
             f"Spark needs Java {JAVA} or later, and there is no java on the PATH or in"

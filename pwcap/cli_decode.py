@@ -9,9 +9,9 @@ from collections import Counter
 from pathlib import Path
 from typing import TYPE_CHECKING, TextIO
 
+from pwcap.cli_paths import describe
 from pwcap.decode.options import add_decode_options, decode_options, positive
-
-from .cli_paths import describe
+from pwcap.terminal import printable
 
 if TYPE_CHECKING:  # imported lazily at run time: `pwcap --help` stays fast
     from pwcap.capture import CaptureStats
@@ -90,17 +90,21 @@ def run(args: argparse.Namespace) -> int:
         return exit_status(interrupt)
     if summary.removed:
         names = ", ".join(str(path) for path in summary.removed)
-        print(f"pwcap decode: removed what interrupted runs left: {names}", file=sys.stderr)
+        print(
+            f"pwcap decode: removed what interrupted runs left: {printable(names, None)}",
+            file=sys.stderr,
+        )
     if not args.quiet:
         print_summary(summary, sys.stdout)
     for capture in summary.cut_off:
         print(
-            f"pwcap decode: warning: {capture.cut_off} (decoded up to the cut; dataset written)",
+            f"pwcap decode: warning: {printable(capture.cut_off, None)}"
+            " (decoded up to the cut; dataset written)",
             file=sys.stderr,
         )
     for capture in summary.captures:
         for line in capture_warnings(capture.stats, str(capture.path)):
-            print(f"pwcap decode: warning: {line}", file=sys.stderr)
+            print(f"pwcap decode: warning: {printable(line, None)}", file=sys.stderr)
     return EXIT_CUT_OFF if summary.cut_off else 0
 
 
@@ -129,8 +133,8 @@ def print_summary(summary: Summary, out: TextIO) -> None:
     if summary.skipped:
         from pwcap.decode.inputs import skipped_summary
 
-        print(f"skipped      {skipped_summary(summary.skipped)}", file=out)
-    print(f"written to   {summary.out}", file=out)
+        print(f"skipped      {printable(skipped_summary(summary.skipped), None)}", file=out)
+    print(f"written to   {printable(summary.out, None)}", file=out)
 
 
 def _tls(summary: Summary) -> str:
@@ -172,7 +176,7 @@ def _tally(counts: Counter, top: int | None = None) -> str:
         return "0"
     ranked = sorted(counts.items(), key=lambda item: (-item[1], item[0] is None, item[0] or ""))
     shown = ranked[:top] if top else ranked
-    parts = [f"{name or 'unknown type'} {n:,}" for name, n in shown]
+    parts = [f"{printable(name) if name else 'unknown type'} {n:,}" for name, n in shown]
     if len(ranked) > len(shown):
         parts.append(f"{len(ranked) - len(shown)} more")
     return f"{total:,} ({', '.join(parts)})"
@@ -186,4 +190,4 @@ def _written_path(error: OSError, output: str) -> Path | None:
 
 
 def _error(message: str) -> None:
-    print(f"pwcap decode: error: {message}", file=sys.stderr)
+    print(f"pwcap decode: error: {printable(message, None)}", file=sys.stderr)

@@ -26,6 +26,7 @@ from scapy.layers.l2 import Dot1Q, Ether
 from scapy.layers.vxlan import VXLAN
 from scapy.packet import Raw
 
+from fuzz.pcapfile import Capture, Record
 from fuzz.stream_sink import RecordingSink
 from pwcap.capture import CaptureStats, read_streams
 from pwcap.capture.shares import FlowShare, flow_hash
@@ -35,7 +36,6 @@ from pwcap.decode.driver import Summary, decode_captures
 from pwcap.tables.schema import TABLES
 from tests import tunnels
 from tests.conftest import SAMPLES
-from tests.corpus.pcapfile import Capture, Record
 from tests.tunnels import BY_NAME, ETHERNET, WRAPPINGS, Wrapping, load, wrapped, write
 
 # Plain traffic, IPv6 inside, a capture cut at 96 bytes, one with records repeated

@@ -29,7 +29,7 @@ from scapy.layers.l2 import CookedLinux, CookedLinuxV2, Dot1AD, Dot1Q, Ether, Lo
 from scapy.layers.vxlan import VXLAN
 from scapy.packet import Packet, Raw
 
-from tests.corpus.pcapfile import Capture, Record, read_pcap, write_pcap
+from fuzz.pcapfile import Capture, Record, read_pcap, write_pcap
 
 ETHERNET, BSD_NULL, RAW, LINUX_SLL, NFLOG, LINUX_SLL2 = 1, 0, 101, 113, 239, 276
 # The underlay: addresses of the project's own test hosts (RFC 2544's benchmark range)

@@ -1,8 +1,10 @@
 """Regenerate every sample capture: ``python -m tests.corpus.regenerate [NAME ...]`` (root).
 
+Each scenario is written into its own folder (the hostile-names one into ``tests/hostile/``).
+
 For each scenario: start the test broker on loopback, start tcpdump on the scenario's
 port, run the official client, stop tcpdump, check it dropped nothing, and write
-``sample_pcaps/NAME.pcap``, ``NAME.truth.json`` and ``NAME.broker.jsonl``. Then the
+``NAME.pcap``, ``NAME.truth.json`` and ``NAME.broker.jsonl``. Then the
 derived captures are rebuilt from ``pulsar_plain``.
 """
 
@@ -18,7 +20,7 @@ from pathlib import Path
 
 from fuzz.pcapfile import read_pcap, write_pcap, write_pcapng
 from tests.corpus import derive
-from tests.corpus.scenarios import BENCH_SCENARIOS, SCENARIOS, Scenario
+from tests.corpus.scenarios import BENCH_SCENARIOS, HOSTILE, SCENARIOS, Scenario
 from tests.corpus.tcpdump import Tcpdump
 from tests.corpus.truth import build_truth, read_journal
 
@@ -211,21 +213,25 @@ def main() -> None:
     parser.add_argument(
         "names", nargs="*", help="scenarios to capture (default: all but the benchmark's)"
     )
-    parser.add_argument("--out", type=Path, default=SAMPLES)
+    parser.add_argument(
+        "--out", type=Path, help="folder to write in (default: each scenario's own folder)"
+    )
     parser.add_argument("--inside-namespace", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
-    named = [s for s in SCENARIOS + BENCH_SCENARIOS if s.name in args.names]
-    chosen = named if args.names else SCENARIOS
-    args.out.mkdir(parents=True, exist_ok=True)
+    named = [s for s in [*SCENARIOS, *HOSTILE, *BENCH_SCENARIOS] if s.name in args.names]
+    chosen = named if args.names else [*SCENARIOS, *HOSTILE]
     for scenario in chosen:
+        out = args.out or REPO / scenario.folder
+        out.mkdir(parents=True, exist_ok=True)
         if scenario.loss_percent and not args.inside_namespace:
-            truth = capture_with_loss(scenario, args.out)
+            truth = capture_with_loss(scenario, out)
         else:
-            truth = capture_scenario(scenario, args.out)
+            truth = capture_scenario(scenario, out)
         packets, frames = truth["capture"]["packets"], truth["frames_total"]
         print(f"{scenario.name}: {packets} packets, {frames} frames")
-    if (args.out / f"{DERIVED_FROM}.pcap").exists() and not args.inside_namespace:
-        derive_all(args.out)
+    derived_in = args.out or SAMPLES
+    if (derived_in / f"{DERIVED_FROM}.pcap").exists() and not args.inside_namespace:
+        derive_all(derived_in)
         print("derived captures rebuilt from", DERIVED_FROM)
 
 
