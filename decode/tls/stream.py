@@ -412,7 +412,10 @@ class TlsStream:
         side.held = end - pos
         side.start += pos
 
+    @cython.cfunc
+    @cython.returns(cython.Py_ssize_t)
     def _max_record(self) -> int:
+        """The longest record the version allows (a C call in the walk, once a record)."""
         return MAX_RECORD_13 if self.version == TLS13 else MAX_RECORD
 
     def _bad_header(self, side: _Side, data: bytes, pos: int, ts: int) -> int:
