@@ -14,7 +14,7 @@ import cython
 
 from ...tables.schema import kept_payload, position
 from ..api import FRAME_OF_MESSAGE, DecodeOptions, RowSink
-from .batch import BadBatch, split_batch
+from .batch import BadBatch
 from .chunks import ChunkAssembler
 from .commands import text
 from .compression import CODEC_NAMES, DecompressionError, decompress
@@ -28,11 +28,13 @@ from .metadata import (
 from .payload import PayloadError
 
 if cython.compiled:  # C declarations (payload.pxd, metadata.pxd, columns.pxd): C calls
+    from cython.cimports.pwcap.decode.pulsar.batch import Members
     from cython.cimports.pwcap.decode.pulsar.metadata import EntryMetadata, MemberMetadata
     from cython.cimports.pwcap.decode.pulsar.payload import parse_entry
     from cython.cimports.pwcap.tables.columns import ColumnBuffer
 else:
     from ...tables.columns import ColumnBuffer
+    from .batch import Members
     from .metadata import EntryMetadata, MemberMetadata
     from .payload import parse_entry
 from ...tables.columns import pairs
@@ -206,7 +208,7 @@ class EntryDecoder:
             self._whole(md)
             self._emit(payload)
 
-    @cython.locals(md=EntryMetadata)
+    @cython.locals(md=EntryMetadata, data=bytes, members=Members)
     def _contents(self, md: EntryMetadata, payload: memoryview, count: int) -> None:
         if md.compression:
             try:
@@ -220,11 +222,14 @@ class EntryDecoder:
             self._whole(md)
             self._emit(payload)
             return
+        data = payload if type(payload) is bytes else bytes(payload)  # the reader takes bytes
+        view = memoryview(data)
         emitted = False
         try:
-            for index, (single, data) in enumerate(split_batch(payload, count)):
-                self._member(index, single)
-                self._emit(data)
+            members = Members(data, count)
+            while members.next():
+                self._member(members.index, members.single)
+                self._emit(view[members.start : members.stop])
                 emitted = True
         except BadBatch as exc:
             self._anomaly("bad_batch", self._frames, str(exc))
