@@ -35,6 +35,7 @@ COMPILED = [
     "decode/dispatch.py",
     "decode/driver.py",
     "decode/wire.py",
+    "decode/digest.py",
     "decode/framing.py",
     "decode/conversation.py",
     "decode/pulsar/framing.py",
@@ -61,6 +62,9 @@ COMPILED = [
     "tables/columns.py",
     "tables/dataset.py",
 ]
+# The C libraries a compiled module links with, beyond Python's: OpenSSL's libcrypto (its
+# headers: Debian's libssl-dev), which hashlib runs on too.
+LIBRARIES = {"decode/digest.py": ["crypto"]}
 # Cython's defaults stay on (bounds checks, negative-index wrapping): the bytes are
 # untrusted. Annotations document; they do not restrict what a caller may pass.
 DIRECTIVES = {"language_level": 3, "annotation_typing": False}
@@ -108,7 +112,7 @@ def _extensions() -> list[Extension]:
     except ImportError:  # no Cython at build time: the interpreted path only
         return []
     extensions = [
-        Extension(_module_name(path), [path], optional=True)
+        Extension(_module_name(path), [path], libraries=LIBRARIES.get(path, []), optional=True)
         for path in COMPILED
         if Path(path).exists()
     ]

@@ -7,7 +7,6 @@ described, never decrypted: their digest is of the ciphertext.
 
 from __future__ import annotations
 
-import hashlib
 from collections.abc import Callable, Hashable
 
 import cython
@@ -28,12 +27,14 @@ from .metadata import (
 from .payload import PayloadError
 
 if cython.compiled:  # C declarations (payload.pxd, metadata.pxd, columns.pxd): C calls
+    from cython.cimports.pwcap.decode.digest import sha256_hex
     from cython.cimports.pwcap.decode.pulsar.batch import Members
     from cython.cimports.pwcap.decode.pulsar.metadata import EntryMetadata, MemberMetadata
     from cython.cimports.pwcap.decode.pulsar.payload import parse_entry
     from cython.cimports.pwcap.tables.columns import ColumnBuffer
 else:
     from ...tables.columns import ColumnBuffer
+    from ..digest import sha256_hex
     from .batch import Members
     from .metadata import EntryMetadata, MemberMetadata
     from .payload import parse_entry
@@ -43,7 +44,6 @@ AnomalyFn = Callable[[str, ColumnBuffer, str], None]  # kind, frame row being bu
 
 # What every entry uses, as C globals when compiled (a module global is a dict lookup at
 # each use); the integers exceed C's.
-_sha256 = cython.declare(object, hashlib.sha256)
 _CODEC_NAMES = cython.declare(dict, CODEC_NAMES)
 I63 = cython.declare(object, (1 << 63) - 1)
 U64 = cython.declare(object, 1 << 64)
@@ -280,7 +280,7 @@ class EntryDecoder:
             except DecompressionError as exc:
                 self._anomaly("decompression_failed", frames, f"chunked message: {exc}")
             else:
-                rows.set_text(M_CHUNKED_SHA256, _sha256(data).hexdigest())
+                rows.set_text(M_CHUNKED_SHA256, sha256_hex(data))
         self._emit(payload)
 
     def _begin(self) -> None:
@@ -325,7 +325,7 @@ class EntryDecoder:
         """The payload's columns; the row is complete."""
         rows: ColumnBuffer = self.messages
         rows.set_int(M_PAYLOAD_SIZE, len(payload))
-        rows.set_text(M_PAYLOAD_SHA256, _sha256(payload).hexdigest())
+        rows.set_text(M_PAYLOAD_SHA256, sha256_hex(payload))
         if self._payloads:
             rows.set(M_PAYLOAD, kept_payload(payload))
         rows.end_row()
