@@ -15,6 +15,7 @@ cdef class RecordWalk:
     cdef Py_ssize_t _pos
     cdef long long _consumed
     cdef bint _ended
+    cdef public object on_secrets
 
     cpdef bint next(self) except -1
     cdef bint _refill(self, Py_ssize_t need) except -1

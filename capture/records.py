@@ -56,6 +56,7 @@ _IDB = cython.declare(cython.ulonglong, 1)  # C constants when compiled
 _PB = cython.declare(cython.ulonglong, 2)
 _SPB = cython.declare(cython.ulonglong, 3)
 _EPB = cython.declare(cython.ulonglong, 6)
+_DSB = cython.declare(cython.ulonglong, 10)  # Decryption Secrets Block
 _NONZERO = re.compile(rb"[^\x00]")
 
 
@@ -248,8 +249,8 @@ def _zero_padding(
     stream: BinaryIO, buf: bytes, pos: int, consumed: int, name: str, stats: CaptureStats
 ) -> None:
     """Zeros where a record header should be: padding to the end of the file (counted in
-    ``stats``, at C speed, so a gigabyte of it costs a second), or damage after which
-    nothing can be trusted to be a record boundary (raised as a cut)."""
+    ``stats``, searched at C speed, so a file padded with gigabytes stays quick), or
+    damage after which nothing can be trusted to be a record boundary (raised as a cut)."""
     start = consumed + pos
     while True:
         found = _NONZERO.search(buf, pos)
@@ -293,6 +294,8 @@ def _min_block(block: cython.ulonglong) -> cython.ulonglong:
         return 16
     if block in (_PB, _EPB):
         return 32
+    if block == _DSB:
+        return 20
     return 12
 
 
@@ -315,6 +318,9 @@ class RecordWalk:
         self._pos = 0  # where the next record starts in ``buf``
         self._consumed = 0  # bytes of the stream before ``buf``
         self._ended = False
+        # Called with (secrets type, bytes) for each pcapng Decryption Secrets Block:
+        # TLS key log lines a capture embeds (``editcap --inject-secrets``).
+        self.on_secrets = None
 
     @cython.ccall
     @cython.exceptval(-1, check=False)
@@ -572,6 +578,12 @@ class _PcapngWalk(RecordWalk):
                 return self._packet(interface, pos + 12, caplen, orig_len)
         elif block == _IDB:
             self._interfaces.append(_parse_idb(buf, pos, length, big))
+        elif block == _DSB:
+            size: cython.ulonglong = _field(buf, pos + 12, 4, big)
+            if size > length - 20:
+                self._stats.bad_blocks += 1
+            elif self.on_secrets is not None:
+                self.on_secrets(_field(buf, pos + 8, 4, big), buf[pos + 16 : pos + 16 + size])
         return False
 
     @cython.cfunc

@@ -4,22 +4,31 @@ reassembly and the protocol decoders.
 It picks each connection's decoder through the :mod:`pwcap.decode.registry` (by port, or
 by content after buffering the first bytes), reports every gap in a decoded stream as an
 ``anomalies`` row (the decoders only resynchronise after one), and writes the
-``connections`` row when a connection ends. :mod:`pwcap.decode.driver` runs it over a
-capture.
+``connections`` row when a connection ends. A connection whose client opens with a
+ClientHello (whatever its port) gets a :class:`pwcap.decode.tls.stream.TlsStream` in
+front: its plaintext is then detected and decoded as a plaintext connection's bytes are.
+:mod:`pwcap.decode.driver` runs it over a capture.
 """
 
 from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Callable
+from functools import partial
 from typing import Any
 
 import cython
 
 from ..capture.events import ClientBy, Connection, Direction
 from ..capture.reassembly import MAX_OPEN
+from ..capture.tcpflow import tcp_columns
 from .api import ConnectionDecoder, DecodeOptions, Row, RowSink
 from .registry import SNIFF_TOTAL, UNKNOWN, Decision, Protocol, Registry, Sniffer
+from .tls import looks_like_client_hello
+from .tls.keys import Secrets
+from .tls.stream import TlsStream
+
+TLS = "tls"
 
 CHECK_EVERY = 64  # deliveries (``on_data`` calls) between two calls of ``after_data``
 _CLIENT_BY = {ClientBy.SYN: "syn", ClientBy.PORT: "port", ClientBy.GUESS: "guess"}
@@ -37,6 +46,7 @@ class _Tracked:
         "protocol",
         "sniff_cut",
         "sniffer",
+        "tls",
     )
 
     def __init__(self, conn: Connection) -> None:
@@ -45,6 +55,9 @@ class _Tracked:
         self.decoder: ConnectionDecoder | None = None
         self.sniffer: Sniffer | None = None
         self.sniff_cut = False  # undecided when the sniffers' memory budget ran out
+        # The TLS transform its bytes go through first; the decoder or sniffer then reads
+        # the plaintext (TlsStream.data_out), not reassembly's bytes.
+        self.tls: TlsStream | None = None
         self.anomalies = 0  # rows the dispatcher itself wrote (gaps...)
         self.midstream = conn.client_by != ClientBy.SYN  # no handshake: joined late
         # Gaps (direction, ts, offset, size) met while sniffing: which protocol lost the
@@ -72,6 +85,8 @@ class Dispatcher:
     last_ts = cython.declare(object, visibility="readonly")
     connections = cython.declare(object, visibility="readonly")
     _closed_bytes = cython.declare(object)
+    _secrets = cython.declare(object)
+    tls = cython.declare(object, visibility="readonly")
 
     def __init__(
         self,
@@ -80,6 +95,7 @@ class Dispatcher:
         registry: Registry,
         options: DecodeOptions,
         after_data: Callable[[], None] = lambda: None,
+        secrets: Secrets | None = None,
     ) -> None:
         self._rows = rows
         self._connection = connection
@@ -98,6 +114,8 @@ class Dispatcher:
         self.last_ts = 0
         self.connections = Counter()  # connections closed, by protocol
         self._closed_bytes = 0
+        self._secrets = secrets if secrets is not None else Secrets()  # TLS sessions' keys
+        self.tls = Counter()  # TLS connections closed, by outcome (decrypted or why not)
 
     # -- StreamSink ----------------------------------------------------------------------
 
@@ -106,12 +124,42 @@ class Dispatcher:
         tracked = _Tracked(conn)
         self._tracked[conn.conn_id] = tracked
         protocol = self._registry.by_port(conn)
-        if protocol is not None:
-            self._start(tracked, protocol)
+        if protocol is None:
+            self._sniff_content(tracked)
         else:
-            tracked.sniffer = Sniffer(conn, self._options.max_frame_size)
-            self._sniffing[conn.conn_id] = tracked
-            self._feed[conn.conn_id] = self._sniff_data(tracked)
+            self._start(tracked, protocol)
+            if tracked.decoder is not None:  # unless its client opens with a ClientHello
+                self._feed[conn.conn_id] = self._first_bytes(tracked)
+
+    def _sniff_content(self, tracked: _Tracked) -> None:
+        """The connection's protocol is for its first bytes (or plaintext) to tell."""
+        tracked.sniffer = Sniffer(tracked.conn, self._options.max_frame_size)
+        self._sniffing[tracked.conn.conn_id] = tracked
+        self._route(tracked, self._sniff_data(tracked))
+
+    def _route(self, tracked: _Tracked, feed: Callable[[Direction, int, int, bytes], None]) -> None:
+        """Where the connection's stream bytes go: its plaintext's, for TLS."""
+        if tracked.tls is not None:
+            tracked.tls.data_out = feed
+        else:
+            self._feed[tracked.conn.conn_id] = feed
+
+    def _first_bytes(self, tracked: _Tracked) -> Callable[[Direction, int, int, bytes], None]:
+        """The feed of a connection decided by its port, for its first bytes: a client
+        opening with a ClientHello puts TLS in front of the decoder."""
+
+        def feed(direction: Direction, ts: int, offset: int, data: bytes) -> None:
+            decoder = tracked.decoder
+            assert decoder is not None
+            if direction == Direction.C2B and looks_like_client_hello(data):
+                self._start_tls(tracked)
+                tracked.tls.data_out = decoder.on_data
+                tracked.tls.on_data(direction, ts, offset, data)
+            else:
+                self._feed[tracked.conn.conn_id] = decoder.on_data
+                decoder.on_data(direction, ts, offset, data)
+
+        return feed
 
     def on_data(
         self, conn: Connection, direction: Direction, ts: int, offset: int, data: bytes
@@ -127,6 +175,9 @@ class Dispatcher:
     ) -> None:
         self.events += 1
         tracked = self._tracked[conn.conn_id]
+        if tracked.tls is not None:  # it says what the loss cost, and tells the plaintext
+            tracked.tls.on_gap(direction, ts, offset, size)
+            return
         sniffer = tracked.sniffer
         if sniffer is not None:
             tracked.gaps.append((direction, ts, offset, size))
@@ -134,7 +185,17 @@ class Dispatcher:
         elif tracked.decoder is not None:
             self._gap_row(tracked, direction, ts, offset, size)
             tracked.decoder.on_gap(direction, ts, offset, size)
-        # else TLS or unknown: a loss there is no decoding problem
+        # else unknown: a loss there is no decoding problem
+
+    def _plain_gap(
+        self, tracked: _Tracked, direction: Direction, ts: int, offset: int, size: int
+    ) -> None:
+        """Plaintext lost in a TLS stream (its own anomaly row already says how)."""
+        sniffer = tracked.sniffer
+        if sniffer is not None:
+            self._sniff(tracked, sniffer, sniffer.on_gap, direction, ts, offset, size)
+        elif tracked.decoder is not None:
+            tracked.decoder.on_gap(direction, ts, offset, size)
 
     def _gap_row(
         self, tracked: _Tracked, direction: Direction, ts: int, offset: int, size: int
@@ -178,6 +239,8 @@ class Dispatcher:
                 " had been idle longest; what it carries later is another connection"
             )
             self._anomaly(tracked, None, ts, None, None, "evicted", detail)
+        if tracked.tls is not None and tracked.tls.outcome != "decrypted":
+            return  # the TLS anomalies say why nothing was decoded
         if tracked.decoder is None:
             if sum(conn.bytes):
                 why = (
@@ -212,17 +275,26 @@ class Dispatcher:
         self.events += 1
         tracked = self._tracked.pop(conn.conn_id)
         del self._feed[conn.conn_id]
+        tls = tracked.tls
+        if tls is not None:
+            tls.on_close(ts)  # first: what it lost reaches the decoder before its end
+            self.tls[tls.outcome] += 1
         if tracked.sniffer is not None:  # never decided: not a protocol we know
             self._stop_sniffing(tracked)
             tracked.protocol = UNKNOWN
+        if tls is not None and not tls.plaintext:
+            tracked.protocol = TLS  # nothing decrypted: TLS is all it is known to be
         fields: Row = {}
         if tracked.decoder is not None:
             tracked.decoder.on_close(ts)
             fields = tracked.decoder.connection_fields()
+        if tls is not None:
+            fields = {**fields, **tls.connection_fields()}
         self._connection_anomalies(tracked, ts, reason)
         self.last_ts = max(self.last_ts, ts)
         self._closed_bytes += sum(conn.bytes)
         self._connection(self._connection_row(tracked, fields, ts, reason))
+        tracked.tls = None  # its callbacks hold this _Tracked: no cycle outlives the close
         self.connections[tracked.protocol] += 1
 
     # -- after the capture -----------------------------------------------------------------
@@ -292,20 +364,28 @@ class Dispatcher:
     def _decide(self, tracked: _Tracked, decision: Decision) -> None:
         sniffer = self._stop_sniffing(tracked)
         gaps, tracked.gaps = tracked.gaps, []
-        if decision.protocol is None:
+        protocol = decision.protocol
+        if tracked.tls is not None and (
+            decision.reversed or protocol is None or protocol.name == TLS
+        ):
+            protocol = None  # plaintext of TLS: its handshake told the roles; no TLS in TLS
+        if protocol is None:
             tracked.protocol = UNKNOWN
-            self._feed[tracked.conn.conn_id] = _ignore
+            self._route(tracked, _ignore)
             return
         if decision.reversed:
             tracked.conn.flip()
-        self._start(tracked, decision.protocol)
-        decoder = tracked.decoder
-        if decoder is None:
-            return
-        for direction, ts, offset, size in gaps:
-            if decision.reversed:
-                direction = Direction(1 - direction)
-            self._gap_row(tracked, direction, ts, offset, size)
+        if protocol.name == TLS:
+            decoder = self._start_tls(tracked)
+        else:
+            self._start(tracked, protocol)
+            decoder = tracked.decoder
+            if decoder is None:
+                return
+            for direction, ts, offset, size in gaps:
+                if decision.reversed:
+                    direction = Direction(1 - direction)
+                self._gap_row(tracked, direction, ts, offset, size)
         for kind, direction, ts, offset, value in sniffer.events:
             if decision.reversed:
                 direction = Direction(1 - direction)
@@ -316,16 +396,37 @@ class Dispatcher:
 
     def _start(self, tracked: _Tracked, protocol: Protocol) -> None:
         tracked.protocol = protocol.name
-        conn_id = tracked.conn.conn_id
-        if protocol.factory is None:  # recognised, not decodable (TLS)
-            self._feed[conn_id] = _ignore
+        if protocol.factory is None:  # recognised, not decodable
+            self._route(tracked, _ignore)
             return
         # The roles are the other way round when the decoder says so: the connection
         # records it, and reassembly labels its later bytes by it. (Its own method, not
         # one of this connection's _Tracked, which holds the decoder: no reference cycle.)
-        decoder = protocol.factory(tracked.conn, self._rows, self._options, tracked.conn.flip)
+        # Under TLS the handshake told the roles.
+        flip = tracked.conn.flip if tracked.tls is None else _keep_roles
+        decoder = protocol.factory(tracked.conn, self._rows, self._options, flip)
         tracked.decoder = decoder
-        self._feed[conn_id] = decoder.on_data
+        self._route(tracked, decoder.on_data)
+
+    def _start_tls(self, tracked: _Tracked) -> TlsStream:
+        """TLS in front: reassembly's bytes go to the transform, its plaintext to the
+        decoder the port names, else to content detection."""
+        tls = TlsStream(
+            self._secrets,
+            _ignore,
+            partial(self._plain_gap, tracked),
+            partial(self._anomaly, tracked),
+        )
+        tracked.tls = tls
+        self._feed[tracked.conn.conn_id] = tls.on_data
+        if tracked.decoder is None:
+            tracked.protocol = TLS  # until its plaintext tells more
+            protocol = self._registry.by_port(tracked.conn)
+            if protocol is not None and protocol.factory is not None:
+                self._start(tracked, protocol)
+            else:
+                self._sniff_content(tracked)
+        return tls
 
     # -- rows ----------------------------------------------------------------------------------
 
@@ -339,6 +440,7 @@ class Dispatcher:
             "client_port": conn.client_port,
             "server_ip": conn.server_ip,
             "server_port": conn.server_port,
+            "encapsulation": conn.encapsulation,
             "client_by": "content" if conn.flipped else _CLIENT_BY[conn.client_by],
             "first_ts": conn.first_ts,
             "last_ts": max(conn.last_ts, ts) if conn.last_ts else ts,
@@ -352,6 +454,8 @@ class Dispatcher:
             "midstream": tracked.midstream,
             "flipped": conn.flipped,
         }
+        if conn.tcp:
+            row.update(tcp_columns(*conn.tcp))
         row.update(fields)
         row["anomalies"] = fields.get("anomalies", 0) + tracked.anomalies
         return row
@@ -363,4 +467,8 @@ def _sniffer_held(tracked: _Tracked) -> int:
 
 
 def _ignore(direction: Direction, ts: int, offset: int, data: bytes) -> None:
-    """Bytes of a connection that is not decoded (TLS, unknown protocol)."""
+    """Bytes of a connection that is not decoded (unknown protocol)."""
+
+
+def _keep_roles() -> None:
+    """A decoder of TLS plaintext may not turn the roles round: the handshake told them."""

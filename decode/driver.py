@@ -24,6 +24,8 @@ from .capture_anomalies import capture_anomalies
 from .dispatch import Dispatcher
 from .inputs import InputError, expand_inputs
 from .registry import Registry
+from .tls.keylog import KeyLog, KeyLogError, load
+from .tls.keys import Secrets
 
 
 class TableSink(Protocol):
@@ -55,6 +57,7 @@ class CaptureResult:
     stats: CaptureStats = field(default_factory=CaptureStats)  # what reassembly saw
     last_ts: int | None = None  # when its last connection ended
     connections: Counter[str] = field(default_factory=Counter)  # by protocol
+    tls: Counter[str] = field(default_factory=Counter)  # TLS connections, by outcome
 
 
 @dataclass
@@ -70,6 +73,15 @@ class Summary:
     seconds: float
     skipped: list[tuple[Path, str]] = field(default_factory=list)  # not captures, and why
     removed: list[Path] = field(default_factory=list)  # left by interrupted runs, deleted
+    keylog: KeyLog | None = None  # the key logs read (for their line counts)
+
+    @property
+    def tls(self) -> Counter[str]:
+        """TLS connections by outcome: ``decrypted``, or why not."""
+        total: Counter[str] = Counter()
+        for capture in self.captures:
+            total.update(capture.tls)
+        return total
 
     @property
     def input_bytes(self) -> int:
@@ -79,8 +91,7 @@ class Summary:
         """The reassembly counters of every capture, added up."""
         total = CaptureStats()
         for capture in self.captures:
-            for name, value in capture.stats.as_dict().items():
-                setattr(total, name, getattr(total, name) + value)
+            total.add(capture.stats)
         return total
 
     @property
@@ -117,6 +128,7 @@ def decode_captures(
     progress = progress or Progress()
     expanded = expand_inputs((str(p) for p in inputs), options.series)
     captures = expanded.captures
+    keylog = load_keylog(options)
     started = time.perf_counter()
     results: list[CaptureResult] = []
     connections: Counter[str] = Counter()
@@ -142,7 +154,19 @@ def decode_captures(
         seconds=time.perf_counter() - started,
         skipped=expanded.skipped,
         removed=removed,
+        keylog=keylog,
     )
+
+
+def load_keylog(options: DecodeOptions) -> KeyLog | None:
+    """The run's key logs, read once per process; :class:`InputError` for one that
+    cannot be read (before anything is written)."""
+    if not options.tls_keylogs:
+        return None
+    try:
+        return load(options.tls_keylogs)
+    except KeyLogError as error:
+        raise InputError(f"key log {error}") from None
 
 
 def decode_capture(
@@ -161,7 +185,8 @@ def decode_capture(
     registry = Registry(options.hints)
     # Its rows carry its name; its connections' incomplete frames share a budget of their own.
     options = replace(options, capture=capture.name, frames=FrameBudget(options.frames.limit))
-    dispatcher = Dispatcher(sink.rows, sink.connection, registry, options, progress.tick)
+    secrets = Secrets(load_keylog(options))  # with the capture's own, if it embeds some
+    dispatcher = Dispatcher(sink.rows, sink.connection, registry, options, progress.tick, secrets)
     path = Path(capture.shown)
     progress.capture(path, done, dispatcher.stream_bytes)
     started = time.perf_counter()
@@ -175,6 +200,8 @@ def decode_capture(
             stats=stats,
             scope=capture.name,
             share=share,
+            vxlan_ports=options.vxlan_ports,
+            secrets=secrets.add_block,
         )
     except CaptureError as error:
         if dispatcher.events == 0 and dispatcher.open_connections() == 0 and not _is_cut(error):
@@ -189,6 +216,7 @@ def decode_capture(
         stats,
         dispatcher.last_ts or None,
         dispatcher.connections,
+        dispatcher.tls,
     )
     if share is None:
         for row in capture_rows(capture.name, result):
@@ -217,11 +245,11 @@ def merge_shares(shares: list[CaptureResult]) -> CaptureResult:
     first = shares[0]
     stats = CaptureStats()
     connections: Counter[str] = Counter()
+    tls: Counter[str] = Counter()
     for result in shares:
-        for name, value in result.stats.as_dict().items():
-            setattr(stats, name, getattr(stats, name) + value)
-        stats.unsupported_links.update(result.stats.unsupported_links)
+        stats.add(result.stats)
         connections.update(result.connections)
+        tls.update(result.tls)
     ends = [result.last_ts for result in shares if result.last_ts is not None]
     return CaptureResult(
         path=first.path,
@@ -231,6 +259,7 @@ def merge_shares(shares: list[CaptureResult]) -> CaptureResult:
         stats=stats,
         last_ts=max(ends) if ends else None,
         connections=connections,
+        tls=tls,
     )
 
 

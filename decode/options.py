@@ -12,6 +12,8 @@ import argparse
 from . import MAX_FRAME_SIZE
 from .api import DecodeOptions
 
+HINTED = {"pulsar": "Pulsar", "kafka07": "Kafka 0.7"}  # protocols a port can be given for
+
 
 def add_decode_options(parser: argparse.ArgumentParser) -> None:
     """Every option of a decode run (read back by :func:`decode_options`)."""
@@ -30,6 +32,8 @@ def add_decode_options(parser: argparse.ArgumentParser) -> None:
         " -C/-W names (trace.pcap1...) are recognised without it",
     )
     add_port_arguments(parser)
+    add_tunnel_arguments(parser)
+    add_tls_arguments(parser)
 
 
 def decode_options(args: argparse.Namespace) -> DecodeOptions:
@@ -39,13 +43,28 @@ def decode_options(args: argparse.Namespace) -> DecodeOptions:
         max_frame_size=args.max_frame_size,
         hints=port_hints(args),
         series=args.series,
+        tls_keylogs=tuple(args.tls_keylog),
+        vxlan_ports=tuple(args.vxlan_port),
+    )
+
+
+def add_tls_arguments(parser: argparse.ArgumentParser) -> None:
+    """The TLS secrets ``decode`` and ``show`` share (read back as
+    ``DecodeOptions.tls_keylogs``)."""
+    parser.add_argument(
+        "--tls-keylog",
+        action="append",
+        default=[],
+        metavar="FILE",
+        help="NSS key log (SSLKEYLOGFILE) with the TLS sessions' secrets, to decrypt them"
+        " (repeatable; secrets a pcapng embeds are used without it); never written out",
     )
 
 
 def add_port_arguments(parser: argparse.ArgumentParser) -> None:
     """The protocol hints: ports whose connections are decoded as a protocol whatever
     their content looks like (``pwcap show`` takes these alone)."""
-    for protocol, name in (("pulsar", "Pulsar"), ("kafka07", "Kafka 0.7")):
+    for protocol, name in HINTED.items():
         parser.add_argument(
             f"--{protocol}-port",
             type=port,
@@ -54,6 +73,19 @@ def add_port_arguments(parser: argparse.ArgumentParser) -> None:
             metavar="P",
             help=f"decode connections to this port as {name} (repeatable)",
         )
+
+
+def add_tunnel_arguments(parser: argparse.ArgumentParser) -> None:
+    """The tunnels ``decode`` and ``show`` share: UDP ports that carry VXLAN besides the
+    usual ones (read back as ``DecodeOptions.vxlan_ports``)."""
+    parser.add_argument(
+        "--vxlan-port",
+        type=port,
+        action="append",
+        default=[],
+        metavar="P",
+        help="UDP port that carries VXLAN, besides 4789 and 8472 (repeatable)",
+    )
 
 
 def port_hints(args: argparse.Namespace) -> dict[str, list[int]]:

@@ -39,6 +39,7 @@ from .driver import (
     capture_rows,
     decode_capture,
     decode_captures,
+    load_keylog,
     merge_shares,
 )
 from .inputs import CaptureInput, expand_inputs
@@ -118,6 +119,7 @@ def decode_parallel(
     workers = plan(captures, jobs)
     if len(workers) <= 1:
         return decode_captures(inputs, out, options, overwrite, progress)
+    keylog = load_keylog(options)  # read here once: the workers fork with it
     out = Path(out)
     progress = progress or Progress()
     check_output(out, overwrite)
@@ -141,6 +143,7 @@ def decode_parallel(
     summary.seconds = time.perf_counter() - started
     summary.skipped = expanded.skipped
     summary.removed = removed
+    summary.keylog = keylog
     return summary
 
 

@@ -7,9 +7,10 @@ A connection on a decoded protocol's port (or a port the user named with ``--pul
 bytes are buffered (at most :data:`SNIFF_LIMIT` per direction, and :data:`SNIFF_TOTAL` for
 all such connections together) and offered to each content test in turn; the buffered
 events are then replayed into the chosen decoder, so nothing seen before the decision is
-lost. TLS is recognised by content only, to be reported: its bytes are encrypted and never
-decoded. Its usual port (6651) decides nothing, since plaintext Pulsar runs there too when
-6650 is taken.
+lost. TLS is recognised by content only (a ClientHello, or any record when the capture
+began after the handshake), on any port: the dispatcher puts :mod:`pwcap.decode.tls` in
+front of the detection of its plaintext. Its usual port (6651) decides nothing, since
+plaintext Pulsar runs there too when 6650 is taken.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 
 from ..capture.events import ClientBy, Connection, Direction
-from . import kafka07, pulsar
+from . import kafka07, pulsar, tls
 from .api import ConnectionDecoder, DecodeOptions, DecoderFactory, FlipRoles, RowSink
 
 SNIFF_LIMIT = 256 * 1024  # bytes of one direction examined before giving up on content
@@ -33,16 +34,11 @@ Sniff = Callable[[bytes, bool, int], bool]
 
 
 def _tls(data: bytes, from_client: bool, max_frame_size: int) -> bool:
-    """A TLS record header: content type 20-23 (change cipher spec, alert, handshake,
-    application data: a capture may start after the handshake), version 3.x, a record
-    length TLS allows."""
-    return (
-        len(data) >= 5
-        and 20 <= data[0] <= 23
-        and data[1] == 0x03
-        and data[2] <= 0x04
-        and 0 < int.from_bytes(data[3:5], "big") <= 16384 + 2048
-    )
+    """A ClientHello from the client, or any TLS record header (a capture may start after
+    the handshake): a ClientHello is what tells the roles when no SYN did."""
+    if tls.looks_like_client_hello(data):
+        return from_client
+    return tls.looks_like_record(data)
 
 
 def _pulsar(data: bytes, from_client: bool, max_frame_size: int) -> bool:
@@ -61,8 +57,7 @@ def _kafka07(data: bytes, from_client: bool, max_frame_size: int) -> bool:
 
 class _Imported:
     """A decoder class named by its module, imported when its first connection starts: a
-    capture of one protocol never loads another's decoder (the Kafka 0.7 one cost 12 ms
-    of every Pulsar capture's start)."""
+    capture of one protocol never pays for loading another's decoder at its start."""
 
     def __init__(self, module: str, name: str) -> None:
         self._module = module
@@ -79,7 +74,8 @@ class _Imported:
 
 @dataclass(frozen=True, slots=True)
 class Protocol:
-    """One registered protocol; ``factory`` None means recognised but never decoded."""
+    """One registered protocol; ``factory`` None means recognised, not decoded itself
+    (TLS: a transform in front of the detection of its plaintext)."""
 
     name: str
     ports: frozenset[int]
@@ -90,7 +86,7 @@ class Protocol:
 
 # Content tests run in this order: the most specific first.
 PROTOCOLS: tuple[Protocol, ...] = (
-    Protocol("tls", frozenset(), None, _tls, False),
+    Protocol("tls", frozenset(), None, _tls, True),
     Protocol(
         "pulsar",
         frozenset({6650}),

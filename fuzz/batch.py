@@ -19,11 +19,18 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from fuzz.invariants import read, violations
-from fuzz.mutate import Mutant
+from fuzz.mutate import SAMPLES, Mutant
+from pwcap.decode.api import DecodeOptions
 from pwcap.decode.driver import Summary, decode_captures
 from pwcap.decode.inputs import InputError
 
 MEMORY_MB = 400  # peak resident memory of the whole decoding process, any input
+# The samples' key logs: mutants of TLS samples are decrypted, not only reported.
+OPTIONS = DecodeOptions(
+    tls_keylogs=tuple(
+        str(path) for path in sorted(SAMPLES.glob("*.keylog")) if ".wrong." not in path.name
+    )
+)
 SECONDS_BASE = 1.0  # time budget of one capture: this plus SECONDS_PER_BYTE per byte
 SECONDS_PER_BYTE = 20e-6  # 50 KB/s: far below pwcap's speed, far above a quadratic's
 
@@ -94,7 +101,7 @@ def _decode(paths: list[Path], out: Path) -> Outcome:
     remaining = list(paths)
     while remaining:
         try:
-            summary = decode_captures(remaining, out, overwrite=True)
+            summary = decode_captures(remaining, out, OPTIONS, overwrite=True)
         except InputError as error:
             message = str(error)
             refused = [p for p in remaining if str(p) in message]

@@ -23,7 +23,8 @@ from tempfile import TemporaryDirectory
 import pyarrow.parquet as pq
 
 from fuzz.layout import Layout, tcp
-from fuzz.mutate import samples
+from fuzz.mutate import SAMPLES, samples
+from fuzz.pcapfile import read_pcap, write_pcapng
 from pwcap.cli import main as pwcap
 
 REFUSED = "refused"  # exit 1, one error line, no dataset
@@ -173,7 +174,148 @@ def gzip_bad_crc(data: bytes) -> bytes:
     return bytes(packed)
 
 
+def with_secrets(build: Callable[[], bytes], keylog: str) -> Callable[[], bytes]:
+    """The pcap ``build`` makes, as pcapng with the key log ``keylog`` (of sample_pcaps/)
+    in a Decryption Secrets Block: pwcap decrypts it with no option."""
+
+    def make() -> bytes:
+        with TemporaryDirectory(prefix="pwcap-catalogue-") as tmp:
+            pcap, pcapng = Path(tmp) / "in.pcap", Path(tmp) / "out.pcapng"
+            pcap.write_bytes(build())
+            write_pcapng(pcapng, read_pcap(pcap), secrets=(SAMPLES / keylog).read_bytes())
+            return pcapng.read_bytes()
+
+    return make
+
+
+def _payloads(layout: Layout, start: bytes) -> list[tuple[int, int]]:
+    """(part, offset in its raw bytes) of each TCP payload that begins with ``start``."""
+    found = []
+    for index in layout.packets():
+        part = layout.parts[index]
+        where = tcp(part.packet, layout.linktype)
+        if where is not None:
+            at = (part.packet_at or 0) + where.payload
+            if part.raw[at : at + len(start)] == start:
+                found.append((index, at))
+    return found
+
+
+def in_tls_record(nth: int, at: int, value: bytes) -> Callable[[Layout], None]:
+    """Bytes written at ``at`` into the ``nth`` segment that starts with an application
+    data record (its header is bytes 0-4)."""
+
+    def edit(layout: Layout) -> None:
+        index, start = _payloads(layout, b"\x17\x03\x03")[nth]
+        layout.parts[index].raw[start + at : start + at + len(value)] = value
+
+    return edit
+
+
+def lose_tls_record(nth: int) -> Callable[[Layout], None]:
+    def edit(layout: Layout) -> None:
+        del layout.parts[_payloads(layout, b"\x17\x03\x03")[nth][0]]
+
+    return edit
+
+
+def client_hello_extensions(layout: Layout) -> None:
+    """The ClientHello's extensions said to run 64 KiB, past their message."""
+    index, at = _payloads(layout, b"\x16\x03\x01")[0]
+    raw = layout.parts[index].raw
+    at += 5 + 4 + 2 + 32  # record header, message header, version, random
+    at += 1 + raw[at]  # session id
+    at += 2 + int.from_bytes(raw[at : at + 2], "big")  # cipher suites
+    at += 1 + raw[at]  # compression methods
+    raw[at : at + 2] = b"\xff\xff"
+
+
 PULSAR, KAFKA, PCAPNG = "pulsar_plain", "kafka07_plain", "pulsar_derived_pcapng"
+TLS13, TLS12 = "tls13_aes_gcm", "tls12_cbc_mte_mutual"
+
+
+def tunnelled(
+    wrapping: str, edit: Callable[[bytearray], object] | None = None
+) -> Callable[[], bytes]:
+    """``pulsar_plain`` in an encapsulation of ``tests/tunnels.py``, every record's bytes
+    given to ``edit`` (the record header's lengths kept)."""
+
+    def build() -> bytes:
+        from fuzz.mutate import wrapped_samples
+
+        layout = next(
+            found for name, _, found in wrapped_samples() if name.endswith(f"-in-{wrapping}")
+        )
+        layout = layout.copy()
+        if edit is not None:
+            for part in layout.parts:
+                packet = bytearray(part.packet)
+                edit(packet)
+                part.raw[part.packet_at or 0 :] = packet
+                struct.pack_into(layout.endian + "I", part.raw, 8, len(packet))
+        return layout.to_bytes()
+
+    return build
+
+
+def at(offset: int, value: bytes) -> Callable[[bytearray], None]:
+    """Bytes written at ``offset`` of every packet."""
+
+    def edit(packet: bytearray) -> None:
+        packet[offset : offset + len(value)] = value
+
+    return edit
+
+
+def cut_at(keep: int) -> Callable[[bytearray], None]:
+    def edit(packet: bytearray) -> None:
+        del packet[keep:]
+
+    return edit
+
+
+def doubled(layout: Layout) -> None:
+    """Every record twice, as a SPAN port mirroring both directions gives it."""
+    layout.parts[:] = [copy for part in layout.parts for copy in (part, part)]
+
+
+def fragmented(lose: bool, overlap: bool) -> Callable[[Layout], None]:
+    """Each packet's IPv4 payload in 64-byte fragments; the last of each lost, or the
+    second overlapping the first."""
+
+    def edit(layout: Layout) -> None:
+        parts = []
+        for index, part in enumerate(layout.parts):
+            packet = part.packet
+            header = (packet[14] & 0x0F) * 4
+            total = struct.unpack_from(">H", packet, 16)[0]
+            payload = packet[14 + header : 14 + total]
+            pieces = []
+            for start in range(0, len(payload), 64):
+                more = start + 64 < len(payload)
+                head = bytearray(packet[14 : 14 + header])
+                piece = payload[start : start + 64]
+                if overlap and start == 64:
+                    piece, start = payload[56:128], 56
+                flags = (0x2000 if more else 0) | start // 8
+                struct.pack_into(">HHH", head, 2, header + len(piece), index, flags)
+                pieces.append(packet[:14] + bytes(head) + piece)
+            if lose and len(pieces) > 1:
+                pieces.pop()
+            for piece in pieces:
+                raw = bytearray(part.raw[:16]) + piece
+                struct.pack_into(layout.endian + "II", raw, 8, len(piece), len(piece))
+                parts.append(type(part)(raw, 16))
+        layout.parts[:] = parts
+
+    return edit
+
+
+TUNNEL = "tunnels"
+# Offsets of pulsar_plain's packets wrapped (tests/tunnels.py): Ethernet, IPv4, then
+VXLAN_AT = 14 + 20 + 8  # the VXLAN header after UDP
+GRE_AT = 14 + 20  # the GRE header
+MPLS_AT = 14  # the label stack
 
 ENTRIES = [
     Entry("file", "an empty file", lambda: b"", REFUSED),
@@ -284,7 +426,137 @@ ENTRIES = [
     Entry(
         "Kafka 0.7", "a message payload byte changed", edited(KAFKA, flipped(7, 12)), "bad_checksum"
     ),
+    Entry(
+        TUNNEL,
+        "every packet in VXLAN, cut inside the VXLAN header",
+        tunnelled("vxlan", cut_at(VXLAN_AT + 5)),
+        "truncated_header",
+    ),
+    Entry(
+        TUNNEL,
+        "VXLAN packets without the flag that says a VNI is there",
+        tunnelled("vxlan", at(VXLAN_AT, b"\x00")),
+        CLEAN,
+    ),
+    Entry(TUNNEL, "VXLAN to a port pwcap is not told of", tunnelled("vxlan_other_port"), CLEAN),
+    Entry(
+        TUNNEL,
+        "Geneve options longer than the header says",
+        tunnelled("geneve", at(VXLAN_AT + 8 + 3, b"\x1f")),
+        CLEAN,
+    ),
+    Entry(
+        TUNNEL,
+        "GRE with the (deprecated) routing flag",
+        tunnelled("gre_checksum_key_sequence", at(GRE_AT, b"\xf0")),
+        CLEAN,
+    ),
+    Entry(
+        TUNNEL,
+        "GRE version 1 (PPTP) carrying the packets",
+        tunnelled("gretap", at(GRE_AT + 1, b"\x01")),
+        CLEAN,
+    ),
+    Entry(
+        TUNNEL,
+        "an ERSPAN type II header of another version",
+        tunnelled("erspan_type_2", at(GRE_AT + 8, b"\x30")),
+        CLEAN,
+    ),
+    Entry(
+        TUNNEL,
+        "an MPLS label stack whose bottom-of-stack bit is cleared",
+        tunnelled("mpls", at(MPLS_AT + 6, b"\x10")),
+        CLEAN,
+    ),
+    Entry(TUNNEL, "VLAN tags 40 deep", lambda: deep_tags(40), "too_deep"),
+    Entry(
+        TUNNEL,
+        "every packet captured twice (a SPAN of both directions)",
+        edited(PULSAR, doubled),
+        CLEAN,
+    ),
+    Entry(
+        TUNNEL,
+        "IP fragments, the last of each datagram lost",
+        edited(PULSAR, fragmented(lose=True, overlap=False)),
+        "incomplete_datagram",
+    ),
+    Entry(
+        TUNNEL,
+        "IP fragments that overlap",
+        edited(PULSAR, fragmented(lose=False, overlap=True)),
+        "incomplete_datagram",
+    ),
+    Entry(
+        TUNNEL,
+        "IP fragments, each datagram whole",
+        edited(PULSAR, fragmented(lose=False, overlap=False)),
+        CLEAN,
+    ),
+    Entry("TLS", "TLS and no key log", raw(TLS13, lambda d: d), "tls_no_keys"),
+    Entry(
+        "TLS",
+        "TLS with a key log whose secrets are wrong",
+        with_secrets(raw(TLS13, lambda d: d), f"{TLS13}.wrong.keylog"),
+        "tls_auth_failed",
+    ),
+    Entry(
+        "TLS",
+        "TLS whose handshake the capture missed (it begins later)",
+        with_secrets(raw("tls13_derived_midstream", lambda d: d), f"{TLS13}.keylog"),
+        "tls_handshake_missing",
+    ),
+    Entry(
+        "TLS",
+        "a ClientHello whose extensions run past it",
+        with_secrets(edited(TLS13, client_hello_extensions), f"{TLS13}.keylog"),
+        "tls_bad_record",
+    ),
+    Entry(
+        "TLS",
+        "a TLS 1.3 record's ciphertext byte changed",
+        with_secrets(edited(TLS13, in_tls_record(6, 20, b"\x00\x00")), f"{TLS13}.keylog"),
+        "tls_auth_failed",
+    ),
+    Entry(
+        "TLS",
+        "a TLS 1.2 CBC record (MAC-then-encrypt) byte changed",
+        with_secrets(edited(TLS12, in_tls_record(6, 30, b"\x00\x00")), f"{TLS12}.keylog"),
+        "tls_auth_failed",
+    ),
+    Entry(
+        "TLS",
+        "a TLS record length over the largest TLS 1.3 allows",
+        with_secrets(edited(TLS13, in_tls_record(6, 3, b"\xff\xff")), f"{TLS13}.keylog"),
+        "tls_bad_record",
+    ),
+    Entry(
+        "TLS",
+        "a TLS record length one byte short",
+        with_secrets(edited(TLS13, in_tls_record(6, 4, b"\x20")), f"{TLS13}.keylog"),
+        "tls_auth_failed",
+    ),
+    Entry(
+        "TLS",
+        "a TLS record lost (a segment the capture missed)",
+        with_secrets(edited(TLS13, lose_tls_record(6)), f"{TLS13}.keylog"),
+        "gap",
+    ),
 ]
+
+
+def deep_tags(count: int) -> bytes:
+    """``pulsar_plain`` with ``count`` 802.1Q tags in every frame."""
+    layout = sample(PULSAR)
+    for part in layout.parts:
+        packet = part.packet
+        tags = b"".join(struct.pack(">HH", 0x8100, 7) for _ in range(count))
+        packet = packet[:12] + tags + packet[12:]
+        raw = bytearray(part.raw[:16]) + packet
+        struct.pack_into(layout.endian + "II", raw, 8, len(packet), len(packet))
+        part.raw = raw
+    return layout.to_bytes()
 
 
 def answer(data: bytes, folder: Path) -> Answer:

@@ -88,6 +88,11 @@ FRAMES: list[Column] = [
     Column("permits", I64, "permits granted by a FLOW"),
     Column("redelivery_count", I32, "redelivery count of a MESSAGE"),
     Column("num_messages", I32, "messages in the entry (SEND, MESSAGE) or message set"),
+    Column(
+        "acked_in_batch",
+        I32,
+        "MESSAGE: batch indexes its ack_set marks acknowledged already (not delivered)",
+    ),
     Column("topic", STR, "topic the command concerns, from the command or connection state"),
     Column("subscription", STR, "subscription, from SUBSCRIBE state for consumer commands"),
     Column("sub_type", STR, "subscription type (Exclusive, Shared, Failover, Key_Shared)"),
@@ -166,14 +171,103 @@ MESSAGES: list[Column] = [
     Column("replicated_from", STR, "source cluster of a replicated message"),
 ]
 
+
+def _tcp_columns() -> list[Column]:
+    """What the connection's TCP segments show, measured at the capture point
+    (``capture/tcpflow.py``): round trips to each side, windows, retransmissions."""
+    columns = []
+    handshakes = {
+        "broker": "client's SYN to the broker's SYN-ACK",
+        "client": "broker's SYN-ACK to the client's ACK of it",
+    }
+    for peer, sender in (("broker", "client"), ("client", "broker")):
+        columns += [
+            Column(
+                f"tcp_rtt_{peer}_handshake_us",
+                I64,
+                f"the {handshakes[peer]}: the round trip from the capture point to the"
+                f" {peer} and back; null without the handshake",
+            ),
+            Column(
+                f"tcp_rtt_{peer}_samples",
+                I64,
+                f"round trips to the {peer} timed from the {sender}'s data to the {peer}'s"
+                " acknowledgement of it (one segment timed at a time; none sent again)",
+            ),
+            Column(f"tcp_rtt_{peer}_min_us", I64, "the shortest of them: the path's own delay"),
+            Column(f"tcp_rtt_{peer}_mean_us", I64, "their mean (delayed ACKs lengthen some)"),
+            Column(f"tcp_rtt_{peer}_max_us", I64, "the longest of them"),
+        ]
+    for side in ("client", "broker"):
+        columns += [
+            Column(
+                f"tcp_window_scale_{side}",
+                I64,
+                f"window scale option of the {side}'s SYN; null when absent or not seen",
+            ),
+            Column(
+                f"tcp_min_window_{side}",
+                I64,
+                f"the smallest receive window the {side} advertised, in bytes (scaled when"
+                " both SYNs offered scaling)",
+            ),
+            Column(
+                f"tcp_zero_windows_{side}",
+                I64,
+                f"times the {side} advertised a zero window: its socket buffer was full, its"
+                " application not reading",
+            ),
+            Column(
+                f"tcp_zero_window_us_{side}",
+                I64,
+                "their total length: each from the first segment with a zero window to the"
+                " next with an open one (or the side's last segment)",
+            ),
+            Column(f"tcp_longest_zero_window_us_{side}", I64, "the longest of them"),
+            Column(f"tcp_longest_zero_window_ts_{side}", TS, "when it began"),
+            Column(
+                f"tcp_retransmissions_{side}",
+                I64,
+                f"segments the {side} sent carrying bytes the capture had already seen (a"
+                " loss between the capture point and the receiver, or a spurious resend)",
+            ),
+            Column(f"tcp_retransmitted_bytes_{side}", I64, "bytes those segments sent again"),
+            Column(
+                f"tcp_retransmission_burst_{side}",
+                I64,
+                "the most of them within one second (counted from the first of the second)",
+            ),
+            Column(f"tcp_retransmission_burst_ts_{side}", TS, "when that second began"),
+        ]
+    return columns
+
+
+_TCP_COLUMNS = _tcp_columns()
+
+
 CONNECTIONS: list[Column] = [
     Column("conn_id", I64, "connection id (see `frames`)"),
     Column("capture", STR, "the capture (see `frames`)"),
-    Column("protocol", STR, "`pulsar`, `kafka07`, `tls` (encrypted, not decoded) or `unknown`"),
+    Column(
+        "protocol",
+        STR,
+        "`pulsar`, `kafka07`, `tls` (encrypted, not decrypted) or `unknown`; a TLS"
+        " connection that was decrypted is named by what its plaintext speaks",
+    ),
     Column("client_ip", STR, "client address"),
     Column("client_port", I32, "client port"),
     Column("server_ip", STR, "broker address"),
     Column("server_port", I32, "broker port"),
+    Column(
+        "encapsulation",
+        STR,
+        "the tunnels and tags the connection was carried in, outermost first, each a kind"
+        " and its id: `vlan:100`, `vxlan:4242`, `geneve:7`, `gre:5` (its key), `erspan:12`"
+        " (the mirror session), and without an id `gre`, `erspan` (type I), `mpls` (labels"
+        " change hop by hop and per direction) and `ipip` (IP in IP); e.g."
+        " `vxlan:4242/vlan:100`. Empty when bare. Part of the connection's identity: the"
+        " same endpoints in two encapsulations are two connections",
+    ),
     Column(
         "client_by",
         STR,
@@ -208,6 +302,28 @@ CONNECTIONS: list[Column] = [
         " guess (no handshake seen), so client and server were exchanged: `client_by`"
         " is then `content`",
     ),
+    # TLS: read from the handshake, with keys or without; null for a plaintext connection.
+    Column("tls_version", STR, "TLS version the server chose (`TLS 1.2`, `TLS 1.3`...)"),
+    Column("tls_cipher", STR, "cipher suite the server chose, by its IANA name"),
+    Column("tls_sni", STR, "server name the client asked for (SNI)"),
+    Column("tls_alpn", STR, "application protocols the client offered (ALPN), comma-separated"),
+    Column(
+        "tls_client_cert",
+        BOOL,
+        "the client sent a certificate (mutual TLS); null when unknown (TLS 1.3 carries it"
+        " encrypted: known only with the keys)",
+    ),
+    Column("tls_resumed", BOOL, "the handshake resumed an earlier session (id, ticket, PSK)"),
+    Column(
+        "tls_status",
+        STR,
+        "`decrypted`, or why not: `no_keys` (no secret for the session), `handshake_missing`"
+        " (the capture lacks the handshake), `wrong_keys` (no record authenticated with the"
+        " secret given), `unsupported` (a version or suite pwcap does not decrypt),"
+        " `handshake_failed` (the server refused the ClientHello or never answered)",
+    ),
+    Column("tls_decrypted", BOOL, "its records were decrypted and decoded as its byte stream"),
+    *_TCP_COLUMNS,
 ]
 
 # Every anomaly `kind` pwcap writes, by family, and what it means. The fuzz campaign
@@ -221,6 +337,12 @@ ANOMALY_KINDS: dict[str, dict[str, str]] = {
         "bad_block": "damaged pcapng blocks skipped one by one (too short for their fields, a"
         " packet longer than its block, an interface never declared)",
         "unsupported_link_type": "records of a link layer pwcap does not parse, skipped",
+        "truncated_header": "records the snaplen (or a mirror's truncation) cut before their"
+        " TCP header, skipped",
+        "incomplete_datagram": "fragmented IP datagrams never completed: fragments lost or cut,"
+        " overlapping (dropped, as receivers drop them), or held past the time and memory"
+        " bounds",
+        "too_deep": "records with more nested headers or tunnel ids than pwcap reads, skipped",
     },
     "stream": {
         "gap": "bytes the capture missed (or bytes given up on: more were held waiting for"
@@ -262,6 +384,19 @@ ANOMALY_KINDS: dict[str, dict[str, str]] = {
         "protocol_violation": "a peer broke the protocol (a MESSAGE beyond the permits...)",
         "unmatched_response": "a response whose request was never sent",
         "pairing_lost": "Kafka 0.7: a gap broke in-order request/response pairing",
+    },
+    "tls (`stream_offset` and `size` count the encrypted stream's bytes)": {
+        "tls_no_keys": "a TLS session with no secret in the key logs (or none given): its"
+        " version, SNI and suite are in the detail; one per connection",
+        "tls_handshake_missing": "TLS whose handshake the capture lacks (it began later, or"
+        " lost it): the session cannot be known, so it is not decrypted",
+        "tls_auth_failed": "a TLS record that did not authenticate (a wrong secret, or"
+        " damage): its direction resumes at the next record that authenticates",
+        "tls_bad_record": "a TLS record header or handshake message no peer sends",
+        "tls_truncated": "the stream ended inside a TLS record",
+        "tls_unsupported": "a TLS version or cipher suite pwcap does not decrypt",
+        "tls_handshake_failed": "a TLS handshake that never completed: the server refused"
+        " the ClientHello (the alert is in the detail) or never answered it",
     },
 }
 KINDS = frozenset(kind for family in ANOMALY_KINDS.values() for kind in family)
@@ -312,7 +447,7 @@ def positions(table: str, *columns: str) -> tuple[int, ...]:
 
 def markdown() -> str:
     """The reference of every table pwcap writes, as ``docs/schema.md`` holds it."""
-    from .analytics import ANALYTICS  # it builds on this module's columns
+    from .analytics import ANALYTICS, FINDING_KINDS  # built on these columns
 
     lines = [
         "# pwcap table columns",
@@ -329,6 +464,14 @@ def markdown() -> str:
         lines += [f"| {family} | `{kind}` | {meaning} |" for kind, meaning in kinds.items()]
     lines += ["", "# The analytics (`pwcap analyze`, `jobs/*.py`)"]
     lines += _tables_markdown(ANALYTICS)
+    lines += [
+        "",
+        "## finding kinds",
+        "",
+        "| kind | what it is, and when it is found |",
+        "|---|---|",
+    ]
+    lines += [f"| `{kind}` | {meaning} |" for kind, meaning in FINDING_KINDS.items()]
     return "\n".join(lines) + "\n"
 
 

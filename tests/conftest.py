@@ -54,12 +54,47 @@ def sample_captures() -> list[Path]:
 
 @pytest.fixture(scope="session")
 def sample_dataset(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """Every capture in ``sample_pcaps/`` decoded once into one dataset directory."""
+    """Every capture in ``sample_pcaps/`` decoded once into one dataset directory, the
+    TLS ones with their key logs."""
     out = tmp_path_factory.mktemp("sample_dataset") / "dataset"
+    from pwcap.decode.api import DecodeOptions
     from pwcap.decode.driver import decode_captures
 
-    decode_captures(sample_captures(), out)
+    decode_captures(sample_captures(), out, DecodeOptions(tls_keylogs=sample_keylog_paths()))
     return out
+
+
+def sample_keylog_paths() -> tuple[str, ...]:
+    """:func:`sample_keylogs` as ``DecodeOptions.tls_keylogs`` takes them."""
+    return tuple(str(path) for path in sample_keylogs())
+
+
+def sample_keylogs() -> list[Path]:
+    """The key logs of the TLS samples (not the wrong one of the wrong-key sample)."""
+    return sorted(p for p in SAMPLES.glob("*.keylog") if not p.name.endswith(".wrong.keylog"))
+
+
+@pytest.fixture(scope="session")
+def analyzed(spark, sample_dataset, tmp_path_factory) -> dict:
+    """``pwcap analyze`` run once on the sample dataset: every analytics table as a list
+    of row dicts, their Spark schemas, what it printed and where it wrote."""
+    import argparse
+    import contextlib
+    import io
+
+    from pwcap import cli_analyze
+    from pwcap.tables.analytics import ANALYTICS
+
+    out = tmp_path_factory.mktemp("analytics") / "out"
+    parser = argparse.ArgumentParser()
+    cli_analyze.add_arguments(parser)
+    printed = io.StringIO()
+    with contextlib.redirect_stdout(printed):
+        assert cli_analyze.run(parser.parse_args([str(sample_dataset), "-o", str(out)])) == 0
+    tables = {name: spark.read.parquet(str(out / name)) for name in ANALYTICS}
+    rows = {name: [r.asDict() for r in frame.collect()] for name, frame in tables.items()}
+    schemas = {n: f.schema for n, f in tables.items()}
+    return {"rows": rows, "schemas": schemas, "out": printed, "path": out}
 
 
 @pytest.fixture(scope="session")

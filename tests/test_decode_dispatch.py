@@ -123,17 +123,18 @@ def test_every_gap_is_an_anomaly_row_and_counted_on_the_connection():
 TLS_RECORD = bytes([0x16, 0x03, 0x01, 0x00, 0x10]) + bytes(16)  # a handshake record
 
 
-def test_tls_is_reported_and_never_decoded():
+def test_tls_without_its_handshake_is_reported_and_never_decoded():
     h = Harness()
     conn = h.open(6651)
     h.send(conn, Direction.C2B, TLS_RECORD + CONNECT)  # even bytes that would decode stay
     h.lose(conn, Direction.C2B, 100)
     row = h.close(conn)
-    assert h.rows.frames == []  # nothing was to be decoded, and that is said once
-    assert [(a["protocol"], a["kind"], a["size"]) for a in h.rows.anomalies] == [
-        ("tls", "not_decoded", len(TLS_RECORD + CONNECT))
+    assert h.rows.frames == []  # no ClientHello, no keys: nothing decoded, and said once
+    assert [(a["protocol"], a["kind"]) for a in h.rows.anomalies] == [
+        ("tls", "tls_handshake_missing")
     ]
     assert row["protocol"] == "tls" and row["bytes_c2b"] == len(TLS_RECORD + CONNECT)
+    assert row["tls_status"] == "handshake_missing" and row["tls_decrypted"] is False
     assert row["gaps"] == 1 and row["anomalies"] == 1
 
 

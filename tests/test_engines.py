@@ -23,7 +23,7 @@ import pytest
 from pwcap.cli_decode import EXIT_CUT_OFF
 from pwcap.engine import STALE_AFTER_SECONDS, is_stale, stale_build
 from pwcap.tables.schema import TABLES
-from tests.conftest import SAMPLES
+from tests.conftest import SAMPLES, sample_keylogs
 
 # Captures whose damage reaches the framing, payload and batch paths of both protocols.
 DAMAGED_FROM = (
@@ -32,6 +32,8 @@ DAMAGED_FROM = (
     "pulsar_shared_two_consumers.pcap",
     "kafka07_gzip.pcap",
     "kafka07_multi.pcap",
+    "tls13_key_update.pcap",  # TLS records that fail, resynchronisation
+    "tls12_cbc_mte_mutual.pcap",
 )
 FLIPS_PER_CAPTURE = 40
 PCAP_HEADER_BYTES = 24  # left whole: a capture whose file header breaks is no capture
@@ -74,6 +76,7 @@ def test_this_build_runs_compiled_and_can_run_interpreted():
 def test_both_engines_write_the_same_tables(tmp_path, payloads):
     inputs = [str(SAMPLES), str(damaged_copies(tmp_path / "damaged"))]
     extra = ["--payloads"] if payloads else []
+    extra += [f"--tls-keylog={keylog}" for keylog in sample_keylogs()]
     outputs, statuses = {}, set()
     for pure_python in (False, True):
         out = tmp_path / ("interpreted" if pure_python else "compiled")

@@ -41,7 +41,8 @@ def test_a_segment_whose_header_a_mutation_shrank_is_not_re_cut() -> None:
 def test_every_mutation_changes_some_sample(name: str) -> None:
     operation = dict(mutate.OPERATIONS)[name]
     changed = 0
-    for stem, data, layout in mutate.samples():
+    pool = [s for s in mutate.samples() if name != "tls_record" or s[0].startswith("tls")]
+    for stem, data, layout in pool:
         rng = random.Random(stem)
         if name in mutate.LAYOUT_OPERATIONS:
             copy = layout.copy()
@@ -49,7 +50,7 @@ def test_every_mutation_changes_some_sample(name: str) -> None:
             changed += copy.to_bytes() != data
         else:
             changed += operation(rng, data) != data
-    assert changed >= len(mutate.samples()) // 2
+    assert changed >= len(pool) // 2  # TLS records: of the TLS samples
 
 
 def test_the_sample_dataset_keeps_every_promise(sample_dataset: Path) -> None:

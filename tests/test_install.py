@@ -12,6 +12,7 @@ from pathlib import Path
 import pyarrow.dataset as ds
 import pytest
 
+from tests.conftest import sample_keylog_paths
 from tests.test_decode_jobs import assert_same_dataset
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -66,6 +67,7 @@ def test_executors_run_pwcap_from_the_packed_environment(venv, tmp_path, sample_
     env |= {"PYSPARK_PYTHON": "./environment/bin/python"}
     submit = [venv / "bin" / "spark-submit", "--master", "local-cluster[2,1,1024]"]
     job = [ROOT / "jobs" / "decode.py", ROOT / "sample_pcaps", "-o", out]
+    job += [f"--tls-keylog={keylog}" for keylog in sample_keylog_paths()]  # as the sample's
     done = subprocess.run(
         [str(part) for part in [*submit, "--archives", f"{packed}#environment", *job]],
         capture_output=True,

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pyarrow.compute as pc
 
-from pwcap.report import markup as m
-from pwcap.report import svg
-from pwcap.report.tables import (
+from . import markup as m
+from . import svg
+from .tables import (
     Source,
     count_by,
     sum_by,
@@ -142,5 +142,7 @@ def anomalies(decoded: Source) -> str:
             m.subsection(
                 f"First anomalies ({len(rows)} of {total:,})", [m.table(rows, ANOMALY_COLUMNS)]
             ),
-        ],
+        ]
+        if total
+        else [m.note("No anomalies: every byte of the capture decoded at face value.")],
     )

@@ -11,8 +11,8 @@ import math
 from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
 
-from pwcap.report.markup import esc
-from pwcap.report.timeaxis import BrokenAxis
+from .markup import esc
+from .timeaxis import BrokenAxis
 
 PALETTE = ("#2f6fbd", "#d9822b", "#3a9e5c", "#c23b4e", "#7d5ab5", "#2aa3a8", "#8c6d31", "#5b6475")
 WIDTH = 960

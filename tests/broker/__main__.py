@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import json
 from pathlib import Path
 
 from tests.broker.server import Broker, BrokerConfig
+from tests.broker.tls import TlsSettings
 
 
 def parse_args() -> BrokerConfig:
@@ -19,7 +21,32 @@ def parse_args() -> BrokerConfig:
     parser.add_argument("--ping-interval", type=float)
     parser.add_argument("--journal", type=Path)
     parser.add_argument("--advertised-host", help="host name for the service URL")
+    parser.add_argument("--tls-certificates", type=Path, help="speak TLS with these (a folder)")
+    parser.add_argument("--tls-keylog", type=Path, help="NSS key log of the TLS sessions")
+    parser.add_argument("--tls-version", choices=["1.2", "1.3"])
+    parser.add_argument("--tls-ciphers", help="TLS 1.2 cipher suites (OpenSSL cipher string)")
+    parser.add_argument("--tls-ciphersuites", help="TLS 1.3 cipher suites")
+    parser.add_argument("--tls-client-certificate", action="store_true", help="mutual TLS")
+    parser.add_argument("--tls-no-encrypt-then-mac", action="store_true")
+    parser.add_argument("--tls-no-tickets", action="store_true")
+    parser.add_argument("--tls-key-update-every", type=int, default=0, metavar="FRAMES")
+    parser.add_argument("--tls-sessions", type=Path, help="JSON lines: each TLS session")
+    parser.add_argument("--config", type=json.loads, default={}, help="more BrokerConfig, JSON")
     args = parser.parse_args()
+    tls = None
+    if args.tls_certificates is not None:
+        tls = TlsSettings(
+            args.tls_certificates,
+            args.tls_keylog,
+            args.tls_version,
+            args.tls_ciphers,
+            args.tls_ciphersuites,
+            args.tls_client_certificate,
+            not args.tls_no_encrypt_then_mac,
+            not args.tls_no_tickets,
+            args.tls_key_update_every,
+            args.tls_sessions,
+        )
     partitions = {t: int(n) for t, n in (item.rsplit("=", 1) for item in args.partitions)}
     return BrokerConfig(
         args.host,
@@ -30,6 +57,8 @@ def parse_args() -> BrokerConfig:
         args.ping_interval,
         args.journal,
         args.advertised_host,
+        tls,
+        **args.config,
     )
 
 

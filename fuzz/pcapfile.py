@@ -1,7 +1,9 @@
-"""Minimal classic-pcap reader/writer and pcapng writer for building derived captures.
+"""Minimal classic-pcap reader/writer and pcapng writer for building derived captures:
+the damaged entries of the robustness catalogue (:mod:`fuzz.catalogue`), the corpus
+generators' derived samples (``tests/corpus``) and the tests' own captures.
 
-Only what the corpus needs: whole files in memory (samples are small), microsecond
-timestamps, one interface.
+Only what those need: whole files in memory (samples are small), microsecond
+timestamps, one interface. It is no capture reader of pwcap's (``capture/`` is).
 """
 
 from __future__ import annotations
@@ -68,10 +70,17 @@ def _block(block_type: int, body: bytes) -> bytes:
     return struct.pack("<II", block_type, length) + padded + struct.pack("<I", length)
 
 
-def write_pcapng(path: Path, capture: Capture) -> None:
-    """Section header, one interface (default microsecond resolution), enhanced packets."""
+TLS_KEY_LOG = 0x544C534B  # a Decryption Secrets Block's type for NSS key log lines
+
+
+def write_pcapng(path: Path, capture: Capture, secrets: bytes | None = None) -> None:
+    """Section header, one interface (default microsecond resolution), then a Decryption
+    Secrets Block holding ``secrets`` (an NSS key log) if given, enhanced packets."""
     section = _block(0x0A0D0D0A, struct.pack("<IHHq", 0x1A2B3C4D, 1, 0, -1))
     interface = _block(0x00000001, struct.pack("<HHI", capture.linktype, 0, capture.snaplen))
+    if secrets is not None:
+        header = struct.pack("<II", TLS_KEY_LOG, len(secrets))
+        interface += _block(0x0000000A, header + secrets)
     packets = []
     for record in capture.records:
         header = struct.pack(
