@@ -15,4 +15,5 @@ cdef const EVP_MD *_SHA256
 cdef EVP_MD_CTX *_CONTEXT
 cdef const unsigned char *_HEX
 
-cpdef str sha256_hex(object payload)
+cpdef str sha256_hex(object payload, Py_ssize_t start=*, Py_ssize_t stop=*)
+cdef str _hex(const unsigned char *start, Py_ssize_t size)

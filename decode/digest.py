@@ -15,6 +15,7 @@ import hashlib
 import cython
 
 if cython.compiled:
+    from cython.cimports.cpython.bytes import PyBytes_AS_STRING
     from cython.cimports.cpython.unicode import PyUnicode_DecodeASCII
 
     _SHA256 = EVP_MD_fetch(cython.NULL, b"SHA256", cython.NULL)  # noqa: F821 (digest.pxd)
@@ -25,23 +26,38 @@ _hashlib_sha256 = hashlib.sha256
 
 
 @cython.ccall
-def sha256_hex(payload: object) -> str:
-    """The SHA-256 of ``payload``'s bytes (bytes, or a memoryview of them) in lowercase
-    hex, as ``hashlib.sha256(payload).hexdigest()``."""
+def sha256_hex(payload: object, start: cython.Py_ssize_t = 0, stop: cython.Py_ssize_t = -1) -> str:
+    """The SHA-256 of ``payload[start:stop]`` (bytes, or a memoryview of them; ``stop``
+    -1: to the end) in lowercase hex, as ``hashlib.sha256(...).hexdigest()``. A batch's
+    members are spans of its bytes: hashed where they are, with no view made of each."""
+    size: cython.Py_ssize_t = len(payload)
+    if stop == -1:
+        stop = size
+    if start < 0 or stop < start or stop > size:
+        raise ValueError(f"bytes {start}:{stop} are not within the {size} given")
     if not cython.compiled or _SHA256 == cython.NULL or _CONTEXT == cython.NULL:
-        return _hashlib_sha256(payload).hexdigest()
+        return _hashlib_sha256(memoryview(payload)[start:stop]).hexdigest()
+    if type(payload) is bytes:
+        return _hex(
+            cython.cast(cython.p_const_uchar, PyBytes_AS_STRING(payload)) + start, stop - start
+        )
     data: cython.const[cython.uchar][::1] = payload
+    return _hex(cython.address(data[start]) if stop > start else _HEX, stop - start)
+
+
+@cython.cfunc
+def _hex(start: cython.p_const_uchar, size: cython.Py_ssize_t) -> str:
+    """OpenSSL's SHA-256 of the ``size`` bytes at ``start``, in hex (compiled only)."""
     digest = cython.declare(cython.uchar[32])
     text = cython.declare(cython.char[64])
-    size: cython.uint = 0
+    length: cython.uint = 0
     i: cython.Py_ssize_t
-    start: cython.p_const_uchar = cython.address(data[0]) if data.shape[0] else _HEX
     done: cython.bint = (
         EVP_DigestInit_ex2(_CONTEXT, _SHA256, cython.NULL) == 1  # noqa: F821
-        and EVP_DigestUpdate(_CONTEXT, start, data.shape[0]) == 1  # noqa: F821
-        and EVP_DigestFinal_ex(_CONTEXT, digest, cython.address(size)) == 1  # noqa: F821
+        and EVP_DigestUpdate(_CONTEXT, start, size) == 1  # noqa: F821
+        and EVP_DigestFinal_ex(_CONTEXT, digest, cython.address(length)) == 1  # noqa: F821
     )
-    if not done or size != 32:
+    if not done or length != 32:
         raise RuntimeError("OpenSSL's SHA-256 failed")
     for i in range(32):
         text[2 * i] = _HEX[digest[i] >> 4]

@@ -32,3 +32,15 @@ def test_digest_of_a_view_into_a_larger_buffer(message, digest):
 def test_digest_takes_only_bytes():
     with pytest.raises(TypeError):
         sha256_hex("abc")
+
+
+@pytest.mark.parametrize(("message", "digest"), VECTORS)
+def test_digest_of_a_span_of_bytes(message, digest):
+    around = b"\xff" * 7 + message + b"\x00" * 9
+    assert sha256_hex(around, 7, 7 + len(message)) == digest
+
+
+@pytest.mark.parametrize(("start", "stop"), [(-1, 3), (4, 3), (0, 17)])
+def test_a_span_outside_the_bytes_is_refused(start, stop):
+    with pytest.raises(ValueError):
+        sha256_hex(b"\x00" * 16, start, stop)

@@ -244,7 +244,6 @@ class EntryDecoder:
             self._emit(payload)
             return
         data = payload if type(payload) is bytes else bytes(payload)  # the reader takes bytes
-        view = memoryview(data)
         emitted = False
         try:
             members = Members(data, count)
@@ -252,7 +251,7 @@ class EntryDecoder:
                 if acked is not None and members.index in acked:
                     continue  # acknowledged before: the client drops it
                 self._member(members.index, members.single)
-                self._emit(view[members.start : members.stop])
+                self._emit(data, members.start, members.stop)
                 emitted = True
         except BadBatch as exc:
             self._anomaly("bad_batch", self._frames, str(exc))
@@ -344,13 +343,18 @@ class EntryDecoder:
         if md.null_value:
             rows.set_int(M_NULL_VALUE, True)
 
-    def _emit(self, payload: bytes | memoryview) -> None:
-        """The payload's columns; the row is complete."""
+    @cython.locals(start=cython.Py_ssize_t, stop=cython.Py_ssize_t)
+    def _emit(self, payload: bytes | memoryview, start: int = 0, stop: int = -1) -> None:
+        """The columns of the payload ``payload[start:stop]`` (``stop`` -1: to the end: a
+        batch's members are spans of its bytes, no view made of each); the row is
+        complete."""
         rows: ColumnBuffer = self.messages
-        rows.set_int(M_PAYLOAD_SIZE, len(payload))
-        rows.set_text(M_PAYLOAD_SHA256, sha256_hex(payload))
+        if stop == -1:
+            stop = len(payload)
+        rows.set_int(M_PAYLOAD_SIZE, stop - start)
+        rows.set_text(M_PAYLOAD_SHA256, sha256_hex(payload, start, stop))
         if self._payloads:
-            rows.set(M_PAYLOAD, kept_payload(payload))
+            rows.set(M_PAYLOAD, kept_payload(memoryview(payload)[start:stop]))
         rows.end_row()
 
 
