@@ -49,6 +49,7 @@ COMPILED = [
     "decode/dispatch.py",
     "decode/driver.py",
     "decode/wire.py",
+    "decode/digest.py",
     "decode/framing.py",
     "decode/conversation.py",
     "decode/tls/keylog.py",
@@ -78,6 +79,9 @@ COMPILED = [
     "tables/columns.py",
     "tables/dataset.py",
 ]
+# The C libraries a compiled module links with, beyond Python's: OpenSSL's libcrypto (its
+# headers: Debian's libssl-dev), which hashlib runs on too.
+LIBRARIES = {"decode/digest.py": ["crypto"]}
 # Cython's defaults stay on (bounds checks, negative-index wrapping): the bytes are
 # untrusted. Annotations document; they do not restrict what a caller may pass.
 DIRECTIVES = {"language_level": 3, "annotation_typing": False}
@@ -125,7 +129,7 @@ def _extensions() -> list[Extension]:
     except ImportError:  # no Cython at build time: the interpreted path only
         return []
     extensions = [
-        Extension(_module_name(path), [path], optional=True)
+        Extension(_module_name(path), [path], libraries=LIBRARIES.get(path, []), optional=True)
         for path in COMPILED
         if Path(path).exists()
     ]

@@ -15,7 +15,7 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Callable
 from functools import partial
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import cython
 
@@ -26,7 +26,9 @@ from .api import ConnectionDecoder, DecodeOptions, Row, RowSink
 from .registry import SNIFF_TOTAL, UNKNOWN, Decision, Protocol, Registry, Sniffer
 from .tls import looks_like_client_hello
 from .tls.keys import Secrets
-from .tls.stream import TlsStream
+
+if TYPE_CHECKING:  # imported at the first TLS connection: its ciphers cost every start
+    from .tls.stream import TlsStream
 
 TLS = "tls"
 
@@ -411,6 +413,8 @@ class Dispatcher:
     def _start_tls(self, tracked: _Tracked) -> TlsStream:
         """TLS in front: reassembly's bytes go to the transform, its plaintext to the
         decoder the port names, else to content detection."""
+        from .tls.stream import TlsStream
+
         tls = TlsStream(
             self._secrets,
             _ignore,

@@ -60,19 +60,32 @@ class _VersionAction(argparse.Action):
         parser.exit()
 
 
+def _command(argv: list[str]) -> str | None:
+    """The sub-command ``argv`` names (its first word that is not an option), if any."""
+    first = next((arg for arg in argv if not arg.startswith("-")), None)
+    return first if first in SUBCOMMANDS else None
+
+
 def main(argv: list[str] | None = None) -> int:
     activate()  # before a sub-command imports the decoders
+    if argv is None:
+        argv = sys.argv[1:]
     parser = argparse.ArgumentParser(prog="pwcap", description=DESCRIPTION)
     parser.add_argument("--version", action=_VersionAction)
     subparsers = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    modules = {}
+    # Only the sub-command asked for is imported (a decode has no use for the analytics'
+    # modules); the others are listed by name and help for `pwcap --help`.
+    chosen = _command(argv)
+    module = None
     for name, (module_name, help_text) in SUBCOMMANDS.items():
         sub = subparsers.add_parser(name, help=help_text, description=help_text)
-        module = importlib.import_module(module_name)
-        module.add_arguments(sub)
-        modules[name] = module
+        if name == chosen:
+            module = importlib.import_module(module_name)
+            module.add_arguments(sub)
     args = parser.parse_args(argv)
-    return modules[args.command].run(args)
+    if module is None:  # argparse took a word for the command that _command did not
+        parser.error(f"give the command first: {' '.join(SUBCOMMANDS)}")
+    return module.run(args)
 
 
 def entry() -> int:

@@ -45,10 +45,11 @@ ROW_GROUP_BYTES = 32 << 20  # Arrow bytes per row group, at most (payloads can b
 BATCH_BYTES = 32 << 20  # string and binary bytes (payloads...) held before a conversion
 FILE_ROWS = 1 << 20  # rows per part file before the next one is started
 COMPRESSION = "zstd"
-# Written without a Parquet dictionary: a stream's byte offsets and a real capture's
-# capture times are nearly all distinct, so the dictionary only adds an index per value
-# and the hashing of each (the files are smaller and written quicker without it).
-UNDICTIONARIED = frozenset({"stream_offset", "ts", "ts_first", "request_ts"})
+# Written without a Parquet dictionary: a stream's byte offsets, a real capture's capture
+# times and the payloads' digests are nearly all distinct, so the dictionary only adds an
+# index per value and the hashing of each (the files are smaller and written quicker
+# without it).
+UNDICTIONARIED = frozenset({"stream_offset", "ts", "ts_first", "request_ts", "payload_sha256"})
 # Capture times, close to each other and nearly ordered, are written as deltas: their
 # columns come out smaller and are encoded quicker.
 DELTA_ENCODED = frozenset({"ts", "ts_first", "request_ts"})

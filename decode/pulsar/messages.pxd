@@ -35,4 +35,4 @@ cdef class EntryDecoder:
     cdef object _member(self, Py_ssize_t index, MemberMetadata single)
     cdef object _begin(self)
     cdef object _whole(self, EntryMetadata md)
-    cdef object _emit(self, object payload)
+    cdef object _emit(self, object payload, Py_ssize_t start=*, Py_ssize_t stop=*)

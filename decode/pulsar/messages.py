@@ -7,7 +7,6 @@ described, never decrypted: their digest is of the ciphertext.
 
 from __future__ import annotations
 
-import hashlib
 from collections.abc import Callable, Hashable
 
 import cython
@@ -16,18 +15,22 @@ from ...tables.schema import kept_payload, position
 from ..api import FRAME_OF_MESSAGE, DecodeOptions, RowSink
 from ..wire import LENGTH_DELIMITED, VARINT, field_number
 from ._pb.pulsar_api_pb2 import MessageMetadata, SingleMessageMetadata
-from .batch import BadBatch, split_batch
+from .batch import BadBatch
 from .chunks import ChunkAssembler
 from .commands import text
 from .compression import CODEC_NAMES, DecompressionError, decompress
 from .payload import PayloadError
 
 if cython.compiled:  # C declarations (payload.pxd, metadata.pxd, columns.pxd): C calls
+    from cython.cimports.pwcap.decode.digest import sha256_hex
+    from cython.cimports.pwcap.decode.pulsar.batch import Members
     from cython.cimports.pwcap.decode.pulsar.metadata import EntryMetadata, MemberMetadata
     from cython.cimports.pwcap.decode.pulsar.payload import parse_entry
     from cython.cimports.pwcap.tables.columns import ColumnBuffer
 else:
     from ...tables.columns import ColumnBuffer
+    from ..digest import sha256_hex
+    from .batch import Members
     from .metadata import EntryMetadata, MemberMetadata
     from .payload import parse_entry
 from ...tables.columns import pairs
@@ -36,7 +39,6 @@ AnomalyFn = Callable[[str, ColumnBuffer, str], None]  # kind, frame row being bu
 
 # What every entry uses, as C globals when compiled (a module global is a dict lookup at
 # each use); the integers exceed C's.
-_sha256 = cython.declare(object, hashlib.sha256)
 _CODEC_NAMES = cython.declare(dict, CODEC_NAMES)
 I63 = cython.declare(object, (1 << 63) - 1)
 U64 = cython.declare(object, 1 << 64)
@@ -225,7 +227,7 @@ class EntryDecoder:
             self._whole(md)
             self._emit(payload)
 
-    @cython.locals(md=EntryMetadata)
+    @cython.locals(md=EntryMetadata, data=bytes, members=Members)
     def _contents(
         self, md: EntryMetadata, payload: memoryview, count: int, acked: frozenset | None
     ) -> None:
@@ -241,13 +243,15 @@ class EntryDecoder:
             self._whole(md)
             self._emit(payload)
             return
+        data = payload if type(payload) is bytes else bytes(payload)  # the reader takes bytes
         emitted = False
         try:
-            for index, (single, data) in enumerate(split_batch(payload, count)):
-                if acked is not None and index in acked:
+            members = Members(data, count)
+            while members.next():
+                if acked is not None and members.index in acked:
                     continue  # acknowledged before: the client drops it
-                self._member(index, single)
-                self._emit(data)
+                self._member(members.index, members.single)
+                self._emit(data, members.start, members.stop)
                 emitted = True
         except BadBatch as exc:
             self._anomaly("bad_batch", self._frames, str(exc))
@@ -298,7 +302,7 @@ class EntryDecoder:
             except DecompressionError as exc:
                 self._anomaly("decompression_failed", frames, f"chunked message: {exc}")
             else:
-                rows.set_text(M_CHUNKED_SHA256, _sha256(data).hexdigest())
+                rows.set_text(M_CHUNKED_SHA256, sha256_hex(data))
         self._emit(payload)
 
     def _begin(self) -> None:
@@ -339,13 +343,18 @@ class EntryDecoder:
         if md.null_value:
             rows.set_int(M_NULL_VALUE, True)
 
-    def _emit(self, payload: bytes | memoryview) -> None:
-        """The payload's columns; the row is complete."""
+    @cython.locals(start=cython.Py_ssize_t, stop=cython.Py_ssize_t)
+    def _emit(self, payload: bytes | memoryview, start: int = 0, stop: int = -1) -> None:
+        """The columns of the payload ``payload[start:stop]`` (``stop`` -1: to the end: a
+        batch's members are spans of its bytes, no view made of each); the row is
+        complete."""
         rows: ColumnBuffer = self.messages
-        rows.set_int(M_PAYLOAD_SIZE, len(payload))
-        rows.set_text(M_PAYLOAD_SHA256, _sha256(payload).hexdigest())
+        if stop == -1:
+            stop = len(payload)
+        rows.set_int(M_PAYLOAD_SIZE, stop - start)
+        rows.set_text(M_PAYLOAD_SHA256, sha256_hex(payload, start, stop))
         if self._payloads:
-            rows.set(M_PAYLOAD, kept_payload(payload))
+            rows.set(M_PAYLOAD, kept_payload(memoryview(payload)[start:stop]))
         rows.end_row()
 
 

@@ -66,7 +66,7 @@ def parse_entry(buf: bytes, start: cython.Py_ssize_t, end: cython.Py_ssize_t) ->
     broker_timestamp = broker_index = None
     checksum_ok = None
     if magic == BROKER_ENTRY:
-        size = _u32(buf, pos + MAGIC_SIZE)
+        size = u32(buf, pos + MAGIC_SIZE)
         pos += MAGIC_SIZE + U32_SIZE
         if size > end - pos:
             raise PayloadError(
@@ -85,13 +85,13 @@ def parse_entry(buf: bytes, start: cython.Py_ssize_t, end: cython.Py_ssize_t) ->
             broker_index = broker.index
         magic = _magic(buf, pos, end)
     if magic == CHECKSUM:
-        checksum_ok = _crc32c(_part(buf, view, pos + MAGIC_SIZE + U32_SIZE, end)) == _u32(
+        checksum_ok = _crc32c(_part(buf, view, pos + MAGIC_SIZE + U32_SIZE, end)) == u32(
             buf, pos + MAGIC_SIZE
         )
         pos += MAGIC_SIZE + U32_SIZE
     if end - pos < U32_SIZE:
         raise PayloadError("bad_payload", "payload frame too short for its metadata size")
-    size = _u32(buf, pos)
+    size = u32(buf, pos)
     pos += U32_SIZE
     if size > end - pos:
         raise PayloadError("bad_payload", f"message metadata of {size} bytes overruns the frame")
@@ -125,7 +125,7 @@ def _magic(buf: bytes, pos: cython.Py_ssize_t, end: cython.Py_ssize_t) -> cython
 
 
 @cython.cfunc
-def _u32(buf: bytes, pos: cython.Py_ssize_t) -> cython.Py_ssize_t:
+def u32(buf: bytes, pos: cython.Py_ssize_t) -> cython.Py_ssize_t:
     """The big-endian unsigned 32-bit integer at ``buf[pos]`` (the caller checked that
     its 4 bytes are within the frame; indexing checks them against the buffer too)."""
     return (
