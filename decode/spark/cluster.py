@@ -14,6 +14,7 @@ from pyarrow import fs as pafs
 from pyspark.sql import SparkSession
 
 from ...tables.dataset import DatasetError
+from .listing import unreachable
 from .writing import pyarrow_uri, refuse_existing
 
 SYMLINK_HOPS = 40  # links followed inside an archive before giving up (a loop)
@@ -31,7 +32,7 @@ def check_uri_output(output: str, overwrite: bool) -> None:
         is_folder = info.type == pafs.FileType.Directory
         held = filesystem.get_file_info(pafs.FileSelector(path)) if is_folder else []
     except (OSError, ValueError) as error:
-        raise DatasetError(f"{output}: cannot reach it ({error})") from None
+        raise DatasetError(f"{output}: cannot reach it ({unreachable(error)})") from None
     refuse_existing(
         output, overwrite, is_folder, lambda: {PurePosixPath(e.path).name for e in held}
     )
