@@ -202,6 +202,6 @@ def test_a_packed_interpreter_the_workers_lack_is_named(cluster: Cluster, tmp_pa
         "decode: error: the executors cannot run ./environment/bin/python: in"
         f" {packed} it links to /opt/elsewhere/bin/python3.11, which the worker nodes lack"
         " (they need Python at the same path, or pack the environment on a matching image:"
-        " see the README)"
+        " see docs/cluster.md)"
     ]
     assert "\tat org.apache" not in stdout + stderr and "Traceback" not in stdout + stderr

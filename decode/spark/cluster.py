@@ -60,7 +60,7 @@ def unshared_output(spark: SparkSession, output: str) -> str | None:
 
 def interpreter_problem(spark: SparkSession, log_level: str = "WARN") -> str | None:
     """Start a Python worker on the executors (a task each) and say, in one line, why
-    they cannot, or None. A packed environment (README: decoding on a cluster) whose
+    they cannot, or None. A packed environment (docs/cluster.md) whose
     ``bin/python`` links to an interpreter path the worker nodes lack fails every task
     with Spark's "Cannot run program" and a long trace: the link's target is named.
     Spark's logging is off meanwhile, then at ``log_level``."""
@@ -99,7 +99,7 @@ def _missing_interpreter(archives: str, error: str) -> str:
             return (
                 f"{said}: in {archive} it links to {target}, which the worker nodes lack"
                 " (they need Python at the same path, or pack the environment on a"
-                " matching image: see the README)"
+                " matching image: see docs/cluster.md)"
             )
     return f"{said} ({error.splitlines()[0]})"
 
