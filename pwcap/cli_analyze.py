@@ -200,11 +200,9 @@ def top_findings(table: Any) -> str:
     lines = [f"Findings ({shown}; all in the findings table):"]
     for row in rows:
         cause = f" ({row.cause})" if row.cause else ""
-        lines.append(
-            printable(
-                f"  {row.rank}. [{row.severity}] {row.kind}{cause}: {row.explanation}", TEXT_LIMIT
-            )
-        )
+        # A sentence with names from the wire in it, each up to 10,000 characters: cut.
+        line = f"{row.rank}. [{row.severity}] {row.kind}{cause}: {row.explanation}"
+        lines.append(f"  {printable(line, TEXT_LIMIT)}")
     return "\n".join(lines)
 
 

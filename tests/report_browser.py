@@ -38,6 +38,29 @@ CHART_MARKS = """() => [...document.querySelectorAll('svg')].map(svg => ({
 CUT_TABLES = """() => [...document.querySelectorAll('.scroll')]
     .filter(box => box.scrollWidth > box.clientWidth)
     .map(box => box.closest('section').id)"""
+# Each section's text as drawn, by its id.
+SECTIONS = """() => Object.fromEntries(
+    [...document.querySelectorAll('section')].map(section => [section.id, section.innerText]))"""
+# The answer cards as drawn: title, the value in large type, the lines under it.
+CARDS = """() => [...document.querySelectorAll('a.answer')].map(card => ({
+    title: card.querySelector('span').innerText,
+    value: card.querySelector('b').innerText,
+    lines: [...card.querySelectorAll('li')].map(line => line.innerText),
+}))"""
+# Every table as drawn, by its section: its headings and the text of each cell.
+TABLES = """() => [...document.querySelectorAll('section table')].map(table => ({
+    section: table.closest('section').id,
+    head: [...table.querySelectorAll('thead th')].map(cell => cell.innerText),
+    rows: [...table.querySelectorAll('tbody tr')]
+        .map(row => [...row.querySelectorAll('td')].map(cell => cell.innerText)),
+}))"""
+# Headings with nothing drawn under them: a section's with nothing after it, a
+# subsection's with nothing before the next heading.
+BARE_HEADINGS = """() => [...document.querySelectorAll('h2, h3')].filter(heading => {
+    const next = heading.nextElementSibling;
+    if (!next || next.getBoundingClientRect().height === 0) return true;
+    return heading.tagName === 'H3' && /^H[23]$/.test(next.tagName);
+}).map(heading => heading.innerText)"""
 
 
 @dataclass
@@ -47,6 +70,21 @@ class Visit:
     charts: list[dict] = field(default_factory=list)
     width: int = 0  # of the page's content: wider than the window means a side scroll
     cut_tables: list[str] = field(default_factory=list)  # sections of tables wider than it
+    sections: dict[str, str] = field(default_factory=dict)  # id: text
+    cards: list[dict] = field(default_factory=list)  # title, value, lines
+    tables: list[dict] = field(default_factory=list)  # section, head, rows
+    bare_headings: list[str] = field(default_factory=list)
+
+    def card(self, title: str) -> dict:
+        """The one card whose title starts with ``title``."""
+        (card,) = [c for c in self.cards if c["title"].startswith(title)]
+        return card
+
+    def table(self, section: str, heading: str) -> list[dict[str, str]]:
+        """The rows of the one table of ``section`` with a column ``heading``, each as
+        its cells by heading."""
+        (table,) = [t for t in self.tables if t["section"] == section and heading in t["head"]]
+        return [dict(zip(table["head"], row, strict=True)) for row in table["rows"]]
 
 
 def visit(page_path: Path, screenshots: Path | None = None) -> Visit:
@@ -74,6 +112,10 @@ def visit(page_path: Path, screenshots: Path | None = None) -> Visit:
             seen.charts = page.evaluate(CHART_MARKS)
             seen.width = page.evaluate("document.documentElement.scrollWidth")
             seen.cut_tables = page.evaluate(CUT_TABLES)
+            seen.sections = page.evaluate(SECTIONS)
+            seen.cards = page.evaluate(CARDS)
+            seen.tables = page.evaluate(TABLES)
+            seen.bare_headings = page.evaluate(BARE_HEADINGS)
             if screenshots is not None:
                 screenshots.mkdir(parents=True, exist_ok=True)
                 page.screenshot(path=str(screenshots / "report.png"))

@@ -382,18 +382,25 @@ def test_the_script_runs_on_its_own_local_spark_and_reads_a_series(tmp_path):
     assert_same_dataset(tmp_path / "expected", tmp_path / "out")
 
 
+UNREACHABLE = "hdfs://127.0.0.1:9/data"  # HDFS, where this machine has no Hadoop client
+HDFS_NEEDS = "set JAVA_HOME to a JDK, HADOOP_HOME to a Hadoop installation"
+
+
 @pytest.mark.parametrize(
-    ("output", "says"),
+    ("inputs", "output", "says"),
     [
-        ("file://{existing}", "already exists (use --overwrite to replace it)"),
-        ("hdfs://127.0.0.1:9/out", "hdfs://127.0.0.1:9/out: cannot reach it"),
+        ("{capture}", "file://{existing}", "already exists (use --overwrite to replace it)"),
+        ("{capture}", UNREACHABLE, f"{UNREACHABLE}: cannot reach it (Unable to load libjvm"),
+        (UNREACHABLE, "{new}", f"{UNREACHABLE}: cannot reach it (Unable to load libjvm"),
     ],
 )
-def test_an_output_uri_is_checked_before_spark_starts(tmp_path, output, says):
-    """Before Java is even looked for: without one, the output is still what is named."""
+def test_a_uri_input_or_output_is_checked_before_spark_starts(tmp_path, inputs, output, says):
+    """Before Java is even looked for: without one, the URI is still what is named, in
+    one short line (pyarrow's own message lists the 90 places it looked for a JVM)."""
     (tmp_path / "existing").mkdir()
-    output = output.format(existing=tmp_path / "existing")
-    job = [str(ROOT / "jobs" / "decode.py"), str(SAMPLES / "pulsar_plain.pcap"), "-o", output]
+    named = {"capture": SAMPLES / "pulsar_plain.pcap", "existing": tmp_path / "existing"}
+    named["new"] = tmp_path / "new"
+    job = [str(ROOT / "jobs" / "decode.py"), inputs.format(**named), "-o", output.format(**named)]
     done = subprocess.run(
         [sys.executable, *job],
         capture_output=True,
@@ -403,4 +410,6 @@ def test_an_output_uri_is_checked_before_spark_starts(tmp_path, output, says):
     )
     assert done.returncode == 1
     assert done.stderr.startswith("decode: error: ") and says in done.stderr
-    assert done.stderr.count("\n") == 1, done.stderr
+    assert done.stderr.count("\n") == 1 and len(done.stderr) < 400, done.stderr
+    assert HDFS_NEEDS in done.stderr or UNREACHABLE not in done.stderr
+    assert not (tmp_path / "new").exists()

@@ -24,6 +24,7 @@ from pathlib import Path
 import pyspark
 import pytest
 
+from tests.conftest import sample_keylog_paths
 from tests.test_decode_jobs import assert_same_dataset
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -141,7 +142,8 @@ def test_a_worker_killed_mid_run_loses_nothing(cluster: Cluster, sample_dataset:
     doomed = cluster.add_worker()
     cluster.add_worker()
     out = cluster.folder / "data" / "out"
-    job = cluster.submit(str(SAMPLES), "-o", str(out), "--shared-output")
+    keylogs = [f"--tls-keylog={keylog}" for keylog in sample_keylog_paths()]
+    job = cluster.submit(str(SAMPLES), "-o", str(out), "--shared-output", *keylogs)
     deadline = time.monotonic() + STARTED_WITHIN_S
     while not part_files(out) and job.poll() is None and time.monotonic() < deadline:
         time.sleep(0.05)
@@ -200,6 +202,6 @@ def test_a_packed_interpreter_the_workers_lack_is_named(cluster: Cluster, tmp_pa
         "decode: error: the executors cannot run ./environment/bin/python: in"
         f" {packed} it links to /opt/elsewhere/bin/python3.11, which the worker nodes lack"
         " (they need Python at the same path, or pack the environment on a matching image:"
-        " see the README)"
+        " see docs/cluster.md)"
     ]
     assert "\tat org.apache" not in stdout + stderr and "Traceback" not in stdout + stderr

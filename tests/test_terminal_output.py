@@ -122,6 +122,9 @@ def test_analyze_names_the_starved_and_redelivered_subscription_escaped(
     text = "\n".join(lines)
     assert f"({SUBSCRIPTION}): " in text  # the starved consumer
     assert f"  {TOPIC} / {SUBSCRIPTION}: " in text  # the redelivered subscription
+    # The findings last: the redelivery's sentence names the topic and subscription.
+    (finding,) = [line for line in lines if line.startswith("  1. [high] redelivery")]
+    assert f" of {TOPIC} / {OPENS}nnn" in finding and finding.endswith("…")
     report = tmp_path / "report.html"
     lines, errors = run(
         capsysbinary, "report", str(dataset), "--analytics", str(tmp_path / "analytics"),

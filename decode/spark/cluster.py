@@ -14,6 +14,7 @@ from pyarrow import fs as pafs
 from pyspark.sql import SparkSession
 
 from ...tables.dataset import DatasetError
+from .listing import unreachable
 from .writing import pyarrow_uri, refuse_existing
 
 SYMLINK_HOPS = 40  # links followed inside an archive before giving up (a loop)
@@ -31,7 +32,7 @@ def check_uri_output(output: str, overwrite: bool) -> None:
         is_folder = info.type == pafs.FileType.Directory
         held = filesystem.get_file_info(pafs.FileSelector(path)) if is_folder else []
     except (OSError, ValueError) as error:
-        raise DatasetError(f"{output}: cannot reach it ({error})") from None
+        raise DatasetError(f"{output}: cannot reach it ({unreachable(error)})") from None
     refuse_existing(
         output, overwrite, is_folder, lambda: {PurePosixPath(e.path).name for e in held}
     )
@@ -59,7 +60,7 @@ def unshared_output(spark: SparkSession, output: str) -> str | None:
 
 def interpreter_problem(spark: SparkSession, log_level: str = "WARN") -> str | None:
     """Start a Python worker on the executors (a task each) and say, in one line, why
-    they cannot, or None. A packed environment (README: decoding on a cluster) whose
+    they cannot, or None. A packed environment (docs/cluster.md) whose
     ``bin/python`` links to an interpreter path the worker nodes lack fails every task
     with Spark's "Cannot run program" and a long trace: the link's target is named.
     Spark's logging is off meanwhile, then at ``log_level``."""
@@ -98,7 +99,7 @@ def _missing_interpreter(archives: str, error: str) -> str:
             return (
                 f"{said}: in {archive} it links to {target}, which the worker nodes lack"
                 " (they need Python at the same path, or pack the environment on a"
-                " matching image: see the README)"
+                " matching image: see docs/cluster.md)"
             )
     return f"{said} ({error.splitlines()[0]})"
 

@@ -18,6 +18,11 @@ from ..series import head_timestamp, in_time_order, rotated_groups, series_name
 
 SNIFF_BYTES = 4096
 SCHEMES = {"s3a": "s3", "s3n": "s3"}  # Hadoop's names for what pyarrow calls s3
+# What pyarrow's HDFS client loads (libhdfs, then the JVM through it) and where from.
+HDFS_NEEDS = (
+    "pyarrow reaches HDFS through libhdfs and a JVM: set JAVA_HOME to a JDK, HADOOP_HOME"
+    " to a Hadoop installation and CLASSPATH to `hadoop classpath --glob`"
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -86,7 +91,7 @@ def _list_remote(argument: str) -> tuple[list[_Found], list[str]]:
         filesystem, path = pafs.FileSystem.from_uri(uri)
         info = filesystem.get_file_info(path)
     except (OSError, ValueError) as error:
-        raise InputError(f"{argument}: {error}") from None
+        raise InputError(f"{argument}: cannot reach it ({unreachable(error)})") from None
     if info.type == pafs.FileType.NotFound:
         raise InputError(f"{argument}: no such file or folder")
 
@@ -113,6 +118,16 @@ def _list_remote(argument: str) -> tuple[list[_Found], list[str]]:
     if not captures:
         raise InputError(f"{argument}: no capture files there")
     return captures, skipped
+
+
+def unreachable(error: Exception) -> str:
+    """Why pyarrow could not reach a filesystem, in a line: the first of its message (a
+    JVM it cannot load lists every folder it looked in, 90 lines), and what HDFS needs
+    when its libraries are missing."""
+    said = (str(error).strip() or type(error).__name__).splitlines()[0]
+    if "libjvm" in said or "libhdfs" in said:
+        return f"{said}: {HDFS_NEEDS}"
+    return said
 
 
 def _where(uri: str, path: str) -> PurePosixPath:
