@@ -163,6 +163,7 @@ setup(
         "pwcap.capture.layers": ["*.pxd"],
         "pwcap.decode": ["*.pxd"],
         "pwcap.decode.pulsar": ["*.pxd"],
+        "pwcap.decode.tls": ["*.pxd"],
         "pwcap.tables": ["*.pxd"],
     },
     ext_modules=_extensions() if BUILD_EXTENSIONS else [],

@@ -14,7 +14,7 @@ from pwcap.cli_paths import PathError, check_dataset, check_new_output, check_wr
 from pwcap.jobs.args import add_arguments as _add_job_arguments
 from pwcap.jobs.launch import driver_memory, java_problem
 from pwcap.tables.analytics import ANALYTICS
-from pwcap.terminal import printable
+from pwcap.terminal import TEXT_LIMIT, printable
 
 TOP = 5
 TOP_FINDINGS = 10  # the findings printed last
@@ -201,7 +201,9 @@ def top_findings(table: Any) -> str:
     for row in rows:
         cause = f" ({row.cause})" if row.cause else ""
         lines.append(
-            printable(f"  {row.rank}. [{row.severity}] {row.kind}{cause}: {row.explanation}", None)
+            printable(
+                f"  {row.rank}. [{row.severity}] {row.kind}{cause}: {row.explanation}", TEXT_LIMIT
+            )
         )
     return "\n".join(lines)
 

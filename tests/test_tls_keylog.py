@@ -3,7 +3,9 @@ lines of other labels, comments and blank lines skipped; malformed lines counted
 
 from __future__ import annotations
 
+import importlib.util
 import random
+import re
 
 import pytest
 
@@ -91,3 +93,58 @@ def test_embedded_secrets_add_to_one_in_memory_key_log():
 def test_an_unreadable_key_log_is_an_error_naming_it(tmp_path):
     with pytest.raises(KeyLogError, match=r"missing\.log"):
         KeyLog.from_files([str(tmp_path / "missing.log")])
+
+
+# The NSS key log line, as a regular expression: the grammar the loader's byte scan keeps.
+NSS_LINE = re.compile(r"([A-Z0-9_]+) ([0-9a-fA-F]+) ([0-9a-fA-F]+)[ \t]*\r?")
+
+
+def expected_malformed(line: str) -> bool:
+    """Whether the loader must count ``line`` as malformed, by the regular expression."""
+    found = NSS_LINE.fullmatch(line) if len(line) <= module.MAX_LINE else None
+    if found is None:
+        stripped = line.strip(" \t\n\r\x0b\x0c")
+        return len(line) > module.MAX_LINE or bool(stripped and stripped[0] != "#")
+    label, random_hex, secret = found.groups()
+    return len(secret) % 2 == 1 or (label in module.LABELS and len(random_hex) != 64)
+
+
+def damaged_lines(count: int, seed: int) -> list[str]:
+    """Key log lines, most of them damaged in one place: a character changed, dropped or
+    doubled, among those the grammar turns on."""
+    rng = random.Random(seed)
+    alphabet = " \t\r#_09afAFgGzZ\x0b"
+    found = []
+    for line in [*lines(sessions(count, seed)), "", " # note", "\t", "x" * 600]:
+        if rng.random() < 0.8 and line:
+            at = rng.randrange(len(line))
+            change = rng.choice(["set", "drop", "double"])
+            if change == "set":
+                line = line[:at] + rng.choice(alphabet) + line[at + 1 :]
+            elif change == "drop":
+                line = line[:at] + line[at + 1 :]
+            else:
+                line = line[:at] + line[at] + line[at:]
+        found.append(line)
+    return found
+
+
+def interpreted_module():
+    """keylog.py loaded from its source, whatever engine the tests run."""
+    spec = importlib.util.spec_from_file_location(
+        "keylog_source", module.__file__.split(".")[0] + ".py"
+    )
+    loaded = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(loaded)
+    return loaded
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_damaged_lines_are_judged_as_the_nss_grammar_says_by_both_engines(tmp_path, seed):
+    damaged = damaged_lines(300, seed)
+    path = tmp_path / "keys.log"
+    path.write_bytes("\n".join(damaged).encode())
+    for engine in (module, interpreted_module()):
+        keylog = engine.KeyLog.from_files([str(path)])
+        assert keylog.lines == len(damaged)
+        assert keylog.malformed == sum(map(expected_malformed, damaged)), engine.__file__

@@ -16,12 +16,15 @@ are held in memory only while a connection uses them.
 from __future__ import annotations
 
 import os
-import re
 from array import array
 from bisect import bisect_left
 
+import cython
+import pyarrow as pa
+
 CHUNK = 1 << 20  # bytes of a key log file read at a time
 MAX_LINE = 512  # longer lines are malformed (a SHA-384 secret is 96 hex digits)
+_MAX_LINE = cython.declare(cython.Py_ssize_t, MAX_LINE)  # the same, a C constant compiled
 # The labels a decoder uses; lines of any other well-formed label are skipped.
 LABELS = frozenset(
     {
@@ -34,10 +37,9 @@ LABELS = frozenset(
     }
 )
 _BYTE_LABELS = frozenset(label.encode() for label in LABELS)
-_LINE = re.compile(rb"([A-Z0-9_]+) ([0-9a-fA-F]+) ([0-9a-fA-F]+)[ \t]*\r?")
-_PREFIX_BITS = 24
-_OFFSET_BITS = 40  # a key log of up to 1 TB
-_OFFSET_MASK = (1 << _OFFSET_BITS) - 1
+_PREFIX_BITS = cython.declare(cython.int, 24)
+_OFFSET_BITS = cython.declare(cython.int, 40)  # a key log of up to 1 TB
+_OFFSET_MASK = 0xFF_FFFF_FFFF  # the low _OFFSET_BITS bits
 
 
 class KeyLogError(OSError):
@@ -45,15 +47,24 @@ class KeyLogError(OSError):
 
 
 class _Source:
-    """One key log (a file, or bytes a capture embeds) and the sorted index of its lines."""
+    """One key log (a file, or bytes a capture embeds) and the sorted index of its lines.
 
-    __slots__ = ("_data", "_dirty", "index", "path")
+    A file is opened once, at its first lookup, and read with ``pread`` (no shared file
+    position: workers forked with it read it as well): a capture of thousands of TLS
+    connections looks it up thousands of times."""
+
+    __slots__ = ("_data", "_dirty", "_fd", "index", "path")
 
     def __init__(self, path: str | None, data: bytearray | None) -> None:
         self.path = path
         self._data = data
         self.index = array("Q")
         self._dirty = False
+        self._fd: int | None = None
+
+    def __del__(self) -> None:
+        if self._fd is not None:
+            os.close(self._fd)
 
     def add(self, entries: array) -> None:
         self.index.extend(entries)
@@ -61,7 +72,7 @@ class _Source:
 
     def sorted_index(self) -> array:
         if self._dirty:
-            self.index = array("Q", sorted(self.index))
+            self.index = _sorted(self.index)
             self._dirty = False
         return self.index
 
@@ -70,16 +81,18 @@ class _Source:
         if data is not None:
             ends = [data.find(b"\n", at) for at in offsets]
             return [
-                data[at : end if end >= 0 else len(data)]
+                bytes(data[at : end if end >= 0 else len(data)])
                 for at, end in zip(offsets, ends, strict=True)
             ]
         lines = []
         assert self.path is not None
         try:
-            with open(self.path, "rb") as handle:
-                for at in offsets:
-                    handle.seek(at)
-                    lines.append(handle.readline(MAX_LINE + 2))
+            if self._fd is None:
+                self._fd = os.open(self.path, os.O_RDONLY)
+            for at in offsets:
+                line = os.pread(self._fd, MAX_LINE + 2, at)
+                end = line.find(b"\n")
+                lines.append(line if end < 0 else line[:end])
         except OSError as error:
             raise KeyLogError(f"{self.path}: {error.strerror or error}") from None
         return lines
@@ -90,6 +103,7 @@ class _Source:
     def __setstate__(self, state: tuple) -> None:
         self.path, self._data, self.index = state
         self._dirty = False
+        self._fd = None
 
 
 class KeyLog:
@@ -153,40 +167,60 @@ class KeyLog:
         held += data
         self._scan(self._embedded, bytes(data), len(data), base)
 
+    @cython.locals(
+        data=bytes,
+        end=cython.Py_ssize_t,
+        pos=cython.Py_ssize_t,
+        stop=cython.Py_ssize_t,
+        fields=cython.longlong,
+        lines=cython.Py_ssize_t,
+        malformed=cython.Py_ssize_t,
+        count=cython.Py_ssize_t,
+        label_end=cython.Py_ssize_t,
+        random_end=cython.Py_ssize_t,
+        secret_end=cython.Py_ssize_t,
+        base=cython.longlong,
+        prefix=cython.ulonglong,
+        slots=cython.ulonglong[:],
+    )
     def _scan(self, source: _Source, data: bytes, end: int, base: int) -> None:
-        """Index the lines of ``data[:end]``, which starts at ``base`` in its source."""
-        entries = array("Q")
-        pos = base
+        """Index the lines of ``data[:end]``, which starts at ``base`` in its source.
+
+        Compiled, a C loop over the bytes that writes the index entries in place: no
+        Python object per line but the label's (a regular expression per line took
+        longer than the whole load may)."""
+        entries = array("Q", bytes(8 * (data.count(b"\n", 0, end) + 1)))  # one a line at most
+        slots = entries
         known = _BYTE_LABELS
-        match = _LINE.fullmatch
-        prefix = _PREFIX_BITS // 4  # hex digits
-        lines = data[:end].split(b"\n") if end < len(data) else data.split(b"\n")
-        if lines and not lines[-1]:
-            lines.pop()  # the newline that ends the last line starts no other
-        malformed = 0
-        for line in lines:
-            at = pos
-            pos += len(line) + 1
-            if len(line) > MAX_LINE:
-                malformed += 1
-                continue
-            found = match(line)
-            if found is None:
-                stripped = line.strip()
-                if stripped and stripped[0] != 35:  # not blank, not a '#' comment
+        lines = malformed = count = 0
+        pos = 0
+        while pos < end:
+            lines += 1
+            fields = _fields(data, pos, end)
+            if fields < 0:  # not a key log line: where it ends, and whether it is blank
+                stop = data.find(b"\n", pos, end)
+                if stop < 0:
+                    stop = end
+                if stop - pos > MAX_LINE or not _blank_or_comment(data, pos, stop):
                     malformed += 1
+                pos = stop + 1
                 continue
-            label, random, secret = found.groups()
-            if len(secret) % 2:
+            label_end = fields & 0x3FF
+            random_end = fields >> 10 & 0x3FF
+            secret_end = fields >> 20 & 0x3FF
+            if (secret_end - random_end - 1) % 2:
                 malformed += 1
-            elif label in known:
-                if len(random) != 64:
+            elif data[pos : pos + label_end] in known:
+                if random_end - label_end - 1 != 64:
                     malformed += 1
                 else:
-                    entries.append(int(random[:prefix], 16) << _OFFSET_BITS | at)
-        self.lines += len(lines)
+                    prefix = _hex_prefix(data, pos + label_end + 1)
+                    slots[count] = prefix << _OFFSET_BITS | (base + pos)
+                    count += 1
+            pos += (fields >> 30) + 1
+        self.lines += lines
         self.malformed += malformed
-        source.add(entries)
+        source.add(entries[:count])
 
     def secrets(self, client_random: bytes) -> dict[str, bytes]:
         """Every secret logged for the session of ``client_random``, by label (the last
@@ -202,13 +236,114 @@ class KeyLog:
                 offsets.append(index[at] & _OFFSET_MASK)
                 at += 1
             for line in source.lines_at(offsets):
-                parsed = _LINE.fullmatch(line.rstrip(b"\n"))
-                if parsed is None:
+                fields = _fields(line, 0, len(line))
+                if fields < 0:
                     continue
-                label, random, secret = parsed.groups()
-                if random.lower() == wanted:
-                    found[label.decode()] = bytes.fromhex(secret.decode())
+                label_end, random_end = fields & 0x3FF, fields >> 10 & 0x3FF
+                if line[label_end + 1 : random_end].lower() == wanted:
+                    secret = line[random_end + 1 : fields >> 20 & 0x3FF]
+                    found[line[:label_end].decode()] = bytes.fromhex(secret.decode())
         return found
+
+
+# -- one line's grammar: ``LABEL HEX HEX``, then spaces or tabs, then an optional CR ------
+
+
+@cython.cfunc
+@cython.inline
+@cython.locals(c=cython.int)
+@cython.returns(cython.bint)
+def _is_hex(c: int) -> bool:
+    return 48 <= c <= 57 or 97 <= c <= 102 or 65 <= c <= 70
+
+
+@cython.cfunc
+@cython.locals(
+    data=bytes,
+    pos=cython.Py_ssize_t,
+    end=cython.Py_ssize_t,
+    i=cython.Py_ssize_t,
+    c=cython.int,
+    label_end=cython.Py_ssize_t,
+    random_end=cython.Py_ssize_t,
+    secret_end=cython.Py_ssize_t,
+)
+@cython.returns(cython.longlong)
+def _fields(data: bytes, pos: int, end: int) -> int:
+    """The line that starts at ``data[pos]`` and ends at the next newline or at ``end``:
+    where its fields end, relative to ``pos`` (the label's, the client random's, the
+    secret's, then the line's length without its newline: 10 bits each, packed), or -1 if
+    the line is not ``[A-Z0-9_]+ HEX+ HEX+`` followed by spaces or tabs and an optional
+    CR, or is longer than any key log line."""
+    i = pos
+    while i < end:
+        c = data[i]
+        if not (65 <= c <= 90 or 48 <= c <= 57 or c == 95):
+            break
+        i += 1
+    label_end = i - pos
+    if label_end == 0 or i >= end or data[i] != 32:
+        return -1
+    i += 1
+    while i < end and _is_hex(data[i]):
+        i += 1
+    random_end = i - pos
+    if random_end == label_end + 1 or i >= end or data[i] != 32:
+        return -1
+    i += 1
+    while i < end and _is_hex(data[i]):
+        i += 1
+    secret_end = i - pos
+    if secret_end == random_end + 1:
+        return -1
+    while i < end and (data[i] == 32 or data[i] == 9):
+        i += 1
+    if i < end and data[i] == 13:
+        i += 1
+    if (i < end and data[i] != 10) or i - pos > _MAX_LINE:
+        return -1
+    return label_end | random_end << 10 | secret_end << 20 | (i - pos) << 30
+
+
+@cython.cfunc
+@cython.locals(data=bytes, pos=cython.Py_ssize_t, stop=cython.Py_ssize_t, c=cython.int)
+@cython.returns(cython.bint)
+def _blank_or_comment(data: bytes, pos: int, stop: int) -> bool:
+    """Whether the line ``data[pos:stop]`` is blank or, past its leading white space, a
+    ``#`` comment."""
+    while pos < stop:
+        c = data[pos]
+        if c != 32 and not 9 <= c <= 13:
+            return c == 35
+        pos += 1
+    return True
+
+
+@cython.cfunc
+@cython.locals(
+    data=bytes, at=cython.Py_ssize_t, i=cython.Py_ssize_t, c=cython.int, value=cython.longlong
+)
+@cython.returns(cython.longlong)
+def _hex_prefix(data: bytes, at: int) -> int:
+    """The value of the hex digits ``data[at:at + 6]`` (a client random's 24-bit prefix)."""
+    value = 0
+    for i in range(at, at + _PREFIX_BITS // 4):
+        c = data[i] | 32  # lower case
+        value = value << 4 | (c - 48 if c <= 57 else c - 87)
+    return value
+
+
+def _sorted(index: array) -> array:
+    """``index`` in ascending order: Arrow's sort, without a Python int per entry."""
+    if not index:
+        return index
+    values = pa.Array.from_buffers(pa.uint64(), len(index), [None, pa.py_buffer(index)])
+    ordered = values.sort()
+    result = array("Q")
+    result.frombytes(
+        memoryview(ordered.buffers()[1])[ordered.offset * 8 : (ordered.offset + len(index)) * 8]
+    )
+    return result
 
 
 def load(paths: list[str] | tuple[str, ...]) -> KeyLog:

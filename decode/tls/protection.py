@@ -5,13 +5,18 @@ call of pyca ``cryptography`` per record (AES-GCM, AES-CCM, ChaCha20-Poly1305, A
 layer counts records, and tries others after a loss) and returns ``(content type,
 plaintext)``, or None when the record does not authenticate: a wrong key, damage, or the
 wrong sequence number. Nothing is decided on unauthenticated bytes.
+
+Compiled, the classes are C classes (their fields in protection.pxd): the record walk
+calls ``open`` as C, each cipher object is made once per key, and the nonce and
+additional data are written into buffers kept for the direction's life, not built as
+Python integers and byte strings per record.
 """
 
 from __future__ import annotations
 
 import hmac
-from typing import Protocol
 
+import cython
 from cryptography.exceptions import InvalidTag
 from cryptography.hazmat.primitives.ciphers import Cipher, algorithms, modes
 from cryptography.hazmat.primitives.ciphers.aead import AESCCM, AESGCM, ChaCha20Poly1305
@@ -23,14 +28,16 @@ TAG = 16  # the AEAD tag, but CCM_8's
 APPLICATION_DATA = 23
 
 
-class Protection(Protocol):
+class Protection:
     """What the record layer calls for every protected record of one direction."""
 
-    def open(self, seq: int, header: bytes, body: bytes) -> tuple[int, bytes] | None: ...
+    def open(self, seq: int, header: bytes, body: bytes) -> tuple[int, bytes] | None:
+        raise NotImplementedError
 
     def explicit_seq(self, body: bytes) -> int | None:
         """The sequence number a record states itself (TLS 1.2 AES-GCM and AES-CCM peers
         send it as their explicit nonce), as a first guess after a loss; None if none."""
+        return None
 
 
 def _aead(suite: Suite, key: bytes) -> AESGCM | AESCCM | ChaCha20Poly1305:
@@ -56,22 +63,47 @@ def _tag_size(suite: Suite) -> int:
     return 8 if suite.cipher == CCM8 else TAG
 
 
-class Tls13:
+@cython.cfunc
+@cython.locals(target=bytearray, at=cython.Py_ssize_t, value=cython.ulonglong, i=cython.int)
+@cython.returns(cython.void)
+def _put_u64(target: bytearray, at: int, value: int) -> None:
+    """``value`` as 8 big-endian bytes at ``target[at:at + 8]``."""
+    for i in range(7, -1, -1):
+        target[at + i] = value & 0xFF
+        value >>= 8
+
+
+@cython.cfunc
+@cython.locals(aad=bytearray, seq=cython.ulonglong, header=bytes, size=cython.Py_ssize_t)
+@cython.returns(cython.void)
+def _tls12_aad(aad: bytearray, seq: int, header: bytes, size: int) -> None:
+    """TLS 1.2's additional data (RFC 5246 6.2.3.3): the sequence number, the record's
+    type and version, the plaintext's length, into the 13 bytes of ``aad``."""
+    _put_u64(aad, 0, seq)
+    aad[8] = header[0]
+    aad[9] = header[1]
+    aad[10] = header[2]
+    aad[11] = size >> 8
+    aad[12] = size & 0xFF
+
+
+class Tls13(Protection):
     """TLS 1.3 (RFC 8446 5.2-5.4): nonce = IV xor sequence number, the record header as
     additional data, the true content type last in the plaintext before zero padding."""
 
-    __slots__ = ("_aead", "_iv", "_tag")
-
     def __init__(self, suite: Suite, keys: Keys) -> None:
         self._aead = _aead(suite, keys.key)
-        self._iv = int.from_bytes(keys.iv, "big")
+        self._nonce = bytearray(keys.iv)  # its last 8 bytes: the IV's, xor the sequence
+        self._iv = int.from_bytes(keys.iv[4:], "big")
         self._tag = _tag_size(suite)
 
+    @cython.locals(plain=bytes, end=cython.Py_ssize_t)
     def open(self, seq: int, header: bytes, body: bytes) -> tuple[int, bytes] | None:
         if len(body) <= self._tag:
             return None
+        _put_u64(self._nonce, 4, self._iv ^ seq)
         try:
-            plain = self._aead.decrypt((self._iv ^ seq).to_bytes(12, "big"), body, header)
+            plain = self._aead.decrypt(self._nonce, body, header)
         except InvalidTag:
             return None
         end = len(plain) - 1
@@ -82,28 +114,27 @@ class Tls13:
             return None  # no content type at all: RFC 8446 5.4 makes it an error
         return plain[-1], plain[:-1]
 
-    def explicit_seq(self, body: bytes) -> int | None:
-        return None
 
-
-class Tls12Aead:
+class Tls12Aead(Protection):
     """TLS 1.2 AES-GCM (RFC 5288) and AES-CCM (RFC 6655): a 4-byte salt from the key
     block and an 8-byte explicit nonce in front of each record."""
 
-    __slots__ = ("_aead", "_salt", "_tag")
-
     def __init__(self, suite: Suite, keys: Keys) -> None:
         self._aead = _aead(suite, keys.key)
-        self._salt = keys.iv
+        self._nonce = bytearray(keys.iv + bytes(8))  # the salt, then the record's nonce
+        self._aad = bytearray(13)
         self._tag = _tag_size(suite)
 
+    @cython.locals(size=cython.Py_ssize_t, i=cython.int)
     def open(self, seq: int, header: bytes, body: bytes) -> tuple[int, bytes] | None:
         size = len(body) - 8 - self._tag
         if size < 0:
             return None
-        aad = seq.to_bytes(8, "big") + header[:3] + size.to_bytes(2, "big")
+        _tls12_aad(self._aad, seq, header, size)
+        for i in range(8):
+            self._nonce[4 + i] = body[i]
         try:
-            plain = self._aead.decrypt(self._salt + body[:8], body[8:], aad)
+            plain = self._aead.decrypt(self._nonce, body[8:], self._aad)
         except InvalidTag:
             return None
         return header[0], plain
@@ -112,36 +143,33 @@ class Tls12Aead:
         return int.from_bytes(body[:8], "big") if len(body) >= 8 else None
 
 
-class Tls12Chacha:
+class Tls12Chacha(Protection):
     """TLS 1.2 ChaCha20-Poly1305 (RFC 7905): nonce = IV xor sequence number, nothing
     explicit in the record."""
 
-    __slots__ = ("_aead", "_iv")
-
     def __init__(self, suite: Suite, keys: Keys) -> None:
         self._aead = _aead(suite, keys.key)
-        self._iv = int.from_bytes(keys.iv, "big")
+        self._nonce = bytearray(keys.iv)
+        self._iv = int.from_bytes(keys.iv[4:], "big")
+        self._aad = bytearray(13)
 
+    @cython.locals(size=cython.Py_ssize_t)
     def open(self, seq: int, header: bytes, body: bytes) -> tuple[int, bytes] | None:
         size = len(body) - TAG
         if size < 0:
             return None
-        aad = seq.to_bytes(8, "big") + header[:3] + size.to_bytes(2, "big")
+        _tls12_aad(self._aad, seq, header, size)
+        _put_u64(self._nonce, 4, self._iv ^ seq)
         try:
-            plain = self._aead.decrypt((self._iv ^ seq).to_bytes(12, "big"), body, aad)
+            plain = self._aead.decrypt(self._nonce, body, self._aad)
         except InvalidTag:
             return None
         return header[0], plain
 
-    def explicit_seq(self, body: bytes) -> int | None:
-        return None
 
-
-class Tls12Cbc:
+class Tls12Cbc(Protection):
     """TLS 1.2 AES-CBC with HMAC, the IV in front of each record (RFC 5246 6.2.3.2):
     MAC-then-encrypt, or encrypt-then-MAC when both peers agreed to it (RFC 7366)."""
-
-    __slots__ = ("_etm", "_hash", "_key", "_mac", "_mac_key")
 
     def __init__(self, suite: Suite, keys: Keys, encrypt_then_mac: bool) -> None:
         self._key = algorithms.AES(keys.key)
@@ -149,17 +177,16 @@ class Tls12Cbc:
         self._hash = suite.mac
         self._mac = suite.mac_size
         self._etm = encrypt_then_mac
+        self._aad = bytearray(13)  # what the MAC covers before the data: as AEAD's aad
 
     def open(self, seq: int, header: bytes, body: bytes) -> tuple[int, bytes] | None:
         mac_size = self._mac
-        prefix = seq.to_bytes(8, "big") + header[:3]
         if self._etm:
             sealed = body[:-mac_size]
             if len(sealed) < 32 or len(sealed) % 16:
                 return None
-            expected = hmac.digest(
-                self._mac_key, prefix + len(sealed).to_bytes(2, "big") + sealed, self._hash
-            )
+            _tls12_aad(self._aad, seq, header, len(sealed))
+            expected = hmac.digest(self._mac_key, self._aad + sealed, self._hash)
             if not hmac.compare_digest(expected, body[-mac_size:]):
                 return None
             plain = self._decrypt(sealed)
@@ -170,9 +197,8 @@ class Tls12Cbc:
         if plain is None or len(plain) < mac_size:
             return None
         data, mac = plain[:-mac_size], plain[-mac_size:]
-        expected = hmac.digest(
-            self._mac_key, prefix + len(data).to_bytes(2, "big") + data, self._hash
-        )
+        _tls12_aad(self._aad, seq, header, len(data))
+        expected = hmac.digest(self._mac_key, self._aad + data, self._hash)
         return (header[0], data) if hmac.compare_digest(expected, mac) else None
 
     def _decrypt(self, sealed: bytes) -> bytes | None:
@@ -183,9 +209,6 @@ class Tls12Cbc:
         if pad + 1 > len(padded) or padded[-pad - 1 :] != bytes([pad]) * (pad + 1):
             return None
         return padded[: -pad - 1]
-
-    def explicit_seq(self, body: bytes) -> int | None:
-        return None
 
 
 __all__ = ["APPLICATION_DATA", "Protection", "protection"]

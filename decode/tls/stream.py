@@ -43,9 +43,14 @@ from .handshake import (
 )
 from .hello import MAX_RECORD, MAX_RECORD_13
 from .keys import Secrets
-from .protection import Protection, Tls13, protection
+from .protection import Tls13, protection
 from .schedule import key_block, next_secret, traffic_keys
 from .suites import CBC, CCM8, SUITES, Suite, suite_name
+
+if cython.compiled:  # protection.pxd: a record's `open` is a C call
+    from cython.cimports.pwcap.decode.tls.protection import Protection
+else:
+    from .protection import Protection
 
 CHANGE_CIPHER_SPEC, ALERT, HANDSHAKE, APPLICATION_DATA, HEARTBEAT = 20, 21, 22, 23, 24
 TLS12, TLS13 = 0x0303, 0x0304
@@ -110,9 +115,9 @@ class _Side:
     start = cython.declare(cython.longlong, visibility="public")
     skip = cython.declare(cython.longlong, visibility="public")
     mode = cython.declare(cython.int, visibility="public")
-    protection = cython.declare(object, visibility="public")
+    protection = cython.declare(Protection, visibility="public")
     pending = cython.declare(object, visibility="public")
-    seq = cython.declare(object, visibility="public")  # 64 bits, unsigned: a Python int
+    seq = cython.declare(cython.ulonglong, visibility="public")  # 64 bits, never wraps
     secret = cython.declare(object, visibility="public")
     app_secret = cython.declare(object, visibility="public")
     early = cython.declare(object, visibility="public")
@@ -344,6 +349,10 @@ class TlsStream:
         mode=cython.int,
         offset=cython.longlong,
         size=cython.Py_ssize_t,
+        header=bytes,
+        body=bytes,
+        opened=tuple,
+        plain=bytes,
     )
     def _walk(self, side: _Side, ts: int) -> None:
         """Every whole record ``side`` holds, in turn; the rest stays held. Application
@@ -403,7 +412,10 @@ class TlsStream:
         side.held = end - pos
         side.start += pos
 
+    @cython.cfunc
+    @cython.returns(cython.Py_ssize_t)
     def _max_record(self) -> int:
+        """The longest record the version allows (a C call in the walk, once a record)."""
         return MAX_RECORD_13 if self.version == TLS13 else MAX_RECORD
 
     def _bad_header(self, side: _Side, data: bytes, pos: int, ts: int) -> int:

@@ -14,7 +14,7 @@ scenario, and per tenant its VNI, client record and the frame counts its broker'
 journal gives) and ``overlay_NAME.vniN.broker.jsonl`` (each broker's journal).
 
 The machine's kernel has VXLAN but no GRE, Geneve or ERSPAN devices: those overlays are
-covered by the wrapped captures of ``tests/tunnels.py``.
+covered by the wrapped captures of ``fuzz/tunnels.py``.
 """
 
 from __future__ import annotations
