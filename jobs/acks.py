@@ -284,3 +284,92 @@ def _cumulative_answer(rows: DataFrame) -> DataFrame:
         )
         .drop("cumulative")
     )
+
+
+def member_acks(frames: DataFrame) -> DataFrame:
+    """One row per message id an individual ACK names on a delivered entry, with
+    ``members``: the entry's messages it acknowledges that were still owed (0 for an ack
+    repeated), and the acking ``conn_id`` and ``consumer_id``.
+
+    With batch-index acknowledgement an ACK names batch members by the entry's id and an
+    ack_set whose cleared bits are the members acknowledged (the Java and Go clients send
+    every member acknowledged so far, the C++ client those of this ack); an id without
+    one acknowledges the whole entry. The broker keeps per entry the members owed and
+    intersects each ack_set with them, counting what left
+    (``Consumer.individualAckNormal``); so does this, per entry in time order. A delivery
+    owes what it delivers: the members its own ack_set leaves set, else all of them (an
+    entry the broker delivers again after a transaction's acks were aborted is owed again).
+    The batch's size is the entry's ``num_messages`` as delivered; ids of entries the
+    capture never delivered are left out.
+    """
+    individual = F.coalesce("ack_type", F.lit("Individual")) != "Cumulative"
+    ack = (F.col("command") == "ACK") & individual & (F.size("message_ids") > 0)
+    delivery = (F.col("command") == "MESSAGE") & F.col("ledger_id").isNotNull()
+    exploded = frames.where(ack | delivery).select(
+        *SUBSCRIPTION,
+        "conn_id",
+        "consumer_id",
+        "ts",
+        "stream_offset",
+        "ack_sets",
+        "ledger_id",
+        "entry_id",
+        F.when(delivery, DELIVERED).otherwise(INDIVIDUAL).alias("row"),
+        F.posexplode_outer(F.when(ack, F.col("message_ids"))).alias("place", "_id"),
+    )
+    rows = exploded.select(
+        *SUBSCRIPTION,
+        "conn_id",
+        "consumer_id",
+        "ts",
+        "stream_offset",
+        "row",
+        F.coalesce("place", F.lit(0)).alias("place"),
+        F.coalesce("_id.ledger_id", "ledger_id").alias("ledger_id"),
+        F.coalesce("_id.entry_id", "entry_id").alias("entry_id"),
+        F.filter(F.coalesce("ack_sets", F.array()), lambda w: w["id"] == F.col("place")).alias(
+            "words"
+        ),
+    ).where(_known(ENTRY))
+    sizes = _deliveries(frames).groupBy(*ENTRY).agg(F.max("num_messages").alias("size"))
+    # The members an id or a delivery leaves owed: the set bits of its words below the
+    # batch's size; without words, none (an ack) or all (a delivery).
+    every = F.sequence(F.lit(0), F.col("size") - 1)
+    set_bits = F.expr(
+        "filter(sequence(0, size - 1), i -> exists(words,"
+        " w -> w.word = i div 64 and shiftright(w.bits, i % 64) & 1 = 1))"
+    )
+    owed = (
+        F.when(F.size("words") > 0, set_bits)
+        .when(F.col("row") == DELIVERED, every)
+        .otherwise(F.array().cast("array<int>"))
+    )
+    steps = rows.join(sizes, list(ENTRY)).withColumn("owed", owed)
+    in_order = F.sort_array(
+        F.collect_list(
+            F.struct("ts", "row", "stream_offset", "place", "conn_id", "consumer_id", "owed")
+        )
+    )
+    # In turn: a delivery owes what it owes; an ack leaves the intersection, its members
+    # what left.
+    left = "array_intersect(done.left, s.owed)"
+    members = f"concat(done.members, array(size(done.left) - size({left})))"
+    acked = f"named_struct('left', {left}, 'members', {members})"
+    delivered = "named_struct('left', s.owed, 'members', concat(done.members, array(0)))"
+    none = "cast(array() as array<int>)"
+    counted = F.expr(
+        f"aggregate(steps, named_struct('left', {none}, 'members', {none}),"
+        f" (done, s) -> if(s.row = {DELIVERED}, {delivered}, {acked})).members"
+    )
+    return (
+        steps.groupBy(*ENTRY)
+        .agg(in_order.alias("steps"))
+        .withColumn("members", counted)
+        .select(*ENTRY, F.explode(F.arrays_zip("steps", "members")).alias("_step"))
+        .where(F.col("_step.steps.row") == INDIVIDUAL)
+        .select(
+            *ENTRY,
+            *(F.col(f"_step.steps.{c}").alias(c) for c in ("conn_id", "consumer_id", "ts")),
+            F.col("_step.members").alias("members"),
+        )
+    )

@@ -27,6 +27,7 @@ BOOL = pa.bool_()
 MESSAGE_IDS = pa.list_(
     pa.struct([("ledger_id", I64), ("entry_id", I64), ("partition", I32), ("batch_index", I32)])
 )
+ACK_SETS = pa.list_(pa.struct([("id", I32), ("word", I32), ("bits", I64)]))
 
 
 @dataclass(frozen=True, slots=True)
@@ -84,6 +85,15 @@ FRAMES: list[Column] = [
         MESSAGE_IDS,
         "every message id a list-carrying command names (ACK, REDELIVER_UNACKNOWLEDGED_MESSAGES);"
         " the scalar id columns hold only the first",
+    ),
+    Column(
+        "ack_sets",
+        ACK_SETS,
+        "batch-index acknowledgement: the ack_set of each of an ACK's `message_ids` that"
+        " carries one (`id`: the id's place in `message_ids`, from 0), or a MESSAGE's own"
+        " (`id` 0: the members acked before, not delivered); `word` is the place of a 64-bit word"
+        " of the set and `bits` the word: batch index 64 * w + i is not acknowledged when bit i"
+        " of word w is set, and is when it is clear or past the last word",
     ),
     Column("permits", I64, "permits granted by a FLOW"),
     Column("redelivery_count", I32, "redelivery count of a MESSAGE"),

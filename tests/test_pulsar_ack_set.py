@@ -1,11 +1,17 @@
-"""A redelivered batch's ``ack_set``: the batch indexes it clears were acknowledged before.
+"""Batch-index acknowledgement's ``ack_set``, on a redelivered batch and on an ACK.
+
+A redelivered batch's ``ack_set``: the batch indexes it clears were acknowledged before.
 
 With batch-index acknowledgement on, the broker redelivers a partly acknowledged batch
 whole, and CommandMessage.ack_set (Java BitSet words: bit i of word i // 64 set for a
 batch index still unacknowledged) names the members the client must drop. Those members
 are not delivered: they get no message row, the frame's ``acked_in_batch`` counts them,
-and the broker spends no permit on them. The frames here are built by hand, so this holds
-without the real broker's samples; the last test runs both engines on them.
+and the broker spends no permit on them.
+
+An ACK names a batch member with the entry's id and an ack_set whose cleared bits are the
+members acknowledged: the ``ack_sets`` column keeps each id's words, by the id's place in
+``message_ids``. The frames here are built by hand, so this holds without the real
+broker's samples; the last test runs both engines on them.
 """
 
 from __future__ import annotations
@@ -93,10 +99,40 @@ def test_the_acknowledged_members_spend_no_permit():
     assert talk.sink.kinds() == ["protocol_violation"]
 
 
+def batch_ack(*ack_sets: list[int] | None) -> pb.BaseCommand:
+    """An individual ACK of entries 5, 6... with these ack_sets (None: the whole entry)."""
+    ids = []
+    for entry, words in enumerate(ack_sets, start=5):
+        ids.append(pb.MessageIdData(ledgerId=3, entryId=entry, ack_set=words or []))
+    return command("ACK", consumer_id=CONSUMER, ack_type=pb.CommandAck.Individual, message_id=ids)
+
+
+def test_an_acks_ack_sets_are_kept_by_the_ids_place():
+    talk = subscribed(10)
+    # Entry 5: members 0 and 2 of 4 acknowledged; entry 6 whole; entry 7: a 70-member
+    # batch's two words, member 63 (the sign bit) and 64 still owed.
+    row = talk(C2B, batch_ack([0b1010], None, [-(1 << 63), 1]))
+    assert row["num_message_ids"] == 3
+    assert row["ack_sets"] == [
+        {"id": 0, "word": 0, "bits": 0b1010},
+        {"id": 2, "word": 0, "bits": -(1 << 63)},
+        {"id": 2, "word": 1, "bits": 1},
+    ]
+    assert [i["entry_id"] for i in row["message_ids"]] == [5, 6, 7]
+
+
+def test_an_ack_without_an_ack_set_has_none():
+    talk = subscribed(10)
+    row = talk(C2B, batch_ack(None))
+    assert row["ack_sets"] is None
+
+
 def test_both_engines_decode_an_ack_set_alike(tmp_path, write_capture):
     wire = b"".join(frame(cmd) for _, cmd in subscribe_frames(10))
     message = frame(redelivery(5, ack_set=[0b1010]), batch_entry(4))
-    capture = write_capture(tmp_path / "ack_set.pcap", [(6650, [(0, wire), (1, message)])])
+    ack = frame(batch_ack([0b1000], None))
+    streams = [(0, wire), (1, message), (0, ack)]
+    capture = write_capture(tmp_path / "ack_set.pcap", [(6650, streams)])
     tables = {}
     for pure_python in (False, True):
         out = tmp_path / ("interpreted" if pure_python else "compiled")
@@ -108,3 +144,5 @@ def test_both_engines_decode_an_ack_set_alike(tmp_path, write_capture):
     [delivered] = [f for f in frames if f["command"] == "MESSAGE"]
     assert (delivered["num_messages"], delivered["acked_in_batch"]) == (4, 2)
     assert [m["batch_index"] for m in messages if m["command"] == "MESSAGE"] == [1, 3]
+    [acked] = [f for f in frames if f["command"] == "ACK"]
+    assert acked["ack_sets"] == [{"id": 0, "word": 0, "bits": 0b1000}]

@@ -233,6 +233,7 @@ PARTITION = position("frames", "partition")
 BATCH_INDEX = position("frames", "batch_index")
 NUM_MESSAGE_IDS = position("frames", "num_message_ids")
 MESSAGE_IDS_COLUMN = position("frames", "message_ids")
+ACK_SETS = position("frames", "ack_sets")
 WIRE_LENGTH_DELIMITED = cython.declare(cython.int, LENGTH_DELIMITED)
 # Summaries kept per command type, at most, each for at most this many bytes of fields
 # (C constants beside them when compiled): under 70 types x 256 x (key and summary, under
@@ -439,9 +440,11 @@ def _message_id(m: Any, row: ColumnBuffer) -> cython.void:
 
 @cython.cfunc
 def _message_ids(ids: Any, row: ColumnBuffer) -> cython.void:
-    """Repeated MessageIdData: the `message_ids` list and its count; the scalar columns
-    hold the first."""
-    for m in ids:
+    """Repeated MessageIdData: the `message_ids` list and its count, and the words of
+    their ack_sets (`ack_sets`, by the id's place); the scalar columns hold the first."""
+    place: cython.Py_ssize_t
+    word: cython.Py_ssize_t
+    for place, m in enumerate(ids):
         ledger, entry, partition, batch_index = m.ledgerId, m.entryId, m.partition, m.batch_index
         row.add_struct(
             MESSAGE_IDS_COLUMN,
@@ -451,6 +454,8 @@ def _message_ids(ids: Any, row: ColumnBuffer) -> cython.void:
             batch_index,
             id_nulls(partition, batch_index),
         )
+        for word, bits in enumerate(m.ack_set):
+            row.add_struct(ACK_SETS, place, word, bits, 0, 0)
     row.set(NUM_MESSAGE_IDS, len(ids))
     if ids:
         _message_id(ids[0], row)

@@ -66,6 +66,7 @@ CONSUMER_ID = cython.declare(cython.Py_ssize_t, position("frames", "consumer_id"
 PERMITS = cython.declare(cython.Py_ssize_t, position("frames", "permits"))
 NUM_MESSAGES = cython.declare(cython.Py_ssize_t, position("frames", "num_messages"))
 ACKED_IN_BATCH = cython.declare(cython.Py_ssize_t, position("frames", "acked_in_batch"))
+ACK_SETS = cython.declare(cython.Py_ssize_t, position("frames", "ack_sets"))
 
 
 @cython.cclass
@@ -345,7 +346,10 @@ class PulsarDecoder:
             if command_end < end:
                 if kind.payload:
                     if kind.delivery and sub is not None and len(sub.ack_set):
-                        self._entries.deliver_only(list(sub.ack_set))
+                        words = list(sub.ack_set)
+                        self._entries.deliver_only(words)
+                        for word, bits in enumerate(words):  # its own id's: id 0
+                            rows.add_struct(ACK_SETS, 0, word, bits, 0, 0)
                     self._entries.decode(rows, kind.delivery, buf, command_end, end, side.label)
                 else:
                     rows.set_int(PAYLOAD_SIZE, end - command_end)

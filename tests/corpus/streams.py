@@ -19,6 +19,7 @@ import dpkt
 
 from pwcap.decode.pulsar._pb import pulsar_api_pb2 as pb
 
+CHECKSUM_MAGIC = b"\x0e\x01"  # a payload command's checksum follows its command
 LINK_LAYERS = {
     dpkt.pcap.DLT_EN10MB: dpkt.ethernet.Ethernet,
     dpkt.pcap.DLT_LINUX_SLL: dpkt.sll.SLL,
@@ -87,6 +88,25 @@ def command_names(stream: bytes) -> list[str]:
         names.append(pb.BaseCommand.Type.Name(command.type))
         offset += 4 + total
     return names
+
+
+def sends(stream: bytes) -> list[tuple[pb.CommandSend, pb.MessageMetadata]]:
+    """Every SEND of a complete client stream: its command and its message's metadata
+    (after the checksum, when the frame has one)."""
+    found = []
+    offset = 0
+    while offset < len(stream):
+        total, command_size = struct.unpack_from(">II", stream, offset)
+        at = offset + 8 + command_size
+        command = pb.BaseCommand.FromString(stream[offset + 8 : at])
+        if command.type == pb.BaseCommand.SEND:
+            if stream[at : at + 2] == CHECKSUM_MAGIC:
+                at += 6  # the magic and the CRC32C
+            (metadata_size,) = struct.unpack_from(">I", stream, at)
+            metadata = pb.MessageMetadata.FromString(stream[at + 4 : at + 4 + metadata_size])
+            found.append((command.send, metadata))
+        offset += 4 + total
+    return found
 
 
 def captured_commands(path: Path) -> dict[tuple[str, str], list[str]]:

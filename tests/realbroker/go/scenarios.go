@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"strconv"
@@ -148,6 +149,24 @@ func (s *scenario) drainAndAck(consumers []*namedConsumer, count int) error {
 		}
 	}
 	return nil
+}
+
+// ackUntilQuiet receives and acks until nothing has come for quiet.
+func (s *scenario) ackUntilQuiet(c *namedConsumer, quiet time.Duration) error {
+	for {
+		ctx, cancel := context.WithTimeout(context.Background(), quiet)
+		msg, err := c.Receive(ctx)
+		cancel()
+		if errors.Is(err, context.DeadlineExceeded) {
+			return nil
+		}
+		if err != nil {
+			return fmt.Errorf("%s: %w", c.name, err)
+		}
+		if err := s.ack(c, msg); err != nil {
+			return err
+		}
+	}
 }
 
 // settle lets grouped acknowledgements (100 ms by default) reach the wire before closing.
@@ -446,6 +465,10 @@ func (s *scenario) transaction() error {
 	}
 	// The aborted acks are undone: the broker redelivers those inputs.
 	if err := s.receiveAndAck(in, 3); err != nil {
+		return err
+	}
+	// Whatever else reaches the output (the aborted transaction's messages should not).
+	if err := s.ackUntilQuiet(out, 2*time.Second); err != nil {
 		return err
 	}
 	settle()

@@ -153,6 +153,14 @@ public final class Scenarios {
         }
     }
 
+    /** Receive and ack until nothing has come for {@code quietMs}. */
+    <T> void ackUntilQuiet(Consumer<T> consumer, int quietMs) throws PulsarClientException {
+        Message<T> message;
+        while ((message = consumer.receive(quietMs, TimeUnit.MILLISECONDS)) != null) {
+            ack(consumer, message);
+        }
+    }
+
     /** Receive {@code count} messages from whichever of the consumers has one, acking each. */
     void drainAndAck(List<Consumer<byte[]>> consumers, int count) throws PulsarClientException {
         long deadline = System.currentTimeMillis() + RECEIVE_TIMEOUT_MS;

@@ -65,6 +65,7 @@ final class Transactions {
             }
             s.receiveAndAck(out, 3);
             s.receiveAndAck(in, 3);  // the aborted acks are undone: the broker redelivers
+            s.ackUntilQuiet(out, 2000);  // anything else: the aborted messages should not come
             Scenarios.settle();
             source.close();
             sink.close();
