@@ -20,7 +20,9 @@ from pathlib import Path
 import pyarrow.parquet as pq
 import pytest
 
+from pwcap.cli import main
 from pwcap.decode.driver import Summary, decode_captures
+from pwcap.tables.schema import TABLES
 from tests.conftest import SAMPLES
 
 OVERLAYS = sorted(SAMPLES.glob("overlay_*.pcap"))
@@ -143,3 +145,29 @@ def test_a_mirror_s_snaplen_is_a_gap_of_the_bytes_it_cut(decoded) -> None:
     captured = connection["bytes_c2b"] + connection["bytes_b2c"]
     assert captured + connection["gap_bytes"] == sent["c2b"] + sent["b2c"]
     assert connection["gap_bytes"] > 0
+
+
+def test_show_lists_each_tenant_s_frames_under_its_own_connection(decoded, capsys) -> None:
+    capture = SAMPLES / "overlay_geneve_two_tenants.pcap"
+    _, tables = decoded[capture.name]
+    tenants = {tenant["encapsulation"]: tenant for tenant in truth_of(capture)["tenants"]}
+    for connection in tables["connections"]:
+        tenant = tenants[connection["encapsulation"]]
+        assert main(["show", str(capture), "--conn", str(connection["conn_id"])]) == 0
+        lines = capsys.readouterr().out.splitlines()
+        assert len(lines) == tenant["frames_total"]
+        topics = {word for line in lines for word in line.split() if word.startswith("topic=")}
+        assert topics == {f"topic=persistent://public/default/tenant-{tenant['vni']}"}
+
+
+@pytest.mark.parametrize("jobs", ["2", "3"])
+def test_jobs_split_real_overlays_by_inner_flow_as_one_process_decodes_them(
+    jobs: str, tmp_path: Path
+) -> None:
+    captures = [str(capture) for capture in OVERLAYS]
+    assert main(["decode", *captures, "-o", str(tmp_path / "one"), "-q"]) == 0
+    assert main(["decode", *captures, "-o", str(tmp_path / "many"), "-q", "--jobs", jobs]) == 0
+    for table in TABLES:
+        one = sorted(map(repr, pq.read_table(tmp_path / "one" / table).to_pylist()))
+        many = sorted(map(repr, pq.read_table(tmp_path / "many" / table).to_pylist()))
+        assert one == many, table
