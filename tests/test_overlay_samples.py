@@ -1,14 +1,14 @@
 """Real clients across real overlays: the ``overlay_*`` samples against their brokers.
 
 Each sample was captured on the underlay in network namespaces (``tests/corpus/overlay.py``):
-Linux's VXLAN devices, Open vSwitch's Geneve, GRE and ip6gre tunnels, and its ERSPAN
-(types II and III) mirror of a switch to a collector. The official Python client talked
-to the test broker of each tenant, and each broker wrote a journal of every frame it read
-and wrote. Decoded, every tenant (its tunnel and id, as the generator configured them)
-must have its broker's connections and, per direction, exactly the frames of its journal
-in order; two tenants that used the very same addresses and ports stay two connections;
-the outer fragments, the doubled copies and the snaplen's cuts are what the capture says
-they are.
+Linux's VXLAN devices, Open vSwitch's Geneve, GRE and ip6gre tunnels (one over a VLAN
+tagged underlay), and its ERSPAN (types II and III) mirror of a switch to a collector.
+The official Python client talked to the test broker of each tenant, and each broker
+wrote a journal of every frame it read and wrote. Decoded, every tenant (its tunnel and
+id, as the generator configured them) must have its broker's connections and, per
+direction, exactly the frames of its journal in order; two tenants that used the very
+same addresses and ports stay two connections; the outer fragments, the doubled copies
+and the snaplen's cuts are what the capture says they are.
 """
 
 from __future__ import annotations

@@ -53,6 +53,7 @@ class Overlay:
     tunnel: str = "vxlan"  # vxlan (Linux's device), or an Open vSwitch port type
     options: tuple[tuple[str, object], ...] = ()  # the Open vSwitch port's other options
     geneve_option: int | None = None  # a Geneve option's value on the client's packets
+    underlay_vlan: int | None = None  # the 802.1Q tag of the underlay (Open vSwitch's hosts)
     vxlan_port: int | None = 4789  # None: the kernel's default (8472)
     ipv6: bool = False  # the underlay's addresses
     underlay_mtu: int = 1500
@@ -70,7 +71,8 @@ class Overlay:
         """The label pwcap's connections of tenant ``vni`` must carry (its tunnel's kind
         and id, as configured here)."""
         kind = {"ip6gre": "gre"}.get(self.tunnel, self.tunnel)
-        return f"{kind}:{vni}"
+        vlan = "" if self.underlay_vlan is None else f"vlan:{self.underlay_vlan}/"
+        return f"{vlan}{kind}:{vni}"
 
 
 OVERLAYS = [
@@ -119,6 +121,15 @@ OVERLAYS = [
         "one tenant's Ethernet over GRE with key 5 over IPv4 (Open vSwitch's gre port)",
         (5,),
         tunnel="gre",
+    ),
+    Overlay(
+        "overlay_gre_vlan",
+        "one tenant's Ethernet over GRE with key 7 over an underlay tagged 802.1Q VLAN 100"
+        " (Open vSwitch's gre port; its underlay bridge's own port an access port of VLAN"
+        " 100, the veth a trunk)",
+        (7,),
+        tunnel="gre",
+        underlay_vlan=100,
     ),
     Overlay(
         "overlay_ip6gre",
@@ -280,10 +291,14 @@ def tenant_link(host: str, vni: int, role: str, inner: str) -> str:
     return port
 
 
-def underlay_bridge(switch: ovs.Switch, port: str, address: str, ipv6: bool) -> None:
+def underlay_bridge(
+    switch: ovs.Switch, port: str, address: str, ipv6: bool, vlan: int | None = None
+) -> None:
     """The switch's bridge ``phy`` on the underlay veth end ``port``, with the host's
-    underlay address."""
+    underlay address; with ``vlan``, the host's frames cross the veth tagged."""
     switch.bridge("phy", port)
+    if vlan is not None:
+        switch.vsctl("set", "port", "phy", f"tag={vlan}")
     add_address(switch.namespace, "phy", address, ipv6)
     sh("ip", "-n", switch.namespace, "link", "set", "phy", "up")
 
@@ -296,7 +311,7 @@ def ovs_overlay(overlay: Overlay, switches: list[ovs.Switch], hosts: tuple[str, 
         ("ub0", hosts[1], hosts[0], BROKER_IP, "b"),
     )
     for switch, (port, local, remote, inner, role) in zip(switches, ends, strict=True):
-        underlay_bridge(switch, port, local, overlay.ipv6)
+        underlay_bridge(switch, port, local, overlay.ipv6, overlay.underlay_vlan)
         for vni in overlay.vnis:
             switch.bridge(f"t{vni}", tenant_link(switch.namespace, vni, role, inner))
             options = {"remote_ip": remote, "key": vni, **dict(overlay.options)}
