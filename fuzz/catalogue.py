@@ -237,7 +237,7 @@ TLS13, TLS12 = "tls13_aes_gcm", "tls12_cbc_mte_mutual"
 def tunnelled(
     wrapping: str, edit: Callable[[bytearray], object] | None = None
 ) -> Callable[[], bytes]:
-    """``pulsar_plain`` in an encapsulation of ``tests/tunnels.py``, every record's bytes
+    """``pulsar_plain`` in an encapsulation of ``fuzz/tunnels.py``, every record's bytes
     given to ``edit`` (the record header's lengths kept)."""
 
     def build() -> bytes:
@@ -312,7 +312,7 @@ def fragmented(lose: bool, overlap: bool) -> Callable[[Layout], None]:
 
 
 TUNNEL = "tunnels"
-# Offsets of pulsar_plain's packets wrapped (tests/tunnels.py): Ethernet, IPv4, then
+# Offsets of pulsar_plain's packets wrapped (fuzz/tunnels.py): Ethernet, IPv4, then
 VXLAN_AT = 14 + 20 + 8  # the VXLAN header after UDP
 GRE_AT = 14 + 20  # the GRE header
 MPLS_AT = 14  # the label stack

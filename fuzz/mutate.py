@@ -16,7 +16,7 @@ mutations, each aimed at a layer pwcap reads:
 - the headers before TCP: any byte or 16-bit field of the link, tunnel and IP headers
   (lengths, flags, ids, option lengths), or the record cut inside them; besides the
   sample captures, the mutants start from ``pulsar_plain`` wrapped in every encapsulation
-  ``tests/tunnels.py`` knows (VLAN, MPLS, GRE, ERSPAN, VXLAN, Geneve, IP in IP, the
+  ``fuzz/tunnels.py`` knows (VLAN, MPLS, GRE, ERSPAN, VXLAN, Geneve, IP in IP, the
   collectors' link types), so every header pwcap reads is damaged;
 - the streams: length fields inside TCP payloads (Pulsar totalSize and commandSize, Kafka
   request, response and message sizes: any big-endian word that looks like a length);
@@ -72,10 +72,10 @@ WRAPPED_SHARE = 0.3  # of the mutants, made from a wrapped sample
 
 @cache
 def wrapped_samples() -> tuple[tuple[str, bytes, Layout], ...]:
-    """``pulsar_plain`` in every encapsulation of ``tests/tunnels.py``: its stem, bytes
+    """``pulsar_plain`` in every encapsulation of ``fuzz/tunnels.py``: its stem, bytes
     and layout."""
+    from fuzz import tunnels  # scapy, loaded only by a campaign that uses it
     from fuzz.pcapfile import write_pcap
-    from tests import tunnels  # scapy, loaded only by a campaign that uses it
 
     bare = tunnels.load(SAMPLES / f"{WRAPPED_FROM}.pcap")
     found = []

@@ -30,6 +30,8 @@ from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
+from pwcap.terminal import printable
+
 from ..tables.analytics import ANALYTICS
 from ..tables.interrupts import (
     Interrupted,
@@ -38,7 +40,6 @@ from ..tables.interrupts import (
     terminate_as_interrupt,
 )
 from ..tables.schema import arrow_schema
-from ..terminal import printable
 from .args import add_arguments
 from .class_archive import ClassArchive
 from .launch import JVM_OPTIONS, driver_memory, java_command, java_problem

@@ -1174,7 +1174,7 @@ def findings(data: Inputs) -> DataFrame:
         )
     )
     severity = F.array_position(F.array(*(F.lit(s) for s in SEVERITIES)), F.col("severity"))
-    # Findings are few: ranked in one partition (Spark warns of a window without one).
+    # Findings are few: ranked in one partition (jobs/log4j2.properties quiets the warning).
     order = Window.partitionBy(F.lit(0)).orderBy(
         severity, F.desc("score"), "start_ts", "kind", "explanation"
     )

@@ -145,7 +145,7 @@ def run(args: argparse.Namespace) -> int:
     except KeyboardInterrupt as interrupt:
         _error("interrupted")
         return exit_status(interrupt)
-    if not printer.shown:
+    if not printer.shown and not printer.anomalies:  # an anomaly says why there is no frame
         return _error(f"no frame matches {_asked(args)}" if _asked(args) else "no frame to show")
     return 0
 
@@ -195,6 +195,7 @@ class _Printer:
         self._numbers: Counter[str] = Counter()  # capture -> frames seen
         self._first: dict[str, int] = {}  # capture -> time of its first frame
         self.shown = 0  # frames printed
+        self.anomalies = 0  # anomaly lines printed
 
     def count(self, row: dict[str, Any]) -> int:
         """Every frame of the source passes here, shown or not: its number in the listing."""
@@ -214,6 +215,7 @@ class _Printer:
 
     def anomaly(self, row: dict[str, Any]) -> None:
         """An anomaly between the frames, marked like an expert-info line."""
+        self.anomalies += 1
         if row.get("ts") is None:
             when = " " * 11
         else:

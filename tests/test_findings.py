@@ -327,13 +327,6 @@ def test_a_report_of_a_capture_without_findings_says_no_problem_was_found(tmp_pa
     assert "No problem found" in html and "<li" not in html
 
 
-def test_wire_text_reaches_the_terminal_escaped():
-    hostile = "topic\x1b]0;owned\x07\r\n\u202eevil\u2028end"
-    shown = printable(hostile, None)
-    assert shown == "topic\\x1b]0;owned\\x07\\x0d\\x0a\\u202eevil\\u2028end"
-    assert shown.isprintable()
-
-
 # -- the same findings however the capture was decoded ---------------------------------------
 
 SPLIT = [

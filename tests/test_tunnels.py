@@ -1,7 +1,7 @@
 """Traffic as mirrors and overlays deliver it gives the tables of the traffic itself.
 
 The truth is the bare capture: a real-client sample (``sample_pcaps/pulsar_*.pcap``)
-decoded as it is. The same packets wrapped by :mod:`tests.tunnels` (VLAN and QinQ, MPLS,
+decoded as it is. The same packets wrapped by :mod:`fuzz.tunnels` (VLAN and QinQ, MPLS,
 GRE, ERSPAN, VXLAN, Geneve, IP in IP, the collectors' link types), fragmented on the
 underlay or inside the tunnel, cut by a mirror's snaplen, captured twice, or mixed with
 another tenant's, must decode to the bare capture's tables row for row, apart from
@@ -26,17 +26,17 @@ from scapy.layers.l2 import Dot1Q, Ether
 from scapy.layers.vxlan import VXLAN
 from scapy.packet import Raw
 
+from fuzz import tunnels
 from fuzz.pcapfile import Capture, Record
 from fuzz.stream_sink import RecordingSink
+from fuzz.tunnels import BY_NAME, ETHERNET, WRAPPINGS, Wrapping, load, wrapped, write
 from pwcap.capture import CaptureStats, read_streams
 from pwcap.capture.shares import FlowShare, flow_hash
 from pwcap.cli import main
 from pwcap.decode.api import DecodeOptions
 from pwcap.decode.driver import Summary, decode_captures
 from pwcap.tables.schema import TABLES
-from tests import tunnels
 from tests.conftest import SAMPLES
-from tests.tunnels import BY_NAME, ETHERNET, WRAPPINGS, Wrapping, load, wrapped, write
 
 # Plain traffic, IPv6 inside, a capture cut at 96 bytes, one with records repeated
 SAMPLED = ("pulsar_plain", "pulsar_ipv6", "pulsar_snaplen96", "pulsar_derived_duplicated")

@@ -8,12 +8,13 @@ import sys
 from functools import partial
 from pathlib import Path
 
+from pwcap.terminal import printable
+
 from ...jobs.common import no_java, session
 from ...tables.dataset import (
     DatasetError,
     check_output,
 )
-from ...terminal import printable
 from ..inputs import InputError
 from ..options import add_decode_options, decode_options
 from .cluster import check_uri_output, interpreter_problem, unshared_output

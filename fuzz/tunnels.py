@@ -9,7 +9,7 @@ of those formats independent of pwcap's; NFLOG, which scapy lacks, follows libpc
 LINKTYPE_NFLOG description. The truth of a wrapped capture is its bare capture: the
 tables pwcap writes from both are the same but for the ``encapsulation`` column.
 
-    python -m tests.tunnels OUT_DIR        # every sample in every wrapping, for a look
+    python -m fuzz.tunnels OUT_DIR         # every sample in every wrapping, for a look
 """
 
 from __future__ import annotations
@@ -391,9 +391,10 @@ def wrap_samples(paths: Iterable[Path], wrapping: Wrapping, folder: Path) -> lis
     return [write(folder / path.name, wrapped(load(path), wrapping)) for path in paths]
 
 
-def main(out: str) -> None:
-    from tests.conftest import SAMPLES
+SAMPLES = Path(__file__).resolve().parent.parent / "sample_pcaps"
 
+
+def main(out: str) -> None:
     samples = [p for p in sorted(SAMPLES.glob("pulsar_*.pcap")) if load(p).linktype == ETHERNET]
     for wrapping in WRAPPINGS:
         wrap_samples(samples, wrapping, Path(out) / wrapping.name)
