@@ -80,16 +80,59 @@ class CaptureStats:
     def skipped(self) -> dict[str, int]:
         """Records that gave no TCP segment, by reason (IP fragments: the records held
         until their datagram was whole; duplicates: segments taken once)."""
-        return {
-            "udp_not_tunnel": self.udp_not_tunnel,
-            "non_tcp": self.non_tcp,
-            "unsupported_link": self.unsupported_link,
-            "truncated_headers": self.truncated_headers,
-            "malformed": self.malformed,
-            "too_deep": self.too_deep,
-            "ip_fragments": self.ip_fragments,
-            "duplicates": self.duplicates,
-        }
+        return {reason: getattr(self, reason) for reason in SKIP_REASONS}
 
+
+@dataclass(frozen=True)
+class SkipReason:
+    """Why records gave no TCP segment: the words the decode summary prints, and what
+    they mean (docs/schema.md shows them)."""
+
+    printed: str
+    meaning: str
+
+
+# By the counter above that counts them.
+SKIP_REASONS: dict[str, SkipReason] = {
+    "udp_not_tunnel": SkipReason(
+        "UDP not a tunnel",
+        "UDP to a port no tunnel pwcap reads uses (VXLAN 4789 and 8472, Geneve 6081, the"
+        " ports `--vxlan-port` names); the summary names the commonest ports",
+    ),
+    "non_tcp": SkipReason(
+        "not TCP",
+        "a packet that carries something else: ARP, ICMP, neighbour discovery, a tunnel's"
+        " inner packet that is not TCP, a GRE or ERSPAN version pwcap does not read",
+    ),
+    "unsupported_link": SkipReason(
+        "of a link type pwcap does not parse",
+        "records of a link type pwcap does not read (and an `unsupported_link_type` row)",
+    ),
+    "truncated_headers": SkipReason(
+        "headers cut by the snaplen",
+        "a header before the TCP payload cut by the snaplen or a mirror that truncates"
+        " (and a `truncated_header` row)",
+    ),
+    "malformed": SkipReason(
+        "malformed",
+        "a header that contradicts itself or the one carrying it (a length shorter than"
+        " its own header, a flag that must be clear, an NFLOG attribute longer than the"
+        " packet), or a land packet",
+    ),
+    "too_deep": SkipReason(
+        "nested too deep",
+        "more nested headers or tunnel ids than pwcap reads (and a `too_deep` row)",
+    ),
+    "ip_fragments": SkipReason(
+        "IP fragments",
+        "fragments held until their datagram was whole, which then counts as what it"
+        " carries; a datagram never completed is an `incomplete_datagram` row",
+    ),
+    "duplicates": SkipReason(
+        "captured twice",
+        "a segment seen again at once, as a mirror of both directions, or a mirror beside"
+        " the host's own capture, delivers it: taken once",
+    ),
+}
 
 _COUNTERS = ("unsupported_links", "udp_ports", "encapsulations")

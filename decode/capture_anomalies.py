@@ -10,6 +10,7 @@ capture, not a connection: the damage came before any connection).
 from __future__ import annotations
 
 from ..capture import CaptureStats
+from ..capture.stats import SKIP_REASONS
 from ..tables.schema import Row
 
 
@@ -97,16 +98,6 @@ def capture_warnings(stats: CaptureStats, capture: str) -> list[str]:
 
 
 TOP_PORTS = 3
-_REASONS = {
-    "udp_not_tunnel": "UDP not a tunnel",
-    "non_tcp": "not TCP",
-    "unsupported_link": "of a link type pwcap does not parse",
-    "truncated_headers": "headers cut by the snaplen",
-    "malformed": "malformed",
-    "too_deep": "nested too deep",
-    "ip_fragments": "IP fragments",
-    "duplicates": "captured twice",
-}
 
 
 def skip_reasons(stats: CaptureStats) -> str:
@@ -116,7 +107,7 @@ def skip_reasons(stats: CaptureStats) -> str:
     for reason, count in stats.skipped.items():
         if not count:
             continue
-        part = f"{count:,} {_REASONS[reason]}"
+        part = f"{count:,} {SKIP_REASONS[reason].printed}"
         if reason == "udp_not_tunnel" and stats.udp_ports:
             ports = sorted(stats.udp_ports.items(), key=lambda item: (-item[1], item[0]))
             named = ", ".join(f"{port}: {n:,}" for port, n in ports[:TOP_PORTS])

@@ -316,6 +316,8 @@ TUNNEL = "tunnels"
 VXLAN_AT = 14 + 20 + 8  # the VXLAN header after UDP
 GRE_AT = 14 + 20  # the GRE header
 MPLS_AT = 14  # the label stack
+IPIP_AT = 14 + 20  # the inner IPv4 header
+INNER_PAYLOAD_AT = VXLAN_AT + 8 + 14 + 20 + 32  # the TCP payload in VXLAN (timestamps on)
 
 ENTRIES = [
     Entry("file", "an empty file", lambda: b"", REFUSED),
@@ -470,6 +472,48 @@ ENTRIES = [
         CLEAN,
     ),
     Entry(TUNNEL, "VLAN tags 40 deep", lambda: deep_tags(40), "too_deep"),
+    Entry(
+        TUNNEL,
+        "Geneve packets cut inside their options",
+        tunnelled("geneve", cut_at(VXLAN_AT + 8 + 6)),
+        "truncated_header",
+    ),
+    Entry(
+        TUNNEL,
+        "an ERSPAN type III header whose platform-subheader flag is cleared",
+        tunnelled("erspan_type_3", at(GRE_AT + 4 + 11, b"\x00")),
+        CLEAN,
+    ),
+    Entry(
+        TUNNEL,
+        "an MPLS pseudowire control word of an associated channel (first nibble 1)",
+        tunnelled("mpls_pseudowire_control_word", at(MPLS_AT + 4, b"\x10")),
+        CLEAN,
+    ),
+    Entry(
+        TUNNEL,
+        "IP in IP whose inner header says it is 16 bytes long",
+        tunnelled("ip_in_ipv4", at(IPIP_AT, b"\x44")),
+        CLEAN,
+    ),
+    Entry(
+        TUNNEL,
+        "VXLAN over IPv6 whose payload length runs past the record",
+        tunnelled("vxlan_over_ipv6", at(14 + 4, b"\xff\xff")),
+        CLEAN,
+    ),
+    Entry(
+        TUNNEL,
+        "an NFLOG record whose TLV length runs past the record",
+        tunnelled("nflog_collector", at(4, b"\xff\x7f")),
+        CLEAN,
+    ),
+    Entry(
+        TUNNEL,
+        "every packet in VXLAN cut 10 bytes into its inner TCP payload (a mirror that truncates)",
+        tunnelled("vxlan", cut_at(INNER_PAYLOAD_AT + 10)),
+        "gap",
+    ),
     Entry(
         TUNNEL,
         "every packet captured twice (a SPAN of both directions)",

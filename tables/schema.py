@@ -472,6 +472,7 @@ def markdown() -> str:
     lines += ["", "## anomaly kinds", "", "| family | kind | meaning |", "|---|---|---|"]
     for family, kinds in ANOMALY_KINDS.items():
         lines += [f"| {family} | `{kind}` | {meaning} |" for kind, meaning in kinds.items()]
+    lines += _summary_markdown()
     lines += ["", "# The analytics (`pwcap analyze`, `jobs/*.py`)"]
     lines += _tables_markdown(ANALYTICS)
     lines += [
@@ -483,6 +484,25 @@ def markdown() -> str:
     ]
     lines += [f"| `{kind}` | {meaning} |" for kind, meaning in FINDING_KINDS.items()]
     return "\n".join(lines) + "\n"
+
+
+def _summary_markdown() -> list[str]:
+    """What the summary ``pwcap decode`` prints says of the packets it skipped."""
+    from ..capture.stats import SKIP_REASONS
+
+    lines = [
+        "",
+        "## skipped packets (the decode summary)",
+        "",
+        "The summary `pwcap decode` prints counts every record: `packets N (T TCP, S other"
+        " skipped [reasons])`, each reason with its count; a capture whose records give no"
+        " TCP segment at all also gets a warning with the reasons. `tunnelled` counts the TCP"
+        " segments per `encapsulation` (as in `connections`; bare segments are not counted).",
+        "",
+        "| reason printed | meaning |",
+        "|---|---|",
+    ]
+    return lines + [f"| {why.printed} | {why.meaning} |" for why in SKIP_REASONS.values()]
 
 
 def _tables_markdown(tables: dict[str, list[Column]]) -> list[str]:

@@ -1,12 +1,14 @@
-"""Real clients across a real overlay: the ``overlay_*`` samples against their brokers.
+"""Real clients across real overlays: the ``overlay_*`` samples against their brokers.
 
-Each sample was captured on the underlay of Linux VXLAN devices in network namespaces
-(``tests/corpus/overlay.py``): the official Python client talked to the test broker of
-each tenant, and each broker wrote a journal of every frame it read and wrote. Decoded,
-every tenant (its VNI) must have its broker's connections and, per direction, exactly the
-frames of its journal in order; two tenants that used the very same addresses and ports
-stay two connections; the outer fragments, the doubled copies and the snaplen's cuts are
-what the capture says they are.
+Each sample was captured on the underlay in network namespaces (``tests/corpus/overlay.py``):
+Linux's VXLAN devices, Open vSwitch's Geneve, GRE and ip6gre tunnels (one over a VLAN
+tagged underlay), and its ERSPAN (types II and III) mirror of a switch to a collector.
+The official Python client talked to the test broker of each tenant, and each broker
+wrote a journal of every frame it read and wrote. Decoded, every tenant (its tunnel and
+id, as the generator configured them) must have its broker's connections and, per
+direction, exactly the frames of its journal in order; two tenants that used the very
+same addresses and ports stay two connections; the outer fragments, the doubled copies
+and the snaplen's cuts are what the capture says they are.
 """
 
 from __future__ import annotations
@@ -18,7 +20,9 @@ from pathlib import Path
 import pyarrow.parquet as pq
 import pytest
 
+from pwcap.cli import main
 from pwcap.decode.driver import Summary, decode_captures
+from pwcap.tables.schema import TABLES
 from tests.conftest import SAMPLES
 
 OVERLAYS = sorted(SAMPLES.glob("overlay_*.pcap"))
@@ -65,6 +69,8 @@ def journal_frames(journal: list[dict]) -> dict[str, list[tuple[str, int]]]:
 def test_there_are_overlay_samples() -> None:
     names = {capture.stem for capture in OVERLAYS}
     assert {"overlay_vxlan_two_tenants", "overlay_vxlan_fragmented"} <= names
+    tunnels = {truth_of(capture)["capture"]["tunnel"] for capture in OVERLAYS}
+    assert tunnels == {"vxlan", "geneve", "gre", "ip6gre", "erspan"}
 
 
 @pytest.mark.parametrize("capture", OVERLAYS, ids=[c.stem for c in OVERLAYS])
@@ -72,10 +78,10 @@ def test_each_tenant_has_its_broker_s_connections_and_frames(capture: Path, deco
     truth = truth_of(capture)
     summary, tables = decoded[capture.name]
     found = frames_by_tenant(tables)
-    assert set(found) == {f"vxlan:{tenant['vni']}" for tenant in truth["tenants"]}
+    assert set(found) == {tenant["encapsulation"] for tenant in truth["tenants"]}
     cut = truth["capture"]["snaplen"] < 65535
     for tenant in truth["tenants"]:
-        label = f"vxlan:{tenant['vni']}"
+        label = tenant["encapsulation"]
         connections = [row for row in tables["connections"] if row["encapsulation"] == label]
         assert len(connections) == len(tenant["connections"])
         client, broker = tenant["connections"][0]["client"], tenant["connections"][0]["broker"]
@@ -91,8 +97,9 @@ def test_each_tenant_has_its_broker_s_connections_and_frames(capture: Path, deco
     assert summary.capture_totals().records == truth["capture"]["packets"]
 
 
-def test_two_tenants_with_the_very_same_endpoints_stay_two_connections(decoded) -> None:
-    _, tables = decoded["overlay_vxlan_two_tenants.pcap"]
+@pytest.mark.parametrize("name", ["overlay_vxlan_two_tenants", "overlay_geneve_two_tenants"])
+def test_two_tenants_with_the_very_same_endpoints_stay_two_connections(name, decoded) -> None:
+    _, tables = decoded[f"{name}.pcap"]
     endpoints = {
         (row["client_ip"], row["client_port"], row["server_ip"], row["server_port"])
         for row in tables["connections"]
@@ -116,6 +123,17 @@ def test_a_span_of_both_router_ports_counts_each_packet_once(decoded) -> None:
     assert all(row["gaps"] == 0 for row in tables["connections"])
 
 
+@pytest.mark.parametrize("name", ["overlay_erspan2_mirror", "overlay_erspan3_mirror"])
+def test_a_remote_span_gives_every_mirrored_segment_once_under_its_session(name, decoded) -> None:
+    summary, tables = decoded[f"{name}.pcap"]
+    stats = summary.capture_totals()
+    (tenant,) = truth_of(SAMPLES / f"{name}.pcap")["tenants"]
+    assert stats.encapsulations == {tenant["encapsulation"]: stats.tcp_segments}
+    assert stats.duplicates == 0
+    (connection,) = tables["connections"]
+    assert connection["gaps"] == 0
+
+
 def test_a_mirror_s_snaplen_is_a_gap_of_the_bytes_it_cut(decoded) -> None:
     capture = SAMPLES / "overlay_vxlan_ipv6_cut.pcap"
     _, tables = decoded[capture.name]
@@ -127,3 +145,29 @@ def test_a_mirror_s_snaplen_is_a_gap_of_the_bytes_it_cut(decoded) -> None:
     captured = connection["bytes_c2b"] + connection["bytes_b2c"]
     assert captured + connection["gap_bytes"] == sent["c2b"] + sent["b2c"]
     assert connection["gap_bytes"] > 0
+
+
+def test_show_lists_each_tenant_s_frames_under_its_own_connection(decoded, capsys) -> None:
+    capture = SAMPLES / "overlay_geneve_two_tenants.pcap"
+    _, tables = decoded[capture.name]
+    tenants = {tenant["encapsulation"]: tenant for tenant in truth_of(capture)["tenants"]}
+    for connection in tables["connections"]:
+        tenant = tenants[connection["encapsulation"]]
+        assert main(["show", str(capture), "--conn", str(connection["conn_id"])]) == 0
+        lines = capsys.readouterr().out.splitlines()
+        assert len(lines) == tenant["frames_total"]
+        topics = {word for line in lines for word in line.split() if word.startswith("topic=")}
+        assert topics == {f"topic=persistent://public/default/tenant-{tenant['vni']}"}
+
+
+@pytest.mark.parametrize("jobs", ["2", "3"])
+def test_jobs_split_real_overlays_by_inner_flow_as_one_process_decodes_them(
+    jobs: str, tmp_path: Path
+) -> None:
+    captures = [str(capture) for capture in OVERLAYS]
+    assert main(["decode", *captures, "-o", str(tmp_path / "one"), "-q"]) == 0
+    assert main(["decode", *captures, "-o", str(tmp_path / "many"), "-q", "--jobs", jobs]) == 0
+    for table in TABLES:
+        one = sorted(map(repr, pq.read_table(tmp_path / "one" / table).to_pylist()))
+        many = sorted(map(repr, pq.read_table(tmp_path / "many" / table).to_pylist()))
+        assert one == many, table

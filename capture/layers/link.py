@@ -102,8 +102,8 @@ def nflog(c: Cursor) -> cython.int:
         if kind > 0xFF:  # big-endian
             length = c.u16(0)
             kind = c.u16(2) & 0x3FFF
-        if length < 4:
-            return _MALFORMED
+        if length < 4 or c.at + length > c.end:
+            return _MALFORMED  # shorter than its own header, or longer than the packet
         if kind == _NFULA_PAYLOAD:
             c.at += 4
             c.carry(length - 4)
