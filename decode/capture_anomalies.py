@@ -100,12 +100,12 @@ def capture_warnings(stats: CaptureStats, capture: str) -> list[str]:
 TOP_PORTS = 3
 
 
-def skip_reasons(stats: CaptureStats) -> str:
+def skip_reasons(stats: CaptureStats, leave_out: tuple[str, ...] = ()) -> str:
     """Why records gave no TCP segment, in a few words: "3 UDP not a tunnel (port
     4790: 3; --vxlan-port names another VXLAN port), 2 not TCP"."""
     parts = []
     for reason, count in stats.skipped.items():
-        if not count:
+        if not count or reason in leave_out:
             continue
         part = f"{count:,} {SKIP_REASONS[reason].printed}"
         if reason == "udp_not_tunnel" and stats.udp_ports:

@@ -153,18 +153,23 @@ def _packets(stats: CaptureStats) -> str:
     """What reassembly made of the records: skipped, repaired and lost, in one line."""
     from pwcap.decode.capture_anomalies import skip_reasons
 
-    skipped = stats.records - stats.tcp_segments
+    # Fragments are counted apart: their datagrams count as what they carried.
+    skipped = sum(n for reason, n in stats.skipped.items() if reason != "ip_fragments")
     parts = [f"{stats.tcp_segments:,} TCP", f"{skipped:,} other skipped"]
     if skipped:
-        parts[-1] += f" [{skip_reasons(stats)}]"
+        parts[-1] += f" [{skip_reasons(stats, leave_out=('ip_fragments',))}]"
+    if stats.ip_fragments:
+        fragments = f"{stats.ip_fragments:,} IP fragments made {stats.fragments_reassembled:,}"
+        fragments += " datagrams"
+        if stats.fragments_dropped:
+            fragments += f", {stats.fragments_dropped:,} never completed"
+        parts.append(fragments)
     if stats.retransmitted_bytes:
         parts.append(f"{stats.retransmitted_bytes:,} B seen twice")
     if stats.reordered_segments:
         parts.append(f"{stats.reordered_segments:,} segments held for order")
     if stats.gaps:
         parts.append(f"{stats.gap_bytes:,} B missing in {stats.gaps:,} gaps")
-    if stats.fragments_reassembled:
-        parts.append(f"{stats.fragments_reassembled:,} IP datagrams reassembled")
     return f"{stats.records:,} ({', '.join(parts)})"
 
 
