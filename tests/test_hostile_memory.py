@@ -19,7 +19,7 @@ import pyarrow.parquet as pq
 import pytest
 import zstandard
 
-from tests.kafka07_frames import GZIP, compressed, message, produce_body, request
+from tests.kafka07_frames import GZIP, SNAPPY, compressed, message, produce_body, request
 from tests.pulsar_frames import command, entry_bytes, frame, pb
 
 MEMORY_BUDGET_MB = 400
@@ -131,6 +131,82 @@ def test_a_kafka_message_set_of_16_mib_of_gzipped_zeros_stays_within_budget(
     capture = write_capture(tmp_path / "bomb.pcap", [(9092, [(0, produce)])])
     decode_within_budget(capture, tmp_path / "ds")
     assert len(table(tmp_path / "ds", "frames")) == 1
+
+
+# 0.7's smallest message: magic 0, an empty payload: its length, magic and CRC, 9 bytes.
+EMPTY_KAFKA_MESSAGE = message(b"", magic=0)
+
+
+def kafka_produces(wrapper: bytes, count: int) -> bytes:
+    return request(0, produce_body("t", 0, wrapper)) * count
+
+
+def messages_of(out: Path) -> int:
+    return ds.dataset(out / "messages").count_rows()
+
+
+@pytest.mark.parametrize(
+    ("codec", "framed"),
+    [
+        (GZIP, False),
+        pytest.param(SNAPPY, False, marks=pytest.mark.slow),
+        pytest.param(SNAPPY, True, marks=pytest.mark.slow),
+    ],
+    ids=["gzip", "snappy-block", "snappy-xerial"],
+)
+def test_a_kafka_wrapper_of_millions_of_empty_messages_stays_within_budget(
+    tmp_path, write_capture, codec, framed
+):
+    """A wrapper of 2.5 million 9-byte messages (22 MB expanded, 22 KB of gzip): each
+    message waited for its frame's end as objects of 230 bytes (two frames of 6.7 million
+    reached 3.0 GB). They leave for Arrow as they come, and every one is a row."""
+    count = 2_500_000
+    wrapper = compressed(EMPTY_KAFKA_MESSAGE * count, codec, framed)
+    capture = write_capture(tmp_path / "bomb.pcap", [(9092, [(0, kafka_produces(wrapper, 1))])])
+    decode_within_budget(capture, tmp_path / "ds")
+    assert messages_of(tmp_path / "ds") == count
+    assert table(tmp_path / "ds", "anomalies") == []
+
+
+@pytest.mark.slow
+def test_kafka_wrappers_nested_three_deep_stay_within_budget(tmp_path, write_capture):
+    """gzip in snappy in gzip, 2 million empty messages: the nesting is walked one message
+    at a time like a single level, and every message is a row with its wrapper's count."""
+    inner = compressed(EMPTY_KAFKA_MESSAGE * 200_000, GZIP)
+    middle = compressed(inner * 10, SNAPPY, framed=True)
+    outer = compressed(middle, GZIP)
+    capture = write_capture(tmp_path / "bomb.pcap", [(9092, [(0, kafka_produces(outer, 1))])])
+    decode_within_budget(capture, tmp_path / "ds")
+    rows = ds.dataset(tmp_path / "ds" / "messages").to_table(columns=["batch_size", "batch_index"])
+    assert rows.num_rows == 2_000_000
+    assert set(rows.column("batch_size").to_pylist()) == {2_000_000}
+    assert rows.column("batch_index").to_pylist()[-1] == 1_999_999
+
+
+def test_a_kafka_set_expanding_to_zeros_is_a_bounded_list_of_anomalies(tmp_path, write_capture):
+    """32 MiB of zeros inflate to a damaged message every 4 bytes, 8 million of them: each
+    was an anomaly held as a tuple, then a row. The first 100 of a set are listed, the
+    rest counted in one more."""
+    wrapper = compressed(bytes(32 << 20), GZIP)
+    capture = write_capture(tmp_path / "bomb.pcap", [(9092, [(0, kafka_produces(wrapper, 1))])])
+    decode_within_budget(capture, tmp_path / "ds")
+    details = [row["detail"] for row in table(tmp_path / "ds", "anomalies")]
+    assert len(details) == 101
+    assert details[-1] == f"{(32 << 20) // 4 - 100} more damaged messages in this set, not listed"
+
+
+def test_a_kafka_expansion_past_the_budget_is_an_anomaly_and_the_messages_before_it_stay(
+    tmp_path, write_capture
+):
+    """Two wrappers in one frame, 40 MB expanded each: the second passes the frame's 64 MiB
+    budget and is a decompression_failed row; the first's messages are all rows."""
+    wrapper = compressed(message(b"m" * 1000) * 40_000, GZIP)
+    produce = request(0, produce_body("t", 0, wrapper * 2))
+    capture = write_capture(tmp_path / "bomb.pcap", [(9092, [(0, produce)])])
+    decode_within_budget(capture, tmp_path / "ds")
+    assert messages_of(tmp_path / "ds") == 40_000 + 1  # the second: one row, no payload
+    [anomaly] = table(tmp_path / "ds", "anomalies")
+    assert anomaly["kind"] == "decompression_failed" and "limit" in anomaly["detail"]
 
 
 # -- many connections ---------------------------------------------------------------------
