@@ -439,7 +439,38 @@ def markdown(found: list[tuple[Entry, Answer]]) -> str:
         said = "<br>".join(f"`{line}`" for line in found_answer.lines) or "(nothing)"
         kinds = ", ".join(f"`{kind}`" for kind in found_answer.kinds) or "none"
         lines.append(f"| {entry.layer} | {entry.what} | {found_answer.status} | {said} | {kinds} |")
-    return "\n".join(lines) + "\n"
+    return "\n".join([*lines, *FUZZING]) + "\n"
+
+
+FUZZING = [
+    "",
+    "## Fuzzing and sanitizers",
+    "",
+    "Each of these is one command from the checkout (they take the machine's cores: prefix",
+    "`nice -n 10` on a shared machine).",
+    "",
+    "- `python -m fuzz.campaign --inputs 100000 --jobs 2`: the mutation campaign on the",
+    "  normal build. A short run (1,000 mutants) is part of every test run; a failing input",
+    "  goes to `fuzz/found/` with a line in `failures.jsonl` saying how to make it again.",
+    "- `make sanitize`: the compiled modules built with AddressSanitizer and",
+    "  UndefinedBehaviorSanitizer (gcc), in a scratch copy under `build/sanitize/gcc` (the",
+    "  normal build is left alone), then the whole default test suite and a campaign of",
+    "  100,000 mutants on that build (`SANITIZE_INPUTS=N` for another count,",
+    '  `SANITIZE_PYTEST="tests/test_x.py"` for fewer tests). Python runs with the ASan',
+    "  runtime preloaded and `PYTHONMALLOC=malloc`, so Python objects get red zones too; a",
+    "  report stops the process that made it (UBSan's `halt_on_error=1`), and every report",
+    "  is kept in `build/sanitize/gcc/reports` and printed at the end. Leak checking is off:",
+    "  CPython keeps objects alive to the end by design. The campaign's memory and time",
+    "  limits are widened there (ASan's shadow memory is not pwcap's); the normal build's",
+    "  campaign checks the promises themselves. CI runs a short version: a few test files",
+    "  and 2,000 mutants.",
+    "- `python -m fuzz.atheris_run TARGET`: coverage-guided fuzzing (atheris, libFuzzer) of",
+    "  the interpreted decoder, target `records`, `reassembly`, `pulsar` or `kafka07`.",
+    "- `make fuzz-compiled TARGET=pulsar ARGS=-max_total_time=600`: the same targets over",
+    "  the compiled modules, built by clang with `-fsanitize=fuzzer-no-link,address,undefined`",
+    "  in `build/sanitize/clang`: libFuzzer follows the coverage of the extensions' C, and",
+    "  ASan and UBSan watch it. Findings go to `fuzz/work/compiled/TARGET/`.",
+]
 
 
 if __name__ == "__main__":
