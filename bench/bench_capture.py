@@ -31,6 +31,9 @@ from collections.abc import Callable, Iterator
 from functools import partial
 from pathlib import Path
 
+from contenders import engine_checked
+from options import add_engine_option
+
 from pwcap.capture import CaptureStats, iter_records, open_capture, read_streams
 from pwcap.capture.events import Connection, Direction
 
@@ -210,7 +213,9 @@ def main() -> None:
     parser.add_argument("--dpkt", action="store_true", help="also time dpkt's parse")
     parser.add_argument("--no-tshark", action="store_true")
     parser.add_argument("--profile", action="store_true", help="pyinstrument over read_streams")
+    add_engine_option(parser)
     args = parser.parse_args()
+    print(engine_checked(args.allow_interpreted))
     path = capture_file(args.packets)
     megabytes = path.stat().st_size / 1e6
     path.read_bytes()  # into the page cache, so every row reads from memory

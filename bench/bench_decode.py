@@ -31,10 +31,10 @@ from pathlib import Path
 import crc32c
 from contenders import (
     ONE_PROCESS,
-    decoded_frames,
+    decoded_rows,
+    engine_checked,
     peers,
     pwcap_decode,
-    pwcap_version,
 )
 from options import add_options, parse_size
 from profile_decode import profile_decode
@@ -277,7 +277,7 @@ def cached_capture(data: Path, shape: str, size: int) -> tuple[Path, int]:
 
 
 def check_frames(out: Path, frames: int) -> None:
-    decoded = decoded_frames(out)
+    decoded = decoded_rows(out)
     if decoded != frames:
         sys.exit(f"pwcap decoded {decoded:,} frames of {frames:,}: figures not comparable")
 
@@ -330,8 +330,8 @@ def main() -> None:
         "--profile-size", type=parse_size, default=parse_size("30M"), help="capture to profile"
     )
     args = parser.parse_args()
+    print(engine_checked(args.allow_interpreted))
     args.data.mkdir(parents=True, exist_ok=True)
-    print(pwcap_version())
     for shape in args.shape:
         capture, frames = cached_capture(args.data, shape, args.size)
         decode_against_peers(capture, shape, frames, args)

@@ -18,6 +18,8 @@ import time
 from functools import partial
 
 import crc32c
+from contenders import engine_checked
+from options import add_engine_option
 
 from pwcap.capture.events import ClientBy, Connection, Direction
 from pwcap.decode.api import DecodeOptions
@@ -153,7 +155,9 @@ def main() -> None:
     parser.add_argument("--shape", choices=sorted(SHAPES), default="mixed")
     parser.add_argument("--record", type=int, default=RECORD, help="bytes per capture record")
     parser.add_argument("--profile", action="store_true", help="run under pyinstrument")
+    add_engine_option(parser)
     args = parser.parse_args()
+    print(engine_checked(args.allow_interpreted))
     c2b, b2c = streams(args.frames, args.shape)
     if args.profile:
         from pyinstrument import Profiler

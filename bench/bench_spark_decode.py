@@ -21,7 +21,7 @@ from pathlib import Path
 
 import pyarrow.dataset as ds
 from bench_decode import cached_capture
-from contenders import Contender
+from contenders import Contender, engine_checked
 from options import add_options
 from scoreboard import contest, print_table
 
@@ -63,6 +63,7 @@ def main() -> None:
     add_options(parser, size="30M", runs=1)
     parser.add_argument("--count", type=int, default=16, help="captures in the folder")
     args = parser.parse_args()
+    print(engine_checked(args.allow_interpreted))
     args.data.mkdir(parents=True, exist_ok=True)
     folder, frames = captures(args.data, args.size, args.count)
     outs = {master: args.data / f"out_spark_{master[6]}" for master in ("local[2]", "local[1]")}

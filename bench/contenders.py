@@ -25,6 +25,7 @@ import pyarrow.parquet as pq
 PULSAR_FILTER = "apache.pulsar"  # the protocol name the plugin registers
 PLUGIN = "tshark + Pulsar plugin"
 TSHARK_DATA = "tshark, ports as data"
+CAT = "cat (reading the file)"
 
 
 @dataclass(frozen=True)
@@ -35,6 +36,7 @@ class Contender:
     argv: list[str]
 
 
+COMPILED = "(decoder: compiled)"  # what ``pwcap --version`` says of the compiled engine
 # ``pwcap decode``'s options for one process (the per-core figures): its default is every core.
 ONE_PROCESS = ("--jobs", "1")
 
@@ -51,6 +53,19 @@ def _said(argv: list[str]) -> str:
 def pwcap_version() -> str:
     """What ``pwcap --version`` says (which decode path is built), if it says anything."""
     return _said(_pwcap("--version")).strip() or "pwcap (no --version)"
+
+
+def engine_checked(allow_interpreted: bool) -> str:
+    """``pwcap --version``, or the run refused when it names the interpreted engine (a stale
+    or missing build: several times slower, so its figures say nothing of pwcap's) and
+    ``--allow-interpreted`` was not given."""
+    version = pwcap_version()
+    if COMPILED not in version and not allow_interpreted:
+        sys.exit(
+            f"{version}: the benchmarks measure the compiled engine; run `make build`, or"
+            " give --allow-interpreted to measure the interpreted one"
+        )
+    return version
 
 
 def pwcap_decode(capture: Path, out: Path, *extra: str) -> Contender:
@@ -90,11 +105,11 @@ def peers(capture: Path, ports: list[int]) -> tuple[list[Contender], list[str]]:
     if shutil.which("tshark") is not None:
         found.append(Contender(TSHARK_DATA, _tshark(capture, ports, "data")))
         notes.append(_said(["tshark", "--version"]).partition("\n")[0])
-    found.append(Contender("cat (reading the file)", ["cat", str(capture)]))
+    found.append(Contender(CAT, ["cat", str(capture)]))
     return found, notes
 
 
-def decoded_frames(dataset: Path) -> int:
-    """Rows in a written dataset's frames table, from the Parquet footers alone."""
-    parts = (dataset / "frames").rglob("*.parquet")
+def decoded_rows(dataset: Path, table: str = "frames") -> int:
+    """Rows in one table of a written dataset, from the Parquet footers alone."""
+    parts = (dataset / table).rglob("*.parquet")
     return sum(pq.ParquetFile(part).metadata.num_rows for part in parts)

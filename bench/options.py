@@ -25,3 +25,12 @@ def add_options(parser: argparse.ArgumentParser, size: str, runs: int) -> None:
         help="where the generated captures are kept between runs, and pwcap's output",
     )
     parser.add_argument("--profile", action="store_true", help="where pwcap's time goes")
+    add_engine_option(parser)
+
+
+def add_engine_option(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--allow-interpreted",
+        action="store_true",
+        help="measure even when pwcap runs on the interpreted engine (refused otherwise)",
+    )

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from enum import IntEnum
-from typing import Protocol
+from typing import Any, Protocol
 
 LABELS = ("c2b", "b2c")  # each Direction as the tables write it, by its value
 
@@ -54,6 +54,12 @@ class Connection:
     # The roles turned round since reassembly named the client (as Zeek's
     # connection_flipped): reassembly labels the directions of later bytes by it.
     flipped: bool = False
+    # What each side's segments show of TCP (a capture.tcpflow.TcpSide per Direction,
+    # turned round with the roles): empty for a connection made without reassembly.
+    tcp: list[Any] = field(default_factory=list)
+    # The tunnel ids it was carried in, outermost first ("vxlan:4242/vlan:100"; "" when
+    # bare): part of its identity, as its endpoints are.
+    encapsulation: str = ""
 
     def flip(self) -> None:
         """Exchange client and server: content proved reassembly's choice wrong. Only the
@@ -62,6 +68,7 @@ class Connection:
         self.client_port, self.server_port = self.server_port, self.client_port
         self.bytes.reverse()
         self.gap_bytes.reverse()
+        self.tcp.reverse()
         self.flipped = not self.flipped
 
 

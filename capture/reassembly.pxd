@@ -2,6 +2,8 @@
 # reassembly.py when it compiles it), so that the record reader (reader.py) hands it
 # segments as C calls, and a direction's sequence state is C integers.
 
+from pwcap.capture.tcpflow cimport TcpSide
+
 cdef class _Half:
     cdef public object conn
     cdef public object side
@@ -17,6 +19,7 @@ cdef class _Half:
     cdef public object fin
     cdef public object sink
     cdef public object stats
+    cdef public TcpSide tcp
 
     cpdef long long offset(self, long long seq)
     cpdef object direction(self)
@@ -40,4 +43,5 @@ cdef class Reassembler:
 
     cpdef void count_segments(self)
     cpdef segment(self, object ts, object src, long sport, object dst, long dport,
-                  long long seq, long long ack, long flags, object payload, long long cut=*)
+                  long long seq, long long ack, long flags, object payload, long long cut=*,
+                  long window=*, long wscale=*, object tunnel=*)

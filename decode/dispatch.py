@@ -21,6 +21,7 @@ import cython
 
 from ..capture.events import ClientBy, Connection, Direction
 from ..capture.reassembly import MAX_OPEN
+from ..capture.tcpflow import tcp_columns
 from .api import ConnectionDecoder, DecodeOptions, Row, RowSink
 from .registry import SNIFF_TOTAL, UNKNOWN, Decision, Protocol, Registry, Sniffer
 from .tls import looks_like_client_hello
@@ -439,6 +440,7 @@ class Dispatcher:
             "client_port": conn.client_port,
             "server_ip": conn.server_ip,
             "server_port": conn.server_port,
+            "encapsulation": conn.encapsulation,
             "client_by": "content" if conn.flipped else _CLIENT_BY[conn.client_by],
             "first_ts": conn.first_ts,
             "last_ts": max(conn.last_ts, ts) if conn.last_ts else ts,
@@ -452,6 +454,8 @@ class Dispatcher:
             "midstream": tracked.midstream,
             "flipped": conn.flipped,
         }
+        if conn.tcp:
+            row.update(tcp_columns(*conn.tcp))
         row.update(fields)
         row["anomalies"] = fields.get("anomalies", 0) + tracked.anomalies
         return row

@@ -18,6 +18,11 @@ The balance is the one the wire shows. The broker applies a FLOW when it reads i
 can be a little after the capture saw it; a span the broker saw shorter than that delay
 (a FLOW already in flight when the last permitted entry was sent) does not show here.
 
+This is the reference permit ledger. The decoder keeps the same one as it decodes, to
+report each delivery beyond the permits as an anomaly where it is sure of the balance;
+``decode/pulsar/state.py`` says where the two part (a capture started mid-connection,
+lost bytes), and a test holds their verdicts equal everywhere else.
+
 ``backlog_waiting`` says the broker delivered within ``PROMPT_US`` of the FLOW that ended
 the span: messages were waiting, so the consumer was the bottleneck.
 """
@@ -64,7 +69,9 @@ def _events(frames: DataFrame) -> DataFrame:
         .when(F.col("command") == "MESSAGE", "delivery")
         .when(closed, "closed")
     )
-    messages = F.when(F.col("command") == "MESSAGE", F.coalesce("num_messages", F.lit(1)))
+    # Batch indexes a MESSAGE's ack_set marks acknowledged cost no permit (nor delivery).
+    delivered = F.coalesce("num_messages", F.lit(1)) - F.coalesce("acked_in_batch", F.lit(0))
+    messages = F.when(F.col("command") == "MESSAGE", delivered)
     permits = F.when(F.col("command") == "FLOW", F.coalesce("permits", F.lit(0)))
     return (
         frames.where(F.col("consumer_id").isNotNull())

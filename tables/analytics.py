@@ -68,6 +68,20 @@ LATENCY_PAIRS: list[Column] = [
         "`success`, `error:<code>` (the answer is an error), `unanswered` (no answer within"
         " the capture) or `redelivered` (delivery_ack: delivered again before any ack)",
     ),
+    Column(
+        "network_us",
+        I64,
+        "the network's share of latency_us: the shortest TCP round trip from the capture"
+        " point to the side that answers and back (`connections.tcp_rtt_*`: the broker for"
+        " a request, the client for a delivery); null for publish_delivery and PING, and"
+        " when the connection timed no round trip",
+    ),
+    Column(
+        "remote_us",
+        I64,
+        "latency_us less network_us (at least 0): the time the answering side (broker or"
+        " client) took itself",
+    ),
 ]
 
 LATENCY_SUMMARY: list[Column] = [
@@ -203,6 +217,131 @@ UNACKED: list[Column] = [
     Column("redelivery_count", I32, "redelivery count of the last delivery"),
 ]
 
+# The thresholds of the findings (``jobs/findings.py``), named once: the kinds' definitions
+# below quote them, the job applies them.
+THRESHOLDS: dict[str, float] = {
+    "starved_fraction": 0.2,  # of a consumer's life with no permits and messages waiting
+    "starved_seconds": 1.0,  # ... and at least this long in all
+    "slow_ack_us": 100_000,  # a median delivery -> ack this long: the application is slow
+    "small_queue": 100,  # a receiver queue below this many permits is small
+    "storm_redeliveries": 100,  # redeliveries of one subscription within `storm_window_s`...
+    "storm_rate": 0.5,  # ... that are at least this share of its deliveries
+    "ack_timeout_floor_us": 1_000_000,  # no client times acks out sooner (Java's minimum)
+    "send_timeout_us": 30_000_000,  # the clients' default send timeout
+    "storm_connects": 5,  # connections of one client address within `storm_window_s`
+    "storm_lookups": 5,  # LOOKUPs of one topic by one client address within it
+    "storm_window_s": 60,
+    "chunk_stall_us": 1_000_000,  # between two chunks of one message
+    "zero_window_us": 100_000,  # zero-window time of one side of a connection, in all
+    "retransmission_burst": 3,  # retransmitted segments within a second
+    "slow_rtt_us": 100_000,  # the shortest round trip of a path (its own delay)
+    "slow_remote_us": 1_000_000,  # a request's p99 time at the broker, network time apart
+}
+_T = THRESHOLDS
+
+# Every finding `kind`, what it means and when it is found: the docs render this.
+FINDING_KINDS: dict[str, str] = {
+    "permit_starvation": "a consumer had no permits while the broker had messages for it:"
+    " the spans at a balance of zero or below that a FLOW ended with a delivery within"
+    f" 10 ms (`starvation_intervals.backlog_waiting`) add up to at least"
+    f" {_T['starved_fraction']:.0%} of its life and {_T['starved_seconds']:g} s. `cause`:"
+    " `batch_over_permits` (its entries average at least half its receiver queue in"
+    f" messages), `slow_acknowledgement` (median delivery -> ack at least"
+    f" {_T['slow_ack_us'] / 1000:g} ms: the application takes long per message), else"
+    f" `receiver_queue` (the queue, from its first FLOW, is the limit)",
+    "redelivery": "messages of a subscription delivered again, by cause (`cause`), from"
+    " `redeliveries.trigger` and the REDELIVER_UNACKNOWLEDGED_MESSAGES before them:"
+    " `negative_ack` (the client asked for them again, the youngest it named, or for one"
+    " naming none its latest delivery, delivered less than"
+    f" {_T['ack_timeout_floor_us'] / 1e6:g} s before: no client times acknowledgements out"
+    f" sooner), `ack_timeout` (it asked {_T['ack_timeout_floor_us'] / 1e6:g} s or more"
+    " after; a negative ack redelivered as late, the clients' default delay being 60 s,"
+    " looks the same on the wire and is counted here), `reconnect` (a new SUBSCRIBE or the"
+    " connection ended), `unexplained` (no cause on the wire: the broker's own, or the"
+    " capture missed it). Redeliveries a SEEK asked for are no finding",
+    "redelivery_storm": f"a subscription redelivered at least {_T['storm_redeliveries']:g}"
+    f" messages within {_T['storm_window_s']:g} s (any {_T['storm_window_s']:g} s), and"
+    f" redeliveries are {_T['storm_rate']:.0%} or more of its deliveries (seeks apart)",
+    "ack_lost_on_reconnect": "messages the client acknowledged that were delivered again"
+    " after a reconnect: the acknowledgement did not reach the broker before the connection"
+    " ended",
+    "ack_hole": "entries a subscription left unacknowledged behind later entries it"
+    " acknowledged, still so when its consumer closed or the capture ended (`unacked`): the"
+    " broker keeps them, and the backlog's start, until they are acknowledged",
+    "send_unreceipted": "SENDs no receipt or error answered, though the producer closed,"
+    f" its connection ended, or the capture went on {_T['send_timeout_us'] / 1e6:g} s"
+    " (the clients' default send timeout) after them; not on a connection the capture"
+    " lost bytes of (`connections.gaps`), where the receipts may be what was lost",
+    "slow_receipt": f"SENDs answered after more than {_T['send_timeout_us'] / 1e6:g} s (the"
+    " clients' default send timeout: the application was told they failed)",
+    "send_error": "SEND_ERRORs, by error code (`cause`)",
+    "error": "error answers (ERROR, or a response carrying an error code) to one client"
+    " address, by code (`cause`: ServiceNotReady, TooManyRequests, AuthenticationError...)",
+    "connect_storm": f"at least {_T['storm_connects']:g} Pulsar connections opened by one"
+    f" client address to one broker within {_T['storm_window_s']:g} s (a client keeps one"
+    " connection per broker: more is a reconnect loop, or a client made per message)",
+    "lookup_storm": f"at least {_T['storm_lookups']:g} LOOKUPs of one topic by one client"
+    f" address within {_T['storm_window_s']:g} s (a client looks a topic up once per"
+    " connection to it: more is a retry loop)",
+    "topic_unload": "the broker closed producers or consumers of a topic itself"
+    " (CLOSE_PRODUCER / CLOSE_CONSUMER from the broker: the topic was unloaded or moved),"
+    " with the clients' reconnection after it",
+    "chunk_incomplete": "chunked messages (by producer and uuid) some of whose chunks were"
+    " sent or delivered and the last never was",
+    "chunk_stall": f"chunked messages with more than {_T['chunk_stall_us'] / 1e6:g} s"
+    " between two of their chunks",
+    "zero_window": "a side of a connection advertised a zero TCP window (it stopped reading"
+    f" its socket) for at least {_T['zero_window_us'] / 1000:g} ms in all",
+    "retransmission_burst": f"at least {_T['retransmission_burst']:g} TCP segments of one"
+    " side sent again within a second (the capture saw both copies)",
+    "slow_network": "the shortest round trip from the capture point to a side and back"
+    f" (handshake or ACK) is at least {_T['slow_rtt_us'] / 1000:g} ms",
+    "slow_broker": "a kind of request whose 99th percentile time at the broker (its"
+    " latency less the network round trip to the broker, `latency_pairs.remote_us`) is"
+    f" at least {_T['slow_remote_us'] / 1e6:g} s",
+}
+
+SEVERITIES = ("high", "medium", "low")
+
+FINDINGS: list[Column] = [
+    Column("rank", I32, "1 for the most severe finding of the capture(s), then 2, 3..."),
+    Column("kind", STR, "what the problem is: one of the kinds listed below the tables"),
+    Column(
+        "severity",
+        STR,
+        "`high` (the problem stops or loses work), `medium` (it slows work down) or `low`",
+    ),
+    Column("score", F64, "how much of the traffic concerned it touched, 0 to 1: ranks ties"),
+    Column("cause", STR, "the likely cause, where the kind tells causes apart"),
+    _CAPTURE,
+    Column("start_ts", TS, "when the problem was first seen"),
+    Column("end_ts", TS, "when it was last seen"),
+    Column("conn_id", I64, "the connection concerned, when one is"),
+    Column(
+        "client",
+        STR,
+        "client address of that connection, `ip:port`; the client's IP address alone for a"
+        " finding about all its connections (errors, storms)",
+    ),
+    Column("broker", STR, "broker address, `ip:port`"),
+    _TOPIC,
+    _SUBSCRIPTION,
+    Column("producer_id", I64, "producer concerned, on that connection"),
+    Column("producer_name", STR, "its name"),
+    Column("consumer_id", I64, "consumer concerned, on that connection"),
+    Column("consumer_name", STR, "its name"),
+    Column("count", I64, "occurrences: spans, messages, errors, connections..."),
+    Column("duration_us", I64, "time the problem lasted in all, where it has a length"),
+    Column("explanation", STR, "one sentence naming the problem with the numbers that prove it"),
+    Column(
+        "evidence",
+        pa.list_(STR),
+        "the tables holding the evidence: their rows with this row's capture and each of"
+        " its `conn_id`, `consumer_id`, `producer_id`, `topic`, `subscription` that is"
+        " set, in the time from `start_ts` to `end_ts`",
+    ),
+]
+
 ANALYTICS: dict[str, list[Column]] = {
     "latency_pairs": LATENCY_PAIRS,
     "latency_summary": LATENCY_SUMMARY,
@@ -212,4 +351,5 @@ ANALYTICS: dict[str, list[Column]] = {
     "redeliveries": REDELIVERIES,
     "redelivery_summary": REDELIVERY_SUMMARY,
     "unacked": UNACKED,
+    "findings": FINDINGS,
 }

@@ -88,6 +88,11 @@ FRAMES: list[Column] = [
     Column("permits", I64, "permits granted by a FLOW"),
     Column("redelivery_count", I32, "redelivery count of a MESSAGE"),
     Column("num_messages", I32, "messages in the entry (SEND, MESSAGE) or message set"),
+    Column(
+        "acked_in_batch",
+        I32,
+        "MESSAGE: batch indexes its ack_set marks acknowledged already (not delivered)",
+    ),
     Column("topic", STR, "topic the command concerns, from the command or connection state"),
     Column("subscription", STR, "subscription, from SUBSCRIBE state for consumer commands"),
     Column("sub_type", STR, "subscription type (Exclusive, Shared, Failover, Key_Shared)"),
@@ -166,6 +171,80 @@ MESSAGES: list[Column] = [
     Column("replicated_from", STR, "source cluster of a replicated message"),
 ]
 
+
+def _tcp_columns() -> list[Column]:
+    """What the connection's TCP segments show, measured at the capture point
+    (``capture/tcpflow.py``): round trips to each side, windows, retransmissions."""
+    columns = []
+    handshakes = {
+        "broker": "client's SYN to the broker's SYN-ACK",
+        "client": "broker's SYN-ACK to the client's ACK of it",
+    }
+    for peer, sender in (("broker", "client"), ("client", "broker")):
+        columns += [
+            Column(
+                f"tcp_rtt_{peer}_handshake_us",
+                I64,
+                f"the {handshakes[peer]}: the round trip from the capture point to the"
+                f" {peer} and back; null without the handshake",
+            ),
+            Column(
+                f"tcp_rtt_{peer}_samples",
+                I64,
+                f"round trips to the {peer} timed from the {sender}'s data to the {peer}'s"
+                " acknowledgement of it (one segment timed at a time; none sent again)",
+            ),
+            Column(f"tcp_rtt_{peer}_min_us", I64, "the shortest of them: the path's own delay"),
+            Column(f"tcp_rtt_{peer}_mean_us", I64, "their mean (delayed ACKs lengthen some)"),
+            Column(f"tcp_rtt_{peer}_max_us", I64, "the longest of them"),
+        ]
+    for side in ("client", "broker"):
+        columns += [
+            Column(
+                f"tcp_window_scale_{side}",
+                I64,
+                f"window scale option of the {side}'s SYN; null when absent or not seen",
+            ),
+            Column(
+                f"tcp_min_window_{side}",
+                I64,
+                f"the smallest receive window the {side} advertised, in bytes (scaled when"
+                " both SYNs offered scaling)",
+            ),
+            Column(
+                f"tcp_zero_windows_{side}",
+                I64,
+                f"times the {side} advertised a zero window: its socket buffer was full, its"
+                " application not reading",
+            ),
+            Column(
+                f"tcp_zero_window_us_{side}",
+                I64,
+                "their total length: each from the first segment with a zero window to the"
+                " next with an open one (or the side's last segment)",
+            ),
+            Column(f"tcp_longest_zero_window_us_{side}", I64, "the longest of them"),
+            Column(f"tcp_longest_zero_window_ts_{side}", TS, "when it began"),
+            Column(
+                f"tcp_retransmissions_{side}",
+                I64,
+                f"segments the {side} sent carrying bytes the capture had already seen (a"
+                " loss between the capture point and the receiver, or a spurious resend)",
+            ),
+            Column(f"tcp_retransmitted_bytes_{side}", I64, "bytes those segments sent again"),
+            Column(
+                f"tcp_retransmission_burst_{side}",
+                I64,
+                "the most of them within one second (counted from the first of the second)",
+            ),
+            Column(f"tcp_retransmission_burst_ts_{side}", TS, "when that second began"),
+        ]
+    return columns
+
+
+_TCP_COLUMNS = _tcp_columns()
+
+
 CONNECTIONS: list[Column] = [
     Column("conn_id", I64, "connection id (see `frames`)"),
     Column("capture", STR, "the capture (see `frames`)"),
@@ -179,6 +258,16 @@ CONNECTIONS: list[Column] = [
     Column("client_port", I32, "client port"),
     Column("server_ip", STR, "broker address"),
     Column("server_port", I32, "broker port"),
+    Column(
+        "encapsulation",
+        STR,
+        "the tunnels and tags the connection was carried in, outermost first, each a kind"
+        " and its id: `vlan:100`, `vxlan:4242`, `geneve:7`, `gre:5` (its key), `erspan:12`"
+        " (the mirror session), and without an id `gre`, `erspan` (type I), `mpls` (labels"
+        " change hop by hop and per direction) and `ipip` (IP in IP); e.g."
+        " `vxlan:4242/vlan:100`. Empty when bare. Part of the connection's identity: the"
+        " same endpoints in two encapsulations are two connections",
+    ),
     Column(
         "client_by",
         STR,
@@ -234,6 +323,7 @@ CONNECTIONS: list[Column] = [
         " `handshake_failed` (the server refused the ClientHello or never answered)",
     ),
     Column("tls_decrypted", BOOL, "its records were decrypted and decoded as its byte stream"),
+    *_TCP_COLUMNS,
 ]
 
 # Every anomaly `kind` pwcap writes, by family, and what it means. The fuzz campaign
@@ -247,6 +337,12 @@ ANOMALY_KINDS: dict[str, dict[str, str]] = {
         "bad_block": "damaged pcapng blocks skipped one by one (too short for their fields, a"
         " packet longer than its block, an interface never declared)",
         "unsupported_link_type": "records of a link layer pwcap does not parse, skipped",
+        "truncated_header": "records the snaplen (or a mirror's truncation) cut before their"
+        " TCP header, skipped",
+        "incomplete_datagram": "fragmented IP datagrams never completed: fragments lost or cut,"
+        " overlapping (dropped, as receivers drop them), or held past the time and memory"
+        " bounds",
+        "too_deep": "records with more nested headers or tunnel ids than pwcap reads, skipped",
     },
     "stream": {
         "gap": "bytes the capture missed (or bytes given up on: more were held waiting for"
@@ -351,7 +447,7 @@ def positions(table: str, *columns: str) -> tuple[int, ...]:
 
 def markdown() -> str:
     """The reference of every table pwcap writes, as ``docs/schema.md`` holds it."""
-    from .analytics import ANALYTICS  # it builds on this module's columns
+    from .analytics import ANALYTICS, FINDING_KINDS  # built on these columns
 
     lines = [
         "# pwcap table columns",
@@ -368,6 +464,14 @@ def markdown() -> str:
         lines += [f"| {family} | `{kind}` | {meaning} |" for kind, meaning in kinds.items()]
     lines += ["", "# The analytics (`pwcap analyze`, `jobs/*.py`)"]
     lines += _tables_markdown(ANALYTICS)
+    lines += [
+        "",
+        "## finding kinds",
+        "",
+        "| kind | what it is, and when it is found |",
+        "|---|---|",
+    ]
+    lines += [f"| `{kind}` | {meaning} |" for kind, meaning in FINDING_KINDS.items()]
     return "\n".join(lines) + "\n"
 
 

@@ -75,6 +75,29 @@ def sample_keylogs() -> list[Path]:
 
 
 @pytest.fixture(scope="session")
+def analyzed(spark, sample_dataset, tmp_path_factory) -> dict:
+    """``pwcap analyze`` run once on the sample dataset: every analytics table as a list
+    of row dicts, their Spark schemas, what it printed and where it wrote."""
+    import argparse
+    import contextlib
+    import io
+
+    from pwcap import cli_analyze
+    from pwcap.tables.analytics import ANALYTICS
+
+    out = tmp_path_factory.mktemp("analytics") / "out"
+    parser = argparse.ArgumentParser()
+    cli_analyze.add_arguments(parser)
+    printed = io.StringIO()
+    with contextlib.redirect_stdout(printed):
+        assert cli_analyze.run(parser.parse_args([str(sample_dataset), "-o", str(out)])) == 0
+    tables = {name: spark.read.parquet(str(out / name)) for name in ANALYTICS}
+    rows = {name: [r.asDict() for r in frame.collect()] for name, frame in tables.items()}
+    schemas = {n: f.schema for n, f in tables.items()}
+    return {"rows": rows, "schemas": schemas, "out": printed, "path": out}
+
+
+@pytest.fixture(scope="session")
 def write_capture() -> CaptureWriter:
     """Write Ethernet/IPv4/TCP pcap files of whole conversations (handshake, data, FIN)."""
     return _write_capture

@@ -39,3 +39,40 @@ def test_samples_space_out_as_a_run_goes_on():
     assert intervals[0] == intervals[1] == measure.SAMPLE_SECONDS
     assert intervals == sorted(intervals)
     assert intervals[-1] == measure.MAX_SAMPLE_SECONDS
+
+
+# Two Cython modules, each with its own helper of the same name, and names given once.
+CALLGRIND = """\
+ob=(1) /lib/batch.so
+fl=(1) batch.c
+fn=(1) __pyx_gb_split
+cob=(2) /lib/libpython.so
+cfn=(2) PyTuple_New
+calls=300 0
+0 10
+cfn=(3) __Pyx_FastCall
+calls=100 0
+0 10
+ob=(3) /lib/messages.so
+fn=(4) __pyx_f_emit
+cob=(2)
+cfn=(2)
+calls=100 0
+0 10
+cfn=(3)
+calls=100 0
+0 10
+"""
+
+
+def test_callgrind_calls_counts_each_callee_by_caller_and_module(tmp_path):
+    callgrind = load_bench("callgrind_calls")
+    profile = tmp_path / "callgrind.out"
+    profile.write_text(CALLGRIND)
+
+    total, callers = callgrind.calls(profile)
+
+    assert total["PyTuple_New"] == 400
+    assert callers["PyTuple_New"] == {"__pyx_gb_split": 300, "__pyx_f_emit": 100}
+    assert total["__Pyx_FastCall [batch.so]"] == 100
+    assert total["__Pyx_FastCall [messages.so]"] == 100

@@ -17,7 +17,7 @@ from pwcap.jobs.common import output_refusal, run_job
 from pwcap.jobs.launch import JVM_OPTIONS, MIN_DRIVER_MIB, java_problem, java_version
 
 JOBS = Path(__file__).resolve().parent.parent / "jobs"
-SCRIPTS = ["latency", "permits", "redelivery", "decode"]
+SCRIPTS = ["latency", "permits", "redelivery", "findings", "decode"]
 CAPTURE = Path(__file__).resolve().parent.parent / "sample_pcaps" / "pulsar_plain.pcap"
 
 

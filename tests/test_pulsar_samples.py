@@ -36,6 +36,17 @@ def _clean_recordings() -> list[str]:
 
 
 WITH_TRUTH = _clean_recordings()
+# Problem scenarios whose client record is not what the wire carried, by design: the
+# broker closed the consumer, and the client dropped the deliveries its queue held (they
+# came again); it never answered sends, and the client failed them (not in `sent`); it
+# refused sends, and the client sent them again. Their findings test them against the
+# journal instead (tests/test_findings.py).
+CLIENT_SAW_LESS = {
+    "pulsar_problem_unload",
+    "pulsar_problem_unreceipted",
+    "pulsar_problem_send_error",
+}
+AS_THE_CLIENT_SAW = [name for name in WITH_TRUTH if name not in CLIENT_SAW_LESS]
 
 
 def decode_capture(path: Path) -> DecodingStreams:
@@ -153,6 +164,8 @@ def truth_fields(message: dict) -> tuple:
 
 def test_sent_messages_equal_the_clients_truth(sample):
     truth, sink, _, _ = sample
+    if truth["scenario"] in CLIENT_SAW_LESS:
+        pytest.skip("the client's record holds less than the wire, by design")
     messages = _application_messages(sink, "SEND")
     sent = {(m["producer_name"], m["sequence_id"]): message_fields(m) for m in messages}
     expected = {(m["producer_name"], m["sequence_id"]): truth_fields(m) for m in truth["sent"]}
@@ -162,6 +175,8 @@ def test_sent_messages_equal_the_clients_truth(sample):
 
 def test_delivered_messages_equal_what_the_client_received(sample):
     truth, sink, _, _ = sample
+    if truth["scenario"] in CLIENT_SAW_LESS:
+        pytest.skip("the client's record holds less than the wire, by design")
     assert delivered(_application_messages(sink, "MESSAGE")) == received(truth["received"])
 
 

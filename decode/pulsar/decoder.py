@@ -14,7 +14,7 @@ from ..api import DecodeOptions, FlipRoles, Row, RowSink
 from ..wire import WireError, read_varint, text
 from . import commands as c
 from ._pb.pulsar_api_pb2 import AuthMethod, BaseCommand
-from .framing import PulsarFrames
+from .framing import TYPE_TAG, PulsarFrames
 from .holdback import HeldRows
 from .sniff import looks_like_command
 from .state import CONSUMER_NAMES, PRODUCER_NAMES, ROLE_CODES
@@ -65,6 +65,7 @@ PRODUCER_ID = cython.declare(cython.Py_ssize_t, position("frames", "producer_id"
 CONSUMER_ID = cython.declare(cython.Py_ssize_t, position("frames", "consumer_id"))
 PERMITS = cython.declare(cython.Py_ssize_t, position("frames", "permits"))
 NUM_MESSAGES = cython.declare(cython.Py_ssize_t, position("frames", "num_messages"))
+ACKED_IN_BATCH = cython.declare(cython.Py_ssize_t, position("frames", "acked_in_batch"))
 
 
 @cython.cclass
@@ -343,6 +344,8 @@ class PulsarDecoder:
                 state.fill_names(rows, True)
             if command_end < end:
                 if kind.payload:
+                    if kind.delivery and sub is not None and len(sub.ack_set):
+                        self._entries.deliver_only(list(sub.ack_set))
                     self._entries.decode(rows, kind.delivery, buf, command_end, end, side.label)
                 else:
                     rows.set_int(PAYLOAD_SIZE, end - command_end)
@@ -521,7 +524,9 @@ class PulsarDecoder:
     @cython.cfunc
     def _spend_permits(self, rows: ColumnBuffer) -> None:
         consumer_id = rows.get(CONSUMER_ID)
-        before = spend(self._consumers, consumer_id, rows.get(NUM_MESSAGES) or 1)
+        # The broker spends no permit on the batch indexes the ack_set says were acked.
+        delivered = (rows.get(NUM_MESSAGES) or 1) - (rows.get(ACKED_IN_BATCH) or 0)
+        before = spend(self._consumers, consumer_id, delivered)
         if before is not None and before <= 0:
             self._conversation.frame_anomaly(
                 "protocol_violation",
@@ -555,11 +560,12 @@ _EFFECTS = {
 
 
 def _raw_type(buf: bytes, pos: int) -> int | None:
-    """The type number of a command whose type the schema does not know (field 1)."""
-    if pos >= len(buf) or buf[pos] != 0x08:
+    """The type number of a command whose type the schema does not know (its `type`
+    field, first)."""
+    if not buf.startswith(TYPE_TAG, pos):
         return None
     try:
-        value = read_varint(buf, pos + 1, len(buf))[0]
+        value = read_varint(buf, pos + len(TYPE_TAG), len(buf))[0]
     except WireError:
         return None
     return value if value < 1 << 31 else None

@@ -13,10 +13,12 @@ from pathlib import Path
 from .. import __version__
 from . import analytics, decoded
 from .answers import answers, capture_spans
+from .findings import findings
 from .markup import page
 from .tables import ANALYTICS_TABLES, DECODED_TABLES, Source
 
 NAV = [
+    ("findings", "Findings"),
     ("answers", "Answers"),
     ("connections", "Connections"),
     ("frames", "Frames"),
@@ -34,6 +36,7 @@ def render(dataset: Path, analytics_dir: Path | None = None) -> str:
     spans = capture_spans(data)
     kinds = analytics.latency_kinds(results, spans)  # shared by the answers and its section
     body = [
+        findings(results),
         answers(data, results, kinds, spans),
         decoded.connections(data),
         decoded.frames(data),

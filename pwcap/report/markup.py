@@ -27,6 +27,14 @@ def esc(value: Any) -> str:
     return html.escape("" if value is None else str(value), quote=True).translate(_CONTROLS)
 
 
+def short(value: Any, limit: int = MAX_TEXT) -> str:
+    """A name from the capture as a heading or a card shows it: cut to ``limit``
+    characters with an ellipsis (unescaped: the builders escape). A name can be 10,000
+    characters long, and a heading has no tooltip to hold the rest."""
+    raw = "" if value is None else str(value)
+    return raw if len(raw) <= limit else raw[: limit - 1] + "…"
+
+
 def text(value: Any) -> str:
     """A value as cell text: long strings cut, full value in a tooltip, escaped."""
     if value is None:
@@ -131,9 +139,8 @@ h3 { font-size:14px; margin:16px 0 6px; color:var(--muted); }
 table { border-collapse:collapse; font-size:12.5px; width:100%; }
 th, td { border-bottom:1px solid var(--line); padding:3px 8px; text-align:left;
   vertical-align:top; }
-td { overflow-wrap:break-word; }
-th { position:sticky; top:0; background:#eef1f5; font-weight:600; white-space:nowrap; }
-td.time { white-space:nowrap; }
+td { overflow-wrap:anywhere; }
+th { position:sticky; top:0; background:#eef1f5; font-weight:600; }
 td.num { text-align:right; font-variant-numeric:tabular-nums; white-space:nowrap; }
 .null { color:#aab; }
 .note, .empty { color:var(--muted); margin:6px 0; }
@@ -152,6 +159,11 @@ svg text { font:11px system-ui,sans-serif; fill:#1d2330; }
 svg .axis { stroke:#9aa3b2; stroke-width:1; }
 svg .grid { stroke:#e6e9ef; stroke-width:1; }
 svg .break { stroke:#9aa3b2; stroke-width:1; stroke-dasharray:3 3; }
+ol.findings { margin:6px 0; padding-left:22px; }
+ol.findings li { margin:6px 0; overflow-wrap:anywhere; }
+li.finding.high b { color:#b3261e; }
+li.finding.medium b { color:#8a5a00; }
+li.finding.low b { color:var(--muted); }
 .legend span { display:inline-block; margin-right:14px; font-size:12px; }
 .legend i { display:inline-block; width:10px; height:10px; margin-right:4px; }
 """

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import json
 from pathlib import Path
 
 from tests.broker.server import Broker, BrokerConfig
@@ -30,6 +31,7 @@ def parse_args() -> BrokerConfig:
     parser.add_argument("--tls-no-tickets", action="store_true")
     parser.add_argument("--tls-key-update-every", type=int, default=0, metavar="FRAMES")
     parser.add_argument("--tls-sessions", type=Path, help="JSON lines: each TLS session")
+    parser.add_argument("--config", type=json.loads, default={}, help="more BrokerConfig, JSON")
     args = parser.parse_args()
     tls = None
     if args.tls_certificates is not None:
@@ -56,6 +58,7 @@ def parse_args() -> BrokerConfig:
         args.journal,
         args.advertised_host,
         tls,
+        **args.config,
     )
 
 

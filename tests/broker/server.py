@@ -10,6 +10,7 @@ import asyncio
 import contextlib
 import itertools
 import json
+import socket
 import ssl
 import time
 from dataclasses import dataclass, field
@@ -41,6 +42,20 @@ class BrokerConfig:
     journal: Path | None = None
     advertised_host: str | None = None  # name clients use (they reject IPv6 literals)
     tls: TlsSettings | None = None  # speak TLS (pulsar+ssl://)
+    # Trouble to make, for the findings' scenarios:
+    # command -> (how many of the first requests of it are refused, with which error)
+    refuse: dict[str, tuple[int, str]] = field(default_factory=dict)
+    # topic -> the ACK on it that unloads it: that ACK is lost (the topic is closing) and
+    # the broker closes every producer and consumer of the topic, which reconnect
+    unload_on_ack: dict[str, int] = field(default_factory=dict)
+    hold_receipts_after: dict[str, int] = field(default_factory=dict)  # topic -> SENDs receipted
+    # stop reading a connection for this long after its first SEND (a broker stalled by a
+    # long pause), with a receive buffer this small so that the client's bytes fill it
+    stall_reading: float | None = None
+    receive_buffer: int | None = None
+    slow_answers: dict[str, float] = field(default_factory=dict)  # command -> seconds taken
+    # topic -> (how many of its first SENDs are refused with SEND_ERROR, with which error)
+    send_errors: dict[str, tuple[int, str]] = field(default_factory=dict)
 
     @property
     def service_url(self) -> str:
@@ -55,6 +70,11 @@ class Broker:
         self.config = config
         self.journal = Journal(config.journal)
         self.topics: dict[str, Topic] = {}
+        self.connections: list[Connection] = []
+        self.refused: dict[str, int] = {}  # command -> requests refused so far
+        self.acks_seen: dict[str, int] = {}  # topic -> ACKs read
+        self.sends_seen: dict[str, int] = {}  # topic -> SENDs read
+        self.sends_refused: dict[str, int] = {}  # topic -> SEND_ERRORs answered
         self._connection_ids = itertools.count(1)
         self._server: asyncio.Server | None = None
         self._context: ssl.SSLContext | None = None
@@ -72,6 +92,11 @@ class Broker:
         self._server = await asyncio.start_server(
             self._serve, self.config.host, self.config.port, ssl=context
         )
+        if self.config.receive_buffer:  # accepted sockets inherit it (and their window scale)
+            for listening in self._server.sockets:
+                listening.setsockopt(
+                    socket.SOL_SOCKET, socket.SO_RCVBUF, self.config.receive_buffer
+                )
 
     async def stop(self) -> None:
         if self._server is not None:
@@ -87,7 +112,25 @@ class Broker:
             session = describe_session(writer.get_extra_info("ssl_object"), self._context)
             self._sessions.write(json.dumps({**connection.identity, **session}) + "\n")
             self._sessions.flush()
-        await connection.run()
+        self.connections.append(connection)
+        try:
+            await connection.run()
+        finally:
+            self.connections.remove(connection)
+
+    def refusal(self, command: str) -> str | None:
+        """The error to refuse this ``command`` request with, while refusals remain."""
+        count, error = self.config.refuse.get(command, (0, ""))
+        refused = self.refused.get(command, 0)
+        if refused >= count:
+            return None
+        self.refused[command] = refused + 1
+        return error
+
+    def unload(self, topic: str) -> None:
+        """Close every producer and consumer of ``topic`` from the broker's side."""
+        for connection in list(self.connections):
+            connection.close_topic(topic)
 
 
 class Connection:
@@ -115,6 +158,7 @@ class Connection:
         self.entry_metadata = False
         self._producer_names = itertools.count(1)
         self._written = 0  # frames written (KeyUpdates come every so many)
+        self._stalled = False
 
     async def run(self) -> None:
         pinger = None
@@ -162,8 +206,50 @@ class Connection:
     def handle(self, frame: Frame) -> None:
         command = frame.command
         handler = HANDLERS.get(command.type)
-        if handler is not None:
+        if handler is None:
+            return
+        delay = self.broker.config.slow_answers.get(T.Type.Name(command.type))
+        if delay:  # a broker slow to do this: it answers after a while
+            asyncio.get_running_loop().call_later(delay, handler, self, command, frame)
+        else:
             handler(self, command, frame)
+
+    def _refuse(self, name: str, request_id: int) -> bool:
+        """Answer the request with the configured error while refusals of it remain."""
+        error = self.broker.refusal(name)
+        if error is None:
+            return False
+        self.send(
+            command_of(
+                T.ERROR,
+                request_id=request_id,
+                error=pb.ServerError.Value(error),
+                message=f"{name} refused by the test broker ({error})",
+            )
+        )
+        return True
+
+    def _stall(self) -> None:
+        """Stop reading this connection for ``stall_reading`` seconds (once)."""
+        if self.broker.config.stall_reading and not self._stalled:
+            self._stalled = True
+            transport = self.writer.transport
+            transport.pause_reading()
+            asyncio.get_running_loop().call_later(
+                self.broker.config.stall_reading, transport.resume_reading
+            )
+
+    def close_topic(self, topic: str) -> None:
+        """The topic is unloaded: its producers and consumers here are closed."""
+        for producer_id, producing in list(self.producers.items()):
+            if producing.name == topic:
+                del self.producers[producer_id]
+                self.send(command_of(T.CLOSE_PRODUCER, producer_id=producer_id, request_id=0))
+        for consumer_id, (subscription, consumer) in list(self.consumers.items()):
+            if subscription.topic.name == topic:
+                del self.consumers[consumer_id]
+                self.send(command_of(T.CLOSE_CONSUMER, consumer_id=consumer_id, request_id=0))
+                subscription.remove(consumer)
 
     # ---- connection --------------------------------------------------------------------
 
@@ -199,6 +285,18 @@ class Connection:
         )
 
     def on_lookup(self, command: pb.BaseCommand, frame: Frame) -> None:
+        error = self.broker.refusal("LOOKUP")
+        if error is not None:
+            self.send(
+                command_of(
+                    T.LOOKUP_RESPONSE,
+                    request_id=command.lookupTopic.request_id,
+                    response=pb.CommandLookupTopicResponse.Failed,
+                    error=pb.ServerError.Value(error),
+                    message=f"LOOKUP refused by the test broker ({error})",
+                )
+            )
+            return
         self.send(
             command_of(
                 T.LOOKUP_RESPONSE,
@@ -214,6 +312,8 @@ class Connection:
 
     def on_producer(self, command: pb.BaseCommand, frame: Frame) -> None:
         request = command.producer
+        if self._refuse("PRODUCER", request.request_id):
+            return
         self.producers[request.producer_id] = self.broker.topic(request.topic)
         name = request.producer_name or f"{SERVER_VERSION}-{next(self._producer_names)}"
         self.send(
@@ -227,8 +327,28 @@ class Connection:
 
     def on_send(self, command: pb.BaseCommand, frame: Frame) -> None:
         send = command.send
-        topic = self.producers[send.producer_id]
+        topic = self.producers.get(send.producer_id)
+        if topic is None:  # a producer the broker closed (an unload): the send is lost
+            return
+        count, error = self.broker.config.send_errors.get(topic.name, (0, ""))
+        refused = self.broker.sends_refused.get(topic.name, 0)
+        if refused < count:  # the broker could not store it
+            self.broker.sends_refused[topic.name] = refused + 1
+            self.send(
+                command_of(
+                    T.SEND_ERROR,
+                    producer_id=send.producer_id,
+                    sequence_id=send.sequence_id,
+                    error=pb.ServerError.Value(error),
+                    message=f"SEND refused by the test broker ({error})",
+                )
+            )
+            return
         entry = topic.append(send.num_messages, frame.stored, time.time_ns() // 1_000_000)
+        self._stall()
+        seen = self.broker.sends_seen[topic.name] = self.broker.sends_seen.get(topic.name, 0) + 1
+        if seen > self.broker.config.hold_receipts_after.get(topic.name, seen):
+            return  # stored, never receipted: a broker stuck before answering
         message_id = pb.MessageIdData(ledgerId=topic.ledger_id, entryId=entry.entry_id)
         self.send(
             command_of(
@@ -248,6 +368,8 @@ class Connection:
 
     def on_subscribe(self, command: pb.BaseCommand, frame: Frame) -> None:
         request = command.subscribe
+        if self._refuse("SUBSCRIBE", request.request_id):
+            return
         topic = self.broker.topic(request.topic)
         subscription = topic.subscriptions.get(request.subscription)
         if subscription is None:
@@ -286,6 +408,11 @@ class Connection:
         ack = command.ack
         found = self.consumers.get(ack.consumer_id)
         if found is not None:
+            topic = found[0].topic.name
+            seen = self.broker.acks_seen[topic] = self.broker.acks_seen.get(topic, 0) + 1
+            if seen == self.broker.config.unload_on_ack.get(topic):
+                self.broker.unload(topic)  # this ACK is lost with the closing topic
+                return
             found[0].ack(list(ack.message_id), ack.ack_type == pb.CommandAck.Cumulative)
         if ack.HasField("request_id"):
             self.send(

@@ -33,6 +33,7 @@ def digest(payload: bytes) -> str:
 class ClientRecord:
     sent: list[dict[str, object]] = field(default_factory=list)
     received: list[dict[str, object]] = field(default_factory=list)
+    failed: list[dict[str, object]] = field(default_factory=list)  # sends the client failed
 
     def send(
         self,

@@ -111,6 +111,7 @@ def build_truth(
         "connections": connections(journal),
         "sent": sorted(record.sent, key=lambda m: (m["topic"], m["sequence_id"])),
         "received": record.received,
+        "send_failures": record.failed,
         "deliveries": pick(
             journal,
             "MESSAGE",

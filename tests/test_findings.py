@@ -1,0 +1,372 @@
+"""The findings (``jobs/findings.py``), from one ``pwcap analyze`` of every sample capture:
+each problem scenario's finding appears with the entities and numbers its own record
+shows (the broker's journal, the client's record), and a capture without a problem gives
+none. Scenarios: ``tests/corpus/scenarios.py``."""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from itertools import pairwise
+
+import pytest
+
+from pwcap.tables.analytics import FINDING_KINDS, THRESHOLDS
+from pwcap.terminal import printable
+from tests.conftest import SAMPLES, sample_captures
+
+# The samples recorded to show a problem, and the kinds of finding each must give; every
+# other sample is clean, and must give no finding at all.
+PROBLEMS = {
+    "pulsar_slow_consumer": {"permit_starvation"},
+    "pulsar_redelivery_nack": {"redelivery"},
+    "pulsar_redelivery_ack_timeout": {"redelivery"},
+    "pulsar_problem_refused_producer": {"error", "lookup_storm"},
+    "pulsar_problem_unload": {"topic_unload", "redelivery", "ack_lost_on_reconnect"},
+    "pulsar_problem_unreceipted": {"send_unreceipted"},
+    "pulsar_problem_connect_storm": {"connect_storm", "lookup_storm"},
+    "pulsar_problem_nack_storm": {"redelivery", "redelivery_storm"},
+    "pulsar_problem_ack_hole": {"ack_hole"},
+    "pulsar_problem_stalled_broker": {"zero_window", "chunk_stall"},
+    "kafka07_errors": {"error"},
+    "pulsar_problem_lossy_link": {"retransmission_burst"},
+    "pulsar_problem_slow_broker": {"slow_broker"},
+    "pulsar_problem_send_error": {"send_error"},
+    "pulsar_problem_slow_receipt": {"slow_receipt", "slow_broker"},
+}
+CLEAN = sorted(p.name for p in sample_captures() if p.name.split(".")[0] not in PROBLEMS)
+
+
+def journal(name: str) -> list[dict]:
+    path = SAMPLES / f"{name}.broker.jsonl"
+    return [json.loads(line) for line in path.read_text().splitlines() if line]
+
+
+def truth(name: str) -> dict:
+    return json.loads((SAMPLES / f"{name}.truth.json").read_text())
+
+
+def found(analyzed: dict, name: str, kind: str | None = None) -> list[dict]:
+    rows = [r for r in analyzed["rows"]["findings"] if r["capture"].split(".")[0] == name]
+    return [r for r in rows if kind is None or r["kind"] == kind]
+
+
+def one(analyzed: dict, name: str, kind: str, **where: object) -> dict:
+    rows = [r for r in found(analyzed, name, kind) if all(r[k] == v for k, v in where.items())]
+    assert len(rows) == 1, (kind, where, found(analyzed, name))
+    return rows[0]
+
+
+@pytest.mark.parametrize("capture", CLEAN)
+def test_a_capture_without_a_problem_gives_no_finding(analyzed, capture):
+    rows = [r for r in analyzed["rows"]["findings"] if r["capture"] == capture]
+    assert rows == [], [r["explanation"] for r in rows]
+
+
+@pytest.mark.parametrize("name", sorted(PROBLEMS))
+def test_each_problem_scenario_gives_the_findings_of_its_problem_and_no_other(analyzed, name):
+    assert {r["kind"] for r in found(analyzed, name)} == PROBLEMS[name]
+
+
+def test_findings_are_ranked_by_severity_and_explained(analyzed):
+    rows = sorted(analyzed["rows"]["findings"], key=lambda r: r["rank"])
+    assert [r["rank"] for r in rows] == list(range(1, len(rows) + 1))
+    order = ["high", "medium", "low"]
+    assert [order.index(r["severity"]) for r in rows] == sorted(
+        order.index(r["severity"]) for r in rows
+    )
+    for row in rows:
+        assert row["kind"] in FINDING_KINDS
+        assert row["explanation"].endswith(".") and row["evidence"], row
+        assert row["start_ts"] <= row["end_ts"], row
+
+
+def test_analyze_prints_the_top_findings_last(analyzed):
+    printed = analyzed["out"].getvalue().rstrip().splitlines()
+    findings = sorted(analyzed["rows"]["findings"], key=lambda r: r["rank"])
+    start = next(i for i, line in enumerate(printed) if line.startswith("Findings ("))
+    listed = printed[start + 1 :]
+    assert len(listed) == min(10, len(findings))
+    for line, row in zip(listed, findings, strict=False):
+        assert line.startswith(f"  {row['rank']}. [{row['severity']}] {row['kind']}")
+        assert printable(row["explanation"], None) in line
+
+
+# -- consumers -------------------------------------------------------------------------------
+
+
+def _starved_spans(rows: list[dict], consumer: tuple[int, int]) -> list[tuple[int, int]]:
+    """The spans the broker kept the consumer at no permits and ended with a FLOW after
+    which it delivered at once (10 ms): messages were waiting for it."""
+    spans, since, balance = [], None, None
+    subscribing = {}
+    for i, row in enumerate(rows):
+        key = (row["conn"], row.get("consumer_id"))
+        if row["cmd"] == "SUBSCRIBE":
+            subscribing[(row["conn"], row["request_id"])] = key
+        elif row["cmd"] == "SUCCESS" and (row["conn"], row.get("request_id")) in subscribing:
+            balance = (
+                0 if subscribing.pop((row["conn"], row["request_id"])) == consumer else balance
+            )
+        elif key != consumer or balance is None:
+            continue
+        elif row["cmd"] == "MESSAGE":
+            balance -= row.get("meta_num_messages", 1)
+            since = row["t_us"] if balance <= 0 else since
+        elif row["cmd"] == "FLOW":
+            balance += row["permits"]
+            later = [r["t_us"] for r in rows[i + 1 :] if r["cmd"] == "MESSAGE"]
+            if since is not None and later and later[0] - row["t_us"] <= 10_000:
+                spans.append((since, row["t_us"]))
+            since = None
+    return spans
+
+
+def test_a_slow_consumer_is_starved_of_permits_because_it_acknowledges_slowly(analyzed):
+    name = "pulsar_slow_consumer"
+    rows = journal(name)
+    (subscribe,) = [r for r in rows if r["cmd"] == "SUBSCRIBE"]
+    spans = _starved_spans(rows, (subscribe["conn"], subscribe["consumer_id"]))
+    first_flow = next(r for r in rows if r["cmd"] == "FLOW")
+    finding = one(analyzed, name, "permit_starvation")
+    assert finding["count"] == len(spans)
+    # Broker and capture see each span's ends a little apart: a millisecond a span at most.
+    assert abs(finding["duration_us"] - sum(e - s for s, e in spans)) <= 1_000 * len(spans)
+    assert finding["consumer_name"] == truth(name)["received"][0]["consumer_name"]
+    assert finding["subscription"] == "slow-sub"
+    assert f"receiver queue is {first_flow['permits']} permits" in finding["explanation"]
+    # The application sleeps 60 ms per message behind a queue of 4.
+    assert finding["cause"] == "slow_acknowledgement"
+
+
+def _redeliveries(name: str) -> int:
+    return sum(len(counts) - 1 for counts in truth(name)["delivery_counts"].values())
+
+
+@pytest.mark.parametrize(
+    ("name", "cause"),
+    [
+        ("pulsar_redelivery_nack", "negative_ack"),
+        ("pulsar_redelivery_ack_timeout", "ack_timeout"),
+        ("pulsar_problem_nack_storm", "negative_ack"),
+    ],
+)
+def test_redeliveries_are_counted_by_the_cause_the_client_asked_with(analyzed, name, cause):
+    finding = one(analyzed, name, "redelivery")
+    assert finding["cause"] == cause
+    assert finding["count"] == _redeliveries(name)
+    asked = {r["action"] for r in truth(name)["received"] if r["redelivery_count"] == 0}
+    assert ("nack" in asked) == (cause == "negative_ack")
+
+
+def test_a_redelivery_storm_is_the_window_of_most_redeliveries(analyzed):
+    name = "pulsar_problem_nack_storm"
+    storm = one(analyzed, name, "redelivery_storm")
+    deliveries = [r for r in journal(name) if r["cmd"] == "MESSAGE"]
+    assert storm["count"] == _redeliveries(name) >= THRESHOLDS["storm_redeliveries"]
+    assert f"{storm['count']} redeliveries" in storm["explanation"]
+    assert len(deliveries) == storm["count"] + len(truth(name)["sent"])
+
+
+def test_an_unload_closes_clients_and_loses_the_ack_in_flight(analyzed):
+    name = "pulsar_problem_unload"
+    rows = journal(name)
+    closes = [r for r in rows if r["cmd"] in ("CLOSE_PRODUCER", "CLOSE_CONSUMER")]
+    by_broker = [r for r in closes if r["dir"] == "b2c"]
+    unload = one(analyzed, name, "topic_unload")
+    assert unload["count"] == len(by_broker) == 2
+    assert unload["topic"] == "persistent://public/default/unload"
+    assert f"{len(by_broker)} came back" in unload["explanation"]
+    # The ACK that arrived as the topic closed named an entry delivered again after.
+    when = by_broker[0]["t_us"]
+    acked = {tuple(r["message_ids"][0][:2]) for r in rows if r["cmd"] == "ACK" and r["t_us"] < when}
+    again = [
+        tuple(r["message_ids"][0][:2])
+        for r in rows
+        if r["cmd"] == "MESSAGE" and r["t_us"] > when and r.get("redelivery_count", 0) > 0
+    ]
+    lost = one(analyzed, name, "ack_lost_on_reconnect")
+    assert lost["count"] == len(acked & set(again)) == 1
+    reconnect = one(analyzed, name, "redelivery", cause="reconnect")
+    assert reconnect["count"] == len(again)
+
+
+def test_an_ack_hole_names_the_entry_the_consumer_never_acknowledged(analyzed):
+    name = "pulsar_problem_ack_hole"
+    (skipped,) = [r for r in truth(name)["received"] if r["action"] == "none"]
+    hole = one(analyzed, name, "ack_hole")
+    ledger, entry = skipped["message_id"][:2]
+    assert hole["count"] == 1
+    assert f"the oldest {ledger}:{entry}" in hole["explanation"]
+    assert hole["subscription"] == "hole-sub"
+
+
+# -- producers and connections ---------------------------------------------------------------
+
+
+def test_sends_never_receipted_are_those_the_client_timed_out(analyzed):
+    name = "pulsar_problem_unreceipted"
+    finding = one(analyzed, name, "send_unreceipted")
+    assert finding["count"] == len(truth(name)["send_failures"]) == 5
+    assert finding["producer_name"] == "unreceipted-producer"
+    assert "before the producer closed" in finding["explanation"]
+
+
+def test_sends_the_broker_refused_are_send_errors_by_code(analyzed):
+    name = "pulsar_problem_send_error"
+    finding = one(analyzed, name, "send_error")
+    assert finding["cause"] == "PersistenceError"
+    assert finding["count"] == sum(r["cmd"] == "SEND_ERROR" for r in journal(name)) == 2
+    assert finding["producer_name"] == "senderror-producer"
+
+
+def test_a_receipt_later_than_the_default_send_timeout_is_a_slow_receipt(analyzed):
+    name = "pulsar_problem_slow_receipt"
+    rows = journal(name)
+    (send,) = [r for r in rows if r["cmd"] == "SEND"]
+    (receipt,) = [r for r in rows if r["cmd"] == "SEND_RECEIPT"]
+    finding = one(analyzed, name, "slow_receipt")
+    assert finding["count"] == 1
+    shown = float(finding["explanation"].split("(the longest ")[1].split(" s)")[0])
+    assert abs(shown - (receipt["t_us"] - send["t_us"]) / 1e6) < 0.01
+    # The broker took the time itself: a slow broker, the network apart.
+    assert one(analyzed, name, "slow_broker")["cause"] == "SEND"
+
+
+def test_refused_requests_are_errors_by_kind_and_the_lookups_a_storm(analyzed):
+    name = "pulsar_problem_refused_producer"
+    rows = journal(name)
+    errors = one(analyzed, name, "error")
+    assert errors["cause"] == "ServiceNotReady"
+    assert errors["count"] == sum(r["cmd"] == "ERROR" for r in rows) == 4
+    assert errors["client"] == "127.0.0.1"
+    storm = one(analyzed, name, "lookup_storm")
+    assert storm["count"] == sum(r["cmd"] == "LOOKUP" for r in rows) == 5
+
+
+# Kafka 0.7's error codes, as its ErrorMapping names them.
+KAFKA_ERRORS = {1: "OffsetOutOfRange", 2: "InvalidMessage", 3: "WrongPartition"}
+
+
+def test_kafka_error_codes_are_errors_by_kind(analyzed):
+    rows = journal("kafka07_errors")
+    coded = Counter(KAFKA_ERRORS[r["error"]] for r in rows if r.get("error"))
+    found_codes = {r["cause"]: r["count"] for r in found(analyzed, "kafka07_errors", "error")}
+    assert found_codes == dict(coded)
+
+
+def test_a_client_per_message_is_a_connect_storm_and_a_lookup_storm(analyzed):
+    name = "pulsar_problem_connect_storm"
+    storm = one(analyzed, name, "connect_storm")
+    assert storm["count"] == len(truth(name)["connections"]) == 8
+    assert storm["broker"] == truth(name)["connections"][0]["broker"]
+    lookups = one(analyzed, name, "lookup_storm")  # each new client looks the topic up again
+    assert lookups["count"] == sum(r["cmd"] == "LOOKUP" for r in journal(name)) == 8
+
+
+# -- TCP and chunks --------------------------------------------------------------------------
+
+
+def test_a_broker_that_stops_reading_advertises_a_zero_window_and_chunks_stall(analyzed):
+    name = "pulsar_problem_stalled_broker"
+    zero = one(analyzed, name, "zero_window")
+    assert "The broker of connection" in zero["explanation"]
+    # The broker stopped reading for 1.5 s: its window stayed shut for at most that long.
+    assert THRESHOLDS["zero_window_us"] <= zero["duration_us"] <= 1_500_000
+    sends = [r for r in journal(name) if r["cmd"] == "SEND"]
+    pauses = Counter()
+    for before, after in pairwise(sends):
+        if after["meta_sequence_id"] == before["meta_sequence_id"]:
+            pauses[before["meta_sequence_id"]] = max(
+                pauses[before["meta_sequence_id"]], after["t_us"] - before["t_us"]
+            )
+    stalled = [seq for seq, pause in pauses.items() if pause > THRESHOLDS["chunk_stall_us"]]
+    stall = one(analyzed, name, "chunk_stall")
+    assert stall["count"] == len(stalled) >= 1
+
+
+def test_segments_lost_past_the_capture_point_are_seen_sent_again(analyzed):
+    name = "pulsar_problem_lossy_link"
+    dropped = truth(name)["loss"]["dropped_data_segments"]
+    bursts = {r["explanation"].split(" of connection")[0]: r for r in found(analyzed, name)}
+    client = bursts["The client"]
+    # Each dropped segment is sent again; Linux may send two lost ones again as one.
+    assert dropped * 3 // 4 <= client["count"] <= dropped
+    assert "lost between the capture point and the broker" in client["explanation"]
+
+
+def test_a_slow_broker_is_told_apart_from_a_slow_network(analyzed):
+    name = "pulsar_problem_slow_broker"
+    rows = journal(name)
+    asked = {r["request_id"]: r["t_us"] for r in rows if r["cmd"] == "PRODUCER"}
+    took = [r["t_us"] - asked[r["request_id"]] for r in rows if r["cmd"] == "PRODUCER_SUCCESS"]
+    finding = one(analyzed, name, "slow_broker")
+    assert finding["cause"] == "PRODUCER"
+    assert finding["count"] == len(took) == 3
+    # The broker's own time, as its journal shows it, is what the finding calls the broker's.
+    shown = float(finding["explanation"].split(" took ")[1].split(" s ")[0])
+    assert abs(shown - max(took) / 1e6) < 0.01
+
+
+# -- where people read them ------------------------------------------------------------------
+
+
+def test_a_report_of_a_capture_without_findings_says_no_problem_was_found(tmp_path):
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from pwcap.report.findings import findings as section
+    from pwcap.report.tables import ANALYTICS_TABLES, Source
+    from pwcap.tables.analytics import ANALYTICS
+
+    folder = tmp_path / "findings"
+    folder.mkdir()
+    schema = pa.schema([pa.field(c.name, c.type) for c in ANALYTICS["findings"]])
+    pq.write_table(schema.empty_table(), folder / "part-0.parquet")
+    html = section(Source(tmp_path, ANALYTICS_TABLES))
+    assert "No problem found" in html and "<li" not in html
+
+
+def test_wire_text_reaches_the_terminal_escaped():
+    hostile = "topic\x1b]0;owned\x07\r\n\u202eevil\u2028end"
+    shown = printable(hostile, None)
+    assert shown == "topic\\x1b]0;owned\\x07\\x0d\\x0a\\u202eevil\\u2028end"
+    assert shown.isprintable()
+
+
+# -- the same findings however the capture was decoded ---------------------------------------
+
+SPLIT = [
+    "pulsar_problem_connect_storm",
+    "pulsar_problem_lossy_link",
+    "pulsar_problem_stalled_broker",
+    "pulsar_problem_unload",
+]
+
+
+def _findings_of(spark, dataset) -> list[dict]:
+    """``jobs/findings.py`` run alone on ``dataset``, its rows without their rank."""
+    from pwcap.jobs import findings
+
+    table = findings.build(spark, [str(dataset)], "1 minutes")["findings"]
+    rows = [r.asDict() for r in table.drop("rank").collect()]
+    return sorted(rows, key=lambda r: (r["capture"], r["kind"], r["explanation"]))
+
+
+@pytest.mark.slow
+def test_the_findings_are_the_same_decoded_in_shares_or_by_spark_tasks(spark, tmp_path):
+    from pwcap.decode.api import DecodeOptions
+    from pwcap.decode.driver import decode_captures
+    from pwcap.decode.parallel import decode_parallel
+    from pwcap.jobs.decode import list_captures, write_dataset
+
+    captures = [SAMPLES / f"{name}.pcap" for name in SPLIT]
+    decode_captures(captures, tmp_path / "one")
+    decode_parallel(captures, tmp_path / "shares", jobs=3)
+    listed, _ = list_captures([str(c) for c in captures])
+    split_above = -(-min(c.size for c in listed) // 3)  # every capture read by three tasks
+    write_dataset(spark, listed, DecodeOptions(), str(tmp_path / "tasks"), split_above=split_above)
+    expected = _findings_of(spark, tmp_path / "one")
+    assert {r["kind"] for r in expected} >= {"connect_storm", "retransmission_burst"}
+    assert _findings_of(spark, tmp_path / "shares") == expected
+    assert _findings_of(spark, tmp_path / "tasks") == expected
