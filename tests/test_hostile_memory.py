@@ -19,7 +19,17 @@ import pyarrow.parquet as pq
 import pytest
 import zstandard
 
-from tests.kafka07_frames import GZIP, SNAPPY, compressed, message, produce_body, request
+from tests.kafka07_frames import (
+    FETCH,
+    GZIP,
+    SNAPPY,
+    compressed,
+    fetch_body,
+    message,
+    produce_body,
+    request,
+    response,
+)
 from tests.pulsar_frames import command, entry_bytes, frame, pb
 
 MEMORY_BUDGET_MB = 400
@@ -207,6 +217,52 @@ def test_a_kafka_expansion_past_the_budget_is_an_anomaly_and_the_messages_before
     assert messages_of(tmp_path / "ds") == 40_000 + 1  # the second: one row, no payload
     [anomaly] = table(tmp_path / "ds", "anomalies")
     assert anomaly["kind"] == "decompression_failed" and "limit" in anomaly["detail"]
+
+
+def amplification_frames() -> tuple[bytes, bytes]:
+    """A Kafka 0.7 connection's two streams, 16 MB, built for the most expansion per byte:
+    high-ratio snappy (both framings) of 1 MiB payloads up to the frame size, gzip of
+    millions of empty messages, a snappy block announcing 100 MiB, gzip in snappy in gzip
+    past the budget, in a PRODUCE and in a FETCH answer, and gzip'd zeros."""
+    big = message(b"s" * (1 << 20))
+    empties = compressed(EMPTY_KAFKA_MESSAGE * 2_500_000, GZIP)
+    nested = compressed(
+        compressed(compressed(message(b"n" * (1 << 20)) * 50, GZIP) * 20, SNAPPY, framed=True),
+        GZIP,
+    )
+    sets = [
+        compressed(big * 60, SNAPPY),
+        compressed(big * 60, SNAPPY, framed=True),
+        compressed(big * 60, SNAPPY),
+        compressed(big * 60, SNAPPY, framed=True),
+        compressed(big * 100, SNAPPY),  # announces 100 MiB: refused before expanding
+        empties * 3,  # 67 MB of 9-byte messages: the third passes the frame's budget
+        nested,
+        compressed(bytes(32 << 20), GZIP),
+    ]
+    c2b = b"".join(request(0, produce_body("t", 0, one)) for one in sets)
+    c2b += request(FETCH, fetch_body("t", 0, 0, 1 << 20))
+    return c2b, response(0, nested)
+
+
+def test_a_16_mb_capture_built_to_expand_kafka_message_sets_stays_within_budget(
+    tmp_path, write_capture
+):
+    """The issue's bomb: 16 MB of gzip and snappy sets, nested, that expand to gigabytes
+    (the decode held every expanded message until its frame ended: 1.2 GB). Each frame
+    expands to its budget at most, every cut is an anomaly row, and decoding goes on to
+    the last frame."""
+    c2b, b2c = amplification_frames()
+    capture = write_capture(tmp_path / "bomb.pcap", [(9092, [(0, c2b), (1, b2c)])])
+    assert capture.stat().st_size > 16_000_000
+    decode_within_budget(capture, tmp_path / "ds")
+    anomalies = Counter(row["kind"] for row in table(tmp_path / "ds", "anomalies"))
+    # The 100 MiB block; the third wrapper of empties; in each nested set (a PRODUCE, a
+    # FETCH answer) 20 wrappers of 50 MiB, of which the first fits the frame's 64 MiB.
+    assert anomalies["decompression_failed"] == 1 + 1 + 2 * 19
+    assert anomalies["bad_message"] == 101  # the zeros: 100 listed, one for the rest
+    frames = ds.dataset(tmp_path / "ds" / "frames").to_table(columns=["command"])
+    assert frames.column("command").to_pylist().count("PRODUCE") == 8
 
 
 # -- many connections ---------------------------------------------------------------------
