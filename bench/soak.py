@@ -1,6 +1,6 @@
 """A soak: gigabytes of generated traffic piped through ``pwcap decode -``, its memory watched.
 
-    nice -n 10 python bench/soak.py [--size 10G] [--every 5] [--out DIR]
+    nice -n 10 python bench/soak.py [--size 10G] [--minutes M] [--every 5] [--out DIR]
 
 The traffic is made as it is written, straight into the decoder's standard input (as
 ``tcpdump -w - | pwcap decode -`` would give it): Pulsar connections of both benchmark
@@ -8,7 +8,9 @@ shapes (small async frames; 100 KiB batches and 1 MiB chunked messages) and Kafk
 connections (gzip'd PRODUCEs, FETCHes and their answers), a few at a time, each used for a
 while then closed, and one in ten abandoned without a FIN, so every per-connection table
 of the decoder fills and empties, for hours if asked. A thread reads the decoder's
-resident memory every ``--every`` seconds.
+resident memory every ``--every`` seconds, and a line is printed at each gigabyte piped.
+``--minutes`` stops the piping (between two records, so the capture stays whole) when
+the time is up, if ``--size`` is not reached first.
 
 At the end: memory by gigabyte piped, the peak, and whether it stayed flat (the peak of
 the second half of the run within 5% or 16 MB of the peak of the first half after the
@@ -126,7 +128,7 @@ class _Connection(_Tcp):
 
 
 def packets(size: int) -> Iterator[bytes]:
-    """About ``size`` bytes of pcap records, the file header first."""
+    """About ``size`` bytes of pcap records, the file header first, one record a chunk."""
     yield PCAP_HEADER.pack(0xA1B2C3D4, 2, 4, 0, 0, 262144, 1)
     ts = 1_700_000_000_000_000
     written = 0
@@ -140,14 +142,16 @@ def packets(size: int) -> Iterator[bytes]:
             for packet in connection.opening():
                 ts += 5
                 written += RECORD.size + len(packet)
-                yield RECORD.pack(ts // 1_000_000, ts % 1_000_000, len(packet), len(packet))
-                yield packet
+                yield (
+                    RECORD.pack(ts // 1_000_000, ts % 1_000_000, len(packet), len(packet)) + packet
+                )
         for connection in list(open_):
             for packet in connection.step():
                 ts += 5
                 written += RECORD.size + len(packet)
-                yield RECORD.pack(ts // 1_000_000, ts % 1_000_000, len(packet), len(packet))
-                yield packet
+                yield (
+                    RECORD.pack(ts // 1_000_000, ts % 1_000_000, len(packet), len(packet)) + packet
+                )
             if connection.done:
                 open_.remove(connection)
 
@@ -189,8 +193,9 @@ def rss_mb(pid: int) -> float | None:
     return None
 
 
-def soak(size: int, out: Path, every: float, python: str = sys.executable) -> Soak:
-    """Pipe ``size`` bytes of generated traffic through ``pwcap decode - -o out``."""
+def soak(size: int, out: Path, every: float, seconds: float, python: str = sys.executable) -> Soak:
+    """Pipe ``size`` bytes of generated traffic through ``pwcap decode - -o out``, for
+    ``seconds`` at most."""
     result = Soak()
     command = [python, "-m", "pwcap.cli", "decode", "-", "-o", str(out), "-q", "--overwrite"]
     started = time.monotonic()
@@ -212,9 +217,17 @@ def soak(size: int, out: Path, every: float, python: str = sys.executable) -> So
     reader.start()
     sampler.start()
     try:
+        next_gb, deadline = 1, started + seconds
         for chunk in packets(size):
             process.stdin.write(chunk)
             result.piped += len(chunk)
+            if result.piped >= next_gb * 1e9:
+                mb = max((mb for _, _, mb in result.samples), default=0.0)
+                at = time.monotonic() - started
+                print(f"{next_gb} GB piped at {at:.0f} s, peak RSS so far {mb:.0f} MB", flush=True)
+                next_gb += 1
+            if time.monotonic() > deadline:
+                break
         process.stdin.close()
     except BrokenPipeError:  # the decoder stopped early: its status and stderr say why
         pass
@@ -261,11 +274,12 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--size", type=parse_size, default=parse_size("10G"), help="bytes piped")
     parser.add_argument("--every", type=float, default=5.0, help="seconds between samples")
+    parser.add_argument("--minutes", type=float, default=float("inf"), help="piping time, at most")
     parser.add_argument("--out", type=Path, help="the dataset (default: a temporary folder)")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="pwcap-soak-") as tmp:
         out = args.out or Path(tmp) / "soak"
-        result = soak(args.size, out, args.every)
+        result = soak(args.size, out, args.every, args.minutes * 60)
         return 0 if report(result, out) else 1
 
 
