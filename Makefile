@@ -10,7 +10,7 @@ STAMP := $(VENV)/.installed
 DEV_STAMP := $(VENV)/.installed-dev
 SAY := @printf '\n== %s\n'
 
-.PHONY: setup build demo test lint corpus
+.PHONY: setup build demo test lint corpus sanitize fuzz-compiled
 
 # The interpreted modules' bytecode, written here: an editable install writes none, and
 # where PYTHONDONTWRITEBYTECODE is set (container images often set it) Python would
@@ -66,3 +66,16 @@ lint: $(DEV_STAMP)
 
 test: lint build
 	$(BIN)/pytest -q
+
+# The compiled hot path under ASan and UBSan (gcc), in a scratch copy under build/sanitize:
+# the default test suite, then a campaign of SANITIZE_INPUTS mutants (default 100,000).
+# Long (it runs under nice). SANITIZE_PYTEST="tests/test_x.py" runs fewer tests.
+sanitize: setup
+	bash fuzz/sanitize.sh
+
+# Coverage-guided fuzzing of the compiled modules (clang, libFuzzer through atheris):
+# make fuzz-compiled TARGET=pulsar ARGS="-max_total_time=600"
+TARGET ?= pulsar
+ARGS ?=
+fuzz-compiled: setup
+	bash fuzz/sanitize.sh atheris $(TARGET) $(ARGS)

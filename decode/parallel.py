@@ -208,8 +208,7 @@ def _run_workers(
                     answer = receiver.recv()
                 except EOFError:  # it died without answering
                     processes[index].join()
-                    status = processes[index].exitcode
-                    raise WorkerDied(f"decode worker {index} died (exit status {status})") from None
+                    raise WorkerDied.of(index, processes[index].exitcode) from None
                 if isinstance(answer, BaseException):
                     raise answer
                 results[index] = answer
@@ -232,12 +231,24 @@ _STOPPING = {signal.SIGINT, signal.SIGTERM}
 class WorkerDied(Exception):
     """A worker process ended without an answer (killed, out of memory)."""
 
+    @classmethod
+    def of(cls, index: int, exitcode: int | None) -> WorkerDied:
+        """The error for worker ``index`` ended with ``exitcode`` (negative: a signal's)."""
+        if exitcode is not None and exitcode < 0:
+            name = signal.Signals(-exitcode).name if -exitcode in _SIGNAL_NUMBERS else -exitcode
+            why = " (as the out-of-memory killer does)" if exitcode == -signal.SIGKILL else ""
+            return cls(f"decode worker {index} was killed by {name}{why}; nothing was written")
+        return cls(f"decode worker {index} died (exit status {exitcode}); nothing was written")
+
+
+_SIGNAL_NUMBERS = {int(member) for member in signal.Signals}
+
 
 def _check_alive(processes: list[multiprocessing.Process], results: dict[int, object]) -> None:
     """A worker that died without an answer fails the run."""
     for index, process in enumerate(processes):
         if index not in results and process.exitcode is not None and process.exitcode != 0:
-            raise WorkerDied(f"decode worker {index} died (exit status {process.exitcode})")
+            raise WorkerDied.of(index, process.exitcode)
 
 
 @dataclass(frozen=True, slots=True)

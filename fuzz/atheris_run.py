@@ -1,19 +1,27 @@
 """Run one fuzz target coverage-guided, with atheris (libFuzzer), from its seeds.
 
     nice -n 10 python -m fuzz.atheris_run pulsar -max_total_time=600 -rss_limit_mb=400
+    make fuzz-compiled TARGET=pulsar ARGS=-max_total_time=600
 
-The seeds (:data:`fuzz.targets.TARGETS`) are written to ``fuzz/work/<target>/seeds``,
-the inputs libFuzzer finds interesting to ``fuzz/work/<target>/corpus``, and a crashing,
-hanging or memory-hungry input to ``fuzz/work/<target>/`` as ``crash-*``, ``timeout-*``
-or ``oom-*``: a failure worth keeping goes to ``fuzz/corpus/<target>/``, which the tests
-replay (libFuzzer shrinks it first: ``TARGET -minimize_crash=1 -runs=10000 crash-*``).
-Other arguments are libFuzzer's (``-help=1`` lists them). The interpreted decoder runs
-(``PWCAP_PURE_PYTHON``): atheris follows the coverage of Python code only, and the
-compiled modules are built from the same sources.
+The seeds (:data:`fuzz.targets.TARGETS`) are written to ``<work>/<target>/seeds``, the
+inputs libFuzzer finds interesting to ``<work>/<target>/corpus``, and a crashing, hanging
+or memory-hungry input to ``<work>/<target>/`` as ``crash-*``, ``timeout-*`` or ``oom-*``
+(``<work>`` is ``fuzz/work`` unless ``--work`` says otherwise): a failure worth keeping
+goes to ``fuzz/corpus/<target>/``, which the tests replay (libFuzzer shrinks it first:
+``TARGET -minimize_crash=1 -runs=10000 crash-*``). Other arguments are libFuzzer's
+(``-help=1`` lists them).
+
+By default the interpreted decoder runs (``PWCAP_PURE_PYTHON``): atheris follows the
+coverage of Python code. ``--compiled`` runs the compiled modules instead, which only
+``make fuzz-compiled`` can give it: an extension build instrumented for libFuzzer's
+coverage and ASan/UBSan (clang's ``-fsanitize=fuzzer-no-link,address,undefined``), in a
+process where libFuzzer and the ASan runtime were preloaded together, so the extensions'
+coverage counters reach the fuzzer that atheris drives (``fuzz/sanitize.sh``).
 """
 
 from __future__ import annotations
 
+import ctypes
 import hashlib
 import os
 import sys
@@ -23,19 +31,35 @@ WORK = Path(__file__).resolve().parent / "work"
 
 
 def main(argv: list[str]) -> int:
-    os.environ["PWCAP_PURE_PYTHON"] = "1"
+    compiled = "--compiled" in argv[:3]
+    work = WORK
+    if "--work" in argv[:3]:
+        at = argv.index("--work")
+        work = Path(argv[at + 1])
+        del argv[at : at + 2]
+    argv = [arg for arg in argv if arg != "--compiled"]
+    if not compiled:
+        os.environ["PWCAP_PURE_PYTHON"] = "1"
     from fuzz.targets import TARGETS
 
     if not argv or argv[0] not in TARGETS:
         print(__doc__.strip(), f"\ntargets: {', '.join(TARGETS)}", file=sys.stderr)
         return 2
+    if compiled:
+        problem = _compiled_problem()
+        if problem:
+            print(
+                f"fuzz.atheris_run: --compiled: {problem}; run `make fuzz-compiled`",
+                file=sys.stderr,
+            )
+            return 2
     import atheris  # only here: the targets run without it
 
     atheris.instrument_all()  # pwcap's own import finder bypasses instrument_imports
 
     name, options = argv[0], argv[1:]
     target, seeds = TARGETS[name]
-    work = WORK / name
+    work = work / name
     (work / "seeds").mkdir(parents=True, exist_ok=True)
     (work / "corpus").mkdir(exist_ok=True)
     for seed in seeds():
@@ -46,6 +70,24 @@ def main(argv: list[str]) -> int:
     atheris.Setup([sys.argv[0], *defaults, *options, *folders], target)
     atheris.Fuzz()
     return 0
+
+
+def _compiled_problem() -> str | None:
+    """Why this process cannot fuzz the compiled path, or None."""
+    from pwcap.engine import PROBE, activate, engine
+
+    activate()
+    if engine() != "compiled":
+        return f"the decoder here is {engine()}"
+    try:
+        ctypes.CDLL(None).LLVMFuzzerRunDriver  # noqa: B018 - looked up, not called
+    except AttributeError:
+        return "no libFuzzer was preloaded, so the extensions' coverage would reach none"
+    module = sys.modules[PROBE]
+    with open(module.__file__ or "", "rb") as extension:
+        if b"__sanitizer_cov_8bit_counters_init" not in extension.read():
+            return f"{module.__file__} is not instrumented for coverage"
+    return None
 
 
 if __name__ == "__main__":

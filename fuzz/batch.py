@@ -36,6 +36,23 @@ SECONDS_PER_BYTE = 20e-6  # 50 KB/s: far below pwcap's speed, far above a quadra
 
 
 @dataclass(frozen=True)
+class Limits:
+    """What a decode may take: the product's promise by default. A sanitized build
+    (``make sanitize``) is slower and ASan's shadow memory is not pwcap's: it runs with
+    wider ones, and the normal build keeps checking the promise itself."""
+
+    memory_mb: float = MEMORY_MB
+    time_factor: float = 1.0  # times the time budget
+
+    def seconds(self, size: int) -> float:
+        """The time budget of a capture of ``size`` bytes."""
+        return self.time_factor * (SECONDS_BASE + SECONDS_PER_BYTE * size)
+
+
+PROMISED = Limits()
+
+
+@dataclass(frozen=True)
 class Failure:
     """A broken promise: ``kind`` is exception, invariant, slow, memory, refusal, hang
     or died; ``detail`` is the traceback or the message."""
@@ -56,7 +73,7 @@ class Outcome:
     cpu_seconds: float = 0.0  # set by the campaign's worker, which measures its own
 
 
-def decode_batch(mutants: Sequence[Mutant], folder: Path) -> Outcome:
+def decode_batch(mutants: Sequence[Mutant], folder: Path, limits: Limits = PROMISED) -> Outcome:
     """Decode ``mutants`` in ``folder`` (emptied first) and check every promise."""
     shutil.rmtree(folder, ignore_errors=True)
     inputs = folder / "in"
@@ -68,26 +85,26 @@ def decode_batch(mutants: Sequence[Mutant], folder: Path) -> Outcome:
         paths.append(path)
     reset_peak()
     try:
-        outcome = _decode(paths, folder / "out")
+        outcome = _decode(paths, folder / "out", limits)
     except Exception:
         if len(paths) == 1:
             return Outcome([Failure(paths[0].name, "exception", traceback.format_exc())])
         outcome = None
     if outcome is not None:
         outcome.peak_mb = peak_mb()
-        if outcome.peak_mb <= MEMORY_MB or len(paths) == 1:
-            if outcome.peak_mb > MEMORY_MB:
+        if outcome.peak_mb <= limits.memory_mb or len(paths) == 1:
+            if outcome.peak_mb > limits.memory_mb:
                 outcome.failures.append(
                     Failure(paths[0].name, "memory", f"peak {outcome.peak_mb:.0f} MB")
                 )
             return outcome
-    return _one_by_one(mutants, folder)
+    return _one_by_one(mutants, folder, limits)
 
 
-def _one_by_one(mutants: Sequence[Mutant], folder: Path) -> Outcome:
+def _one_by_one(mutants: Sequence[Mutant], folder: Path, limits: Limits) -> Outcome:
     total = Outcome()
     for one in mutants:
-        outcome = decode_batch([one], folder)
+        outcome = decode_batch([one], folder, limits)
         total.failures += outcome.failures
         total.decoded += outcome.decoded
         total.refused += outcome.refused
@@ -95,7 +112,7 @@ def _one_by_one(mutants: Sequence[Mutant], folder: Path) -> Outcome:
     return total
 
 
-def _decode(paths: list[Path], out: Path) -> Outcome:
+def _decode(paths: list[Path], out: Path, limits: Limits) -> Outcome:
     """One run over ``paths``, again without each file it refuses."""
     outcome = Outcome()
     remaining = list(paths)
@@ -112,15 +129,15 @@ def _decode(paths: list[Path], out: Path) -> Outcome:
             outcome.refused += 1
             continue
         outcome.decoded += len(remaining)
-        outcome.failures += _check(summary, out)
+        outcome.failures += _check(summary, out, limits)
         break
     return outcome
 
 
-def _check(summary: Summary, out: Path) -> list[Failure]:
+def _check(summary: Summary, out: Path, limits: Limits) -> list[Failure]:
     failures = []
     for capture in summary.captures:
-        budget = SECONDS_BASE + SECONDS_PER_BYTE * capture.size
+        budget = limits.seconds(capture.size)
         if capture.seconds > budget:
             failures.append(
                 Failure(

@@ -24,7 +24,7 @@ from multiprocessing.connection import Connection, wait
 from pathlib import Path
 from tempfile import TemporaryDirectory
 
-from fuzz.batch import SECONDS_BASE, SECONDS_PER_BYTE, Failure, decode_batch
+from fuzz.batch import PROMISED, Failure, Limits, decode_batch
 from fuzz.mutate import mutant
 
 BATCH = 100
@@ -46,11 +46,11 @@ class Report:
         return Counter(failure.kind for _, failure in self.failures)
 
 
-def serve(conn: Connection, seed: int, folder: Path) -> None:
+def serve(conn: Connection, seed: int, folder: Path, limits: Limits) -> None:
     """A worker: decode the batches of indexes it is sent until it is sent None."""
     while (indexes := conn.recv()) is not None:
         started = time.process_time()
-        outcome = decode_batch([mutant(seed, i) for i in indexes], folder)
+        outcome = decode_batch([mutant(seed, i) for i in indexes], folder, limits)
         outcome.cpu_seconds = time.process_time() - started
         conn.send(outcome)
 
@@ -58,13 +58,15 @@ def serve(conn: Connection, seed: int, folder: Path) -> None:
 class Worker:
     """One worker process and the batch it is on."""
 
-    def __init__(self, seed: int, folder: Path) -> None:
-        self.seed, self.folder = seed, folder
+    def __init__(self, seed: int, folder: Path, limits: Limits) -> None:
+        self.seed, self.folder, self.limits = seed, folder, limits
         # Started fresh, not forked: a worker's peak memory is then its own decoding's,
         # never what the process that started it held (a test runner's, hundreds of MB).
         context = multiprocessing.get_context("forkserver")
         self.conn, child = context.Pipe()
-        self.process = context.Process(target=serve, args=(child, seed, folder), daemon=True)
+        self.process = context.Process(
+            target=serve, args=(child, seed, folder, limits), daemon=True
+        )
         self.process.start()
         child.close()
         self.batch: list[int] = []
@@ -72,9 +74,7 @@ class Worker:
 
     def give(self, batch: list[int]) -> None:
         self.batch = batch
-        budget = sum(
-            SECONDS_BASE + SECONDS_PER_BYTE * len(mutant(self.seed, i).data) for i in batch
-        )
+        budget = sum(self.limits.seconds(len(mutant(self.seed, i).data)) for i in batch)
         self.deadline = time.monotonic() + HANG_SECONDS + 3 * budget
         self.conn.send(batch)
 
@@ -85,7 +85,15 @@ class Worker:
         self.conn.close()
 
 
-def run(seed: int, start: int, count: int, jobs: int, found: Path, batch: int = BATCH) -> Report:
+def run(
+    seed: int,
+    start: int,
+    count: int,
+    jobs: int,
+    found: Path,
+    batch: int = BATCH,
+    limits: Limits = PROMISED,
+) -> Report:
     """Decode mutants ``start`` to ``start + count`` of ``seed`` and report."""
     found.mkdir(parents=True, exist_ok=True)
     report = Report(inputs=count)
@@ -93,7 +101,7 @@ def run(seed: int, start: int, count: int, jobs: int, found: Path, batch: int = 
         list(range(i, min(start + count, i + batch))) for i in range(start, start + count, batch)
     )
     with TemporaryDirectory(prefix="pwcap-fuzz-") as tmp:
-        workers = [Worker(seed, Path(tmp) / str(n)) for n in range(jobs)]
+        workers = [Worker(seed, Path(tmp) / str(n), limits) for n in range(jobs)]
         idle = list(workers)
         busy: list[Worker] = []
         done = 0
@@ -124,7 +132,7 @@ def run(seed: int, start: int, count: int, jobs: int, found: Path, batch: int = 
                         detail = "no answer by its deadline" if why == "hang" else f"exit {code}"
                         name = mutant(seed, worker.batch[0]).name
                         _record(report, found, seed, worker.batch[0], Failure(name, why, detail))
-                    worker = Worker(seed, worker.folder)
+                    worker = Worker(seed, worker.folder, limits)
                     idle.append(worker)
                     workers = [w for w in workers if w.process.is_alive()] + [worker]
                     continue
@@ -173,9 +181,22 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--start", type=int, default=0, help="index of the first mutant")
     parser.add_argument("--jobs", type=int, default=1, help="worker processes")
     parser.add_argument("--found", type=Path, default=Path("fuzz/found"), help="failing inputs")
+    parser.add_argument(
+        "--memory-mb",
+        type=float,
+        default=PROMISED.memory_mb,
+        help="peak RSS a decode may reach (default: pwcap's promise; a sanitized build needs more)",
+    )
+    parser.add_argument(
+        "--time-factor",
+        type=float,
+        default=PROMISED.time_factor,
+        help="times the time budget of a capture (a sanitized build runs slower)",
+    )
     args = parser.parse_args(argv)
     started = time.monotonic()
-    report = run(args.seed, args.start, args.inputs, args.jobs, args.found)
+    limits = Limits(args.memory_mb, args.time_factor)
+    report = run(args.seed, args.start, args.inputs, args.jobs, args.found, limits=limits)
     wall = time.monotonic() - started
     own = resource.getrusage(resource.RUSAGE_SELF)
     cpu = own.ru_utime + own.ru_stime + report.cpu_seconds

@@ -648,7 +648,61 @@ def markdown(found: list[tuple[Entry, Answer]]) -> str:
         said = "<br>".join(f"`{line}`" for line in found_answer.lines) or "(nothing)"
         kinds = ", ".join(f"`{kind}`" for kind in found_answer.kinds) or "none"
         lines.append(f"| {entry.layer} | {entry.what} | {found_answer.status} | {said} | {kinds} |")
-    return "\n".join(lines) + "\n"
+    return "\n".join([*lines, *FUZZING]) + "\n"
+
+
+FUZZING = [
+    "",
+    "## Fuzzing and sanitizers",
+    "",
+    "Each of these is one command from the checkout (they take the machine's cores: prefix",
+    "`nice -n 10` on a shared machine).",
+    "",
+    "- `python -m fuzz.campaign --inputs 100000 --jobs 2`: the mutation campaign on the",
+    "  normal build. A short run (1,000 mutants) is part of every test run; a failing input",
+    "  goes to `fuzz/found/` with a line in `failures.jsonl` saying how to make it again.",
+    "- `make sanitize`: the compiled modules built with AddressSanitizer and",
+    "  UndefinedBehaviorSanitizer (gcc), in a scratch copy under `build/sanitize/gcc` (the",
+    "  normal build is left alone), then the default test suite (but for the tests that",
+    "  hold a decode to 400 MB: ASan's shadow memory counts there) and a campaign of",
+    "  100,000 mutants on that build (`SANITIZE_INPUTS=N` for another count,",
+    '  `SANITIZE_PYTEST="tests/test_x.py"` for fewer tests). Python runs with the ASan',
+    "  runtime preloaded and `PYTHONMALLOC=malloc`, so Python objects get red zones too; a",
+    "  report stops the process that made it (UBSan's `halt_on_error=1`), and every report",
+    "  is kept in `build/sanitize/gcc/reports` and printed at the end. Leak checking is off:",
+    "  CPython keeps objects alive to the end by design. The campaign's memory and time",
+    "  limits are widened there (ASan's shadow memory is not pwcap's); the normal build's",
+    "  campaign checks the promises themselves. CI runs a short version: built at `-O0`,",
+    "  three test files and 300 mutants.",
+    "- `python -m fuzz.atheris_run TARGET`: coverage-guided fuzzing (atheris, libFuzzer) of",
+    "  the interpreted decoder, target `records`, `reassembly`, `pulsar` or `kafka07`.",
+    "- `make fuzz-compiled TARGET=pulsar ARGS=-max_total_time=600`: the same targets over",
+    "  the compiled modules, built by clang with `-fsanitize=fuzzer-no-link,address,undefined`",
+    "  in `build/sanitize/clang`: libFuzzer follows the coverage of the extensions' C, and",
+    "  ASan and UBSan watch it. Findings go to `fuzz/work/compiled/TARGET/`.",
+    "",
+    "In the sanitized runs Spark's JVM runs without the ASan runtime (its own SIGSEGV",
+    "handling is how it checks for null, which ASan would report as a crash): the `java` on",
+    "their PATH drops the preload and the Python workers Spark starts take it back.",
+    "",
+    "## What the hostile runs found",
+    "",
+    "- Kafka 0.7 decompression amplification. A wrapper of a few KB of gzip can hold",
+    "  millions of 9-byte messages; every expanded message was held as an object until its",
+    "  frame ended, so a 16 MB capture of gzip and snappy sets (both snappy framings,",
+    "  nested three deep) peaked at over 2 GB. Message sets are now walked one message at",
+    "  a time as their rows are written; a frame's decompression has a budget",
+    "  (`--max-decompressed-size`, 64 MiB) shared by its sets and every nesting level, and",
+    "  what passes it is a `decompression_failed` row while the decoding goes on; a set's",
+    "  damaged messages are listed up to 100, the rest counted in one more row.",
+    "- The rare SIGSEGV after SIGINT or SIGTERM. A signal raised while the run waited for",
+    "  the background thread to write a row group left that write running, and the",
+    "  interrupted run closed the table's Parquet writer under it (`write_table` then used",
+    "  freed memory). Stopping a run now waits for the write in progress, drops the queued",
+    "  ones, and only then closes the writers.",
+    "- A `--jobs` worker killed by SIGKILL (as the out-of-memory killer does) fails the run",
+    "  with one line naming the worker and the signal, exit 1, and no dataset.",
+]
 
 
 if __name__ == "__main__":

@@ -175,10 +175,12 @@ class TableWriter:
         self._file_count += len(table)
 
     def _wait(self) -> None:
-        """Let the previous row group finish (re-raising its error): memory stays bounded."""
+        """Let the previous row group finish (re-raising its error): memory stays bounded.
+        It stays in flight until it has finished: an interruption of the wait leaves it
+        for :meth:`abort` to wait for."""
         if self._in_flight is not None:
-            in_flight, self._in_flight = self._in_flight, None
-            in_flight.result()
+            self._in_flight.result()
+            self._in_flight = None
 
     def _open_part(self) -> None:
         if self._writer is not None:
@@ -210,6 +212,8 @@ class TableWriter:
         self._writer = None
 
     def abort(self) -> None:
+        """Close the part file; the background thread must be done with it (see
+        :meth:`DatasetWriter.abort`)."""
         if self._in_flight is not None:
             self._in_flight.cancel()
             with contextlib.suppress(Exception):
@@ -297,13 +301,18 @@ class DatasetWriter:
 
     def abort(self) -> None:
         """Stop writing and delete the temporary directory, whatever fails on the way
-        (a write still in flight, a second Ctrl-C: the run is stopping already)."""
+        (a write still in flight, a second Ctrl-C: the run is stopping already).
+
+        The background thread is stopped first, its row group in progress finished and
+        the queued ones dropped: a Parquet writer closed while that thread still writes
+        to it frees what the write is using (Ctrl-C during a wait for a row group made
+        the process die of SIGSEGV instead of exiting with 130)."""
         with interrupts_deferred():
             try:
+                self._background.shutdown(wait=True, cancel_futures=True)
                 for table in self.tables.values():
                     with contextlib.suppress(Exception):
                         table.abort()
-                self._background.shutdown()
             finally:
                 shutil.rmtree(self.tmp, ignore_errors=True)
 

@@ -19,7 +19,17 @@ import pyarrow.parquet as pq
 import pytest
 import zstandard
 
-from tests.kafka07_frames import GZIP, compressed, message, produce_body, request
+from tests.kafka07_frames import (
+    FETCH,
+    GZIP,
+    SNAPPY,
+    compressed,
+    fetch_body,
+    message,
+    produce_body,
+    request,
+    response,
+)
 from tests.pulsar_frames import command, entry_bytes, frame, pb
 
 MEMORY_BUDGET_MB = 400
@@ -131,6 +141,128 @@ def test_a_kafka_message_set_of_16_mib_of_gzipped_zeros_stays_within_budget(
     capture = write_capture(tmp_path / "bomb.pcap", [(9092, [(0, produce)])])
     decode_within_budget(capture, tmp_path / "ds")
     assert len(table(tmp_path / "ds", "frames")) == 1
+
+
+# 0.7's smallest message: magic 0, an empty payload: its length, magic and CRC, 9 bytes.
+EMPTY_KAFKA_MESSAGE = message(b"", magic=0)
+
+
+def kafka_produces(wrapper: bytes, count: int) -> bytes:
+    return request(0, produce_body("t", 0, wrapper)) * count
+
+
+def messages_of(out: Path) -> int:
+    return ds.dataset(out / "messages").count_rows()
+
+
+@pytest.mark.parametrize(
+    ("codec", "framed"),
+    [
+        (GZIP, False),
+        pytest.param(SNAPPY, False, marks=pytest.mark.slow),
+        pytest.param(SNAPPY, True, marks=pytest.mark.slow),
+    ],
+    ids=["gzip", "snappy-block", "snappy-xerial"],
+)
+def test_a_kafka_wrapper_of_millions_of_empty_messages_stays_within_budget(
+    tmp_path, write_capture, codec, framed
+):
+    """A wrapper of 2.5 million 9-byte messages (22 MB expanded, 22 KB of gzip): each
+    message waited for its frame's end as objects of 230 bytes (two frames of 6.7 million
+    reached 3.0 GB). They leave for Arrow as they come, and every one is a row."""
+    count = 2_500_000
+    wrapper = compressed(EMPTY_KAFKA_MESSAGE * count, codec, framed)
+    capture = write_capture(tmp_path / "bomb.pcap", [(9092, [(0, kafka_produces(wrapper, 1))])])
+    decode_within_budget(capture, tmp_path / "ds")
+    assert messages_of(tmp_path / "ds") == count
+    assert table(tmp_path / "ds", "anomalies") == []
+
+
+@pytest.mark.slow
+def test_kafka_wrappers_nested_three_deep_stay_within_budget(tmp_path, write_capture):
+    """gzip in snappy in gzip, 2 million empty messages: the nesting is walked one message
+    at a time like a single level, and every message is a row with its wrapper's count."""
+    inner = compressed(EMPTY_KAFKA_MESSAGE * 200_000, GZIP)
+    middle = compressed(inner * 10, SNAPPY, framed=True)
+    outer = compressed(middle, GZIP)
+    capture = write_capture(tmp_path / "bomb.pcap", [(9092, [(0, kafka_produces(outer, 1))])])
+    decode_within_budget(capture, tmp_path / "ds")
+    rows = ds.dataset(tmp_path / "ds" / "messages").to_table(columns=["batch_size", "batch_index"])
+    assert rows.num_rows == 2_000_000
+    assert set(rows.column("batch_size").to_pylist()) == {2_000_000}
+    assert rows.column("batch_index").to_pylist()[-1] == 1_999_999
+
+
+def test_a_kafka_set_expanding_to_zeros_is_a_bounded_list_of_anomalies(tmp_path, write_capture):
+    """32 MiB of zeros inflate to a damaged message every 4 bytes, 8 million of them: each
+    was an anomaly held as a tuple, then a row. The first 100 of a set are listed, the
+    rest counted in one more."""
+    wrapper = compressed(bytes(32 << 20), GZIP)
+    capture = write_capture(tmp_path / "bomb.pcap", [(9092, [(0, kafka_produces(wrapper, 1))])])
+    decode_within_budget(capture, tmp_path / "ds")
+    details = [row["detail"] for row in table(tmp_path / "ds", "anomalies")]
+    assert len(details) == 101
+    assert details[-1] == f"{(32 << 20) // 4 - 100} more damaged messages in this set, not listed"
+
+
+def test_a_kafka_expansion_past_the_budget_is_an_anomaly_and_the_messages_before_it_stay(
+    tmp_path, write_capture
+):
+    """Two wrappers in one frame, 40 MB expanded each: the second passes the frame's 64 MiB
+    budget and is a decompression_failed row; the first's messages are all rows."""
+    wrapper = compressed(message(b"m" * 1000) * 40_000, GZIP)
+    produce = request(0, produce_body("t", 0, wrapper * 2))
+    capture = write_capture(tmp_path / "bomb.pcap", [(9092, [(0, produce)])])
+    decode_within_budget(capture, tmp_path / "ds")
+    assert messages_of(tmp_path / "ds") == 40_000 + 1  # the second: one row, no payload
+    [anomaly] = table(tmp_path / "ds", "anomalies")
+    assert anomaly["kind"] == "decompression_failed" and "limit" in anomaly["detail"]
+
+
+def amplification_frames() -> tuple[bytes, bytes]:
+    """A Kafka 0.7 connection's two streams, 16 MB, built for the most expansion per byte:
+    high-ratio snappy (both framings) of 1 MiB payloads up to the frame size, gzip of
+    millions of empty messages, a snappy block announcing 100 MiB, gzip in snappy in gzip
+    past the budget, in a PRODUCE and in a FETCH answer, and gzip'd zeros."""
+    big = message(b"s" * (1 << 20))
+    empties = compressed(EMPTY_KAFKA_MESSAGE * 2_500_000, GZIP)
+    nested = compressed(
+        compressed(compressed(message(b"n" * (1 << 20)) * 50, GZIP) * 20, SNAPPY, framed=True),
+        GZIP,
+    )
+    sets = [
+        compressed(big * 60, SNAPPY),
+        compressed(big * 60, SNAPPY, framed=True),
+        compressed(big * 60, SNAPPY),
+        compressed(big * 60, SNAPPY, framed=True),
+        compressed(big * 100, SNAPPY),  # announces 100 MiB: refused before expanding
+        empties * 3,  # 67 MB of 9-byte messages: the third passes the frame's budget
+        nested,
+        compressed(bytes(32 << 20), GZIP),
+    ]
+    c2b = b"".join(request(0, produce_body("t", 0, one)) for one in sets)
+    c2b += request(FETCH, fetch_body("t", 0, 0, 1 << 20))
+    return c2b, response(0, nested)
+
+
+def test_a_16_mb_capture_built_to_expand_kafka_message_sets_stays_within_budget(
+    tmp_path, write_capture
+):
+    """The issue's bomb: 16 MB of gzip and snappy sets, nested, that expand to gigabytes
+    (the decode held every expanded message until its frame ended: 1.2 GB). Each frame
+    expands to its budget at most, every cut is an anomaly row, and decoding goes on to
+    the last frame."""
+    c2b, b2c = amplification_frames()
+    capture = write_capture(tmp_path / "bomb.pcap", [(9092, [(0, c2b), (1, b2c)])])
+    assert capture.stat().st_size > 16_000_000
+    decode_within_budget(capture, tmp_path / "ds")
+    anomalies = Counter(row["kind"] for row in table(tmp_path / "ds", "anomalies"))
+    # The 100 MiB block; the third wrapper of empties; in each nested set (a PRODUCE, a
+    # FETCH answer) 20 wrappers of 50 MiB, of which the first fits the frame's 64 MiB.
+    assert anomalies["decompression_failed"] == 1 + 1 + 2 * 19
+    assert anomalies["bad_message"] == 101  # the zeros: 100 listed, one for the rest
+    frames = ds.dataset(tmp_path / "ds" / "frames").to_table(columns=["command"])
+    assert frames.column("command").to_pylist().count("PRODUCE") == 8
 
 
 # -- many connections ---------------------------------------------------------------------

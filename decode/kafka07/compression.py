@@ -32,7 +32,7 @@ def codec_name(codec: int) -> str:
     return CODEC_NAMES.get(codec, str(codec))
 
 
-def decompress(codec: int, data: bytes, limit: int) -> bytes:
+def decompress(codec: int, data: bytes | memoryview, limit: int) -> bytes:
     """The expanded payload (at most ``limit`` bytes), or :class:`DecompressionError`."""
     try:
         if codec == GZIP:
@@ -48,7 +48,7 @@ def decompress(codec: int, data: bytes, limit: int) -> bytes:
     raise DecompressionError(f"unknown compression codec {codec}")
 
 
-def _gunzip(data: bytes, limit: int) -> bytes:
+def _gunzip(data: bytes | memoryview, limit: int) -> bytes:
     inflater = zlib.decompressobj(16 + zlib.MAX_WBITS)
     out = inflater.decompress(data, limit + 1)
     if len(out) > limit:
@@ -58,7 +58,7 @@ def _gunzip(data: bytes, limit: int) -> bytes:
     return out
 
 
-def _snappy_block(data: bytes, limit: int) -> bytes:
+def _snappy_block(data: bytes | memoryview, limit: int) -> bytes:
     try:
         announced = snappy_length(data)
     except WireError:
@@ -68,7 +68,7 @@ def _snappy_block(data: bytes, limit: int) -> bytes:
     return bytes(cramjam.snappy.decompress_raw(data))
 
 
-def _xerial(data: bytes, limit: int) -> bytes:
+def _xerial(data: bytes | memoryview, limit: int) -> bytes:
     if len(data) < _XERIAL_HEADER:
         raise DecompressionError("SNAPPY stream header is truncated")
     blocks = []

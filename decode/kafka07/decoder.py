@@ -280,8 +280,10 @@ class Kafka07Decoder:
         sets = []
         budget = Budget(self._limit)
         for part in parts:
-            found = read_message_set(buf, part.start, part.end, None, budget)
-            sets.append((part, found))
+            sets.append((part, read_message_set(buf, part.start, part.end, None, budget)))
+        self._rows.set(PAYLOAD_SIZE, sum(part.end - part.start for part in parts))
+        self._emit_messages(sets)
+        for part, found in sets:
             if found.tail:
                 self._conversation.frame_anomaly(
                     "protocol_violation",
@@ -289,8 +291,6 @@ class Kafka07Decoder:
                     f"produced set for {part.topic}:{part.partition} ends in {found.tail} "
                     "bytes of a partial message (the broker drops them)",
                 )
-        self._rows.set(PAYLOAD_SIZE, sum(part.end - part.start for part in parts))
-        self._emit_messages(sets)
 
     # -- responses -----------------------------------------------------------------------
 
@@ -345,8 +345,8 @@ class Kafka07Decoder:
         else:
             budget = Budget(self._limit)
             found = read_message_set(buf, body, end, _fetch_offset(parts[0]), budget)
-            rows.set(TRUNCATED_TAIL, found.tail)
             self._emit_messages([(parts[0], found)])
+            rows.set(TRUNCATED_TAIL, found.tail)
         rows.end_row()
         return True
 
@@ -376,16 +376,17 @@ class Kafka07Decoder:
                 where = f"{fetch.topic}:{fetch.partition}" if fetch is not None else "?"
                 errors.append(f"part {index} {where} {error_name(error)}")
             sets.append((fetch, read_message_set(buf, start, stop, _fetch_offset(fetch), budget)))
-        self._rows.set(TRUNCATED_TAIL, sum(message_set.tail for _, message_set in sets))
         if errors:
             add_info(self._rows, "; ".join(errors))
         self._emit_messages(sets)
+        self._rows.set(TRUNCATED_TAIL, sum(message_set.tail for _, message_set in sets))
 
     def _emit_messages(self, sets: Sets) -> None:
-        for _, message_set in sets:
-            for kind, detail in message_set.problems:
-                self._conversation.frame_anomaly(kind, self._rows, detail)
+        """The sets' message rows as they are walked, then the damage the walks met."""
         emit_messages(self._messages, self._rows, sets, self._payloads)
+        for _, message_set in sets:
+            for kind, detail in message_set.problems.all():
+                self._conversation.frame_anomaly(kind, self._rows, detail)
 
     # -- pairing and anomalies -----------------------------------------------------------
 

@@ -19,7 +19,9 @@ from __future__ import annotations
 
 import struct
 import zlib
-from dataclasses import dataclass, field
+from collections.abc import Iterator
+from dataclasses import dataclass
+from itertools import islice
 
 from .compression import (
     NONE,
@@ -30,6 +32,8 @@ from .compression import (
 
 MAX_DEPTH = 3  # compressed sets inside compressed sets; real clients nest one level
 MIN_HEADER = 5  # magic 0: magic + crc
+HELD_MEMBERS = 10_000  # a wrapper's members held until its count is known (real ones: ~100s)
+LISTED_PROBLEMS = 100  # damaged messages of one set reported one by one
 _LENGTH = struct.Struct(">i")
 _CRC = struct.Struct(">I")
 
@@ -47,39 +51,6 @@ class Message:
     batch_size: int
 
 
-@dataclass(slots=True)
-class MessageSet:
-    """What one message set holds."""
-
-    messages: list[Message] = field(default_factory=list)
-    tail: int = 0  # bytes of a partial message ending the set
-    problems: list[tuple[str, str]] = field(default_factory=list)  # (anomaly kind, detail)
-
-
-def read_message_set(
-    buf: bytes | memoryview, start: int, end: int, base_offset: int | None, budget: Budget
-) -> MessageSet:
-    """Walk ``buf[start:end]``, a set stored at log offset ``base_offset`` (None: unknown);
-    decompression draws on ``budget``."""
-    result = MessageSet()
-    messages = result.messages
-    for pos, magic, codec, ok, payload in _split(memoryview(buf), start, end, result):
-        offset = None if base_offset is None else base_offset + pos - start
-        if codec == NONE:
-            messages.append(Message(offset, magic, "NONE", ok, payload, None, 1))
-            continue
-        members = _expand(magic, codec, ok, payload, result, budget, 0)
-        compression = codec_name(codec)
-        count = len(members)
-        for index, (m_magic, m_ok, m_payload) in enumerate(members):
-            messages.append(Message(offset, m_magic, compression, m_ok, m_payload, index, count))
-    return result
-
-
-Outer = tuple[int, int, int, bool, memoryview]  # position, magic, codec, crc ok, payload
-Member = tuple[int, bool, memoryview | bytes | None]  # magic, checksum ok, payload
-
-
 class Budget:
     """Bytes decompression may still produce: one per frame, shared by its sets and every
     nesting level, so a frame's expanded messages never hold more than the limit."""
@@ -90,30 +61,117 @@ class Budget:
         self.left = left
 
 
-def _split(view: memoryview, start: int, end: int, result: MessageSet) -> list[Outer]:
+class Problems:
+    """The damage a walk met, as (anomaly kind, detail): the first
+    :data:`LISTED_PROBLEMS` listed, the others counted."""
+
+    __slots__ = ("listed", "unlisted")
+
+    def __init__(self) -> None:
+        self.listed: list[tuple[str, str]] = []
+        self.unlisted = 0
+
+    def add(self, kind: str, detail: str) -> None:
+        if len(self.listed) < LISTED_PROBLEMS:
+            self.listed.append((kind, detail))
+        else:
+            self.unlisted += 1
+
+    def all(self) -> list[tuple[str, str]]:
+        """Every problem to report: the listed ones, then one for the rest."""
+        if not self.unlisted:
+            return self.listed
+        more = ("bad_message", f"{self.unlisted} more damaged messages in this set, not listed")
+        return [*self.listed, more]
+
+
+class _Tail:
+    """Bytes of a partial message ending a walked set."""
+
+    __slots__ = ("size",)
+
+    def __init__(self) -> None:
+        self.size = 0
+
+
+class MessageSet:
+    """The set ``buf[start:end]``, stored at log offset ``base_offset`` (None: unknown),
+    walked by :meth:`messages`; ``tail`` and ``problems`` are complete once that walk
+    ends. Decompression draws on ``budget``."""
+
+    def __init__(
+        self, buf: bytes | memoryview, start: int, end: int, base_offset: int | None, budget: Budget
+    ) -> None:
+        self._buf = buf
+        self._start = start
+        self._end = end
+        self._base_offset = base_offset
+        self._budget = budget
+        self._tail = _Tail()
+        self.problems = Problems()
+
+    @property
+    def tail(self) -> int:
+        """Bytes of a partial message ending the set (a FETCH answer cut at its size)."""
+        return self._tail.size
+
+    def messages(self) -> Iterator[Message]:
+        """The set's application messages, wrappers expanded, one at a time."""
+        start, base_offset, problems = self._start, self._base_offset, self.problems
+        view = memoryview(self._buf)
+        for pos, magic, codec, ok, payload in _split(view, start, self._end, problems, self._tail):
+            offset = None if base_offset is None else base_offset + pos - start
+            if codec == NONE:
+                yield Message(offset, magic, "NONE", ok, payload, None, 1)
+                continue
+            compression = codec_name(codec)
+            left = self._budget.left
+            members = _expand(magic, codec, ok, payload, problems, self._budget, 0)
+            held = list(islice(members, HELD_MEMBERS))
+            count = len(held)
+            walk: Iterator[Member] = iter(held)
+            if count == HELD_MEMBERS:  # counted to its end, then walked again from the start
+                count += sum(1 for _ in members)
+                held = []
+                walk = _expand(magic, codec, ok, payload, Problems(), Budget(left), 0)
+            for index, (m_magic, m_ok, m_payload) in enumerate(walk):
+                yield Message(offset, m_magic, compression, m_ok, m_payload, index, count)
+
+
+def read_message_set(
+    buf: bytes | memoryview, start: int, end: int, base_offset: int | None, budget: Budget
+) -> MessageSet:
+    """The set ``buf[start:end]``, to walk with :meth:`MessageSet.messages`."""
+    return MessageSet(buf, start, end, base_offset, budget)
+
+
+Outer = tuple[int, int, int, bool, memoryview]  # position, magic, codec, crc ok, payload
+Member = tuple[int, bool, memoryview | bytes | None]  # magic, checksum ok, payload
+
+
+def _split(
+    view: memoryview, start: int, end: int, problems: Problems, tail: _Tail
+) -> Iterator[Outer]:
     """The intact messages of ``view[start:end]`` in order; damaged ones (their length is
-    still known) are stepped over, and they and a partial last message go to ``result``."""
-    out: list[Outer] = []
-    append = out.append
+    still known) are stepped over and go to ``problems``, a partial last one to ``tail``."""
     unpack = _LENGTH.unpack_from
     crc_at_unpack = _CRC.unpack_from
     crc32 = zlib.crc32
-    problems = result.problems
     pos = start
     while pos < end:
         if end - pos < 4:
-            result.tail = end - pos
+            tail.size = end - pos
             break
         (size,) = unpack(view, pos)
         stop = pos + 4 + size
         if size < 0:
-            problems.append(("bad_message", f"negative message length {size}"))
+            problems.add("bad_message", f"negative message length {size}")
             break
         if stop > end:
-            result.tail = end - pos
+            tail.size = end - pos
             break
         if size < MIN_HEADER:
-            problems.append(("bad_message", f"message length {size} is below the header"))
+            problems.add("bad_message", f"message length {size} is below the header")
             pos = stop
             continue
         magic = view[pos + 4]
@@ -122,16 +180,15 @@ def _split(view: memoryview, start: int, end: int, result: MessageSet) -> list[O
         elif magic == 1 and size > MIN_HEADER:
             codec, crc_at = view[pos + 5] & 0x03, pos + 6
         else:
-            problems.append(("bad_magic", f"message magic {magic} is not 0 or 1"))
+            problems.add("bad_magic", f"message magic {magic} is not 0 or 1")
             pos = stop
             continue
         payload = view[crc_at + 4 : stop]
         ok = crc32(payload) == crc_at_unpack(view, crc_at)[0]
         if not ok:
-            problems.append(("bad_checksum", f"CRC32 mismatch in a message of {size} bytes"))
-        append((pos, magic, codec, ok, payload))
+            problems.add("bad_checksum", f"CRC32 mismatch in a message of {size} bytes")
+        yield pos, magic, codec, ok, payload
         pos = stop
-    return out
 
 
 def _expand(
@@ -139,34 +196,35 @@ def _expand(
     codec: int,
     ok: bool,
     payload: memoryview,
-    result: MessageSet,
+    problems: Problems,
     budget: Budget,
     depth: int,
-) -> list[Member]:
+) -> Iterator[Member]:
     """The application messages inside a compressed message, or the message itself with no
     payload when it cannot be expanded."""
     if depth >= MAX_DEPTH:
-        result.problems.append(("decompression_failed", f"compression nested over {MAX_DEPTH}"))
-        return [(magic, ok, None)]
+        problems.add("decompression_failed", f"compression nested over {MAX_DEPTH}")
+        yield magic, ok, None
+        return
     try:
-        inner = decompress(codec, bytes(payload), budget.left)
+        inner = decompress(codec, payload, budget.left)
     except DecompressionError as exc:
-        result.problems.append(("decompression_failed", str(exc)))
-        return [(magic, ok, None)]
+        problems.add("decompression_failed", str(exc))
+        yield magic, ok, None
+        return
     budget.left -= len(inner)
-    nested = MessageSet()
-    members: list[Member] = []
-    for _, i_magic, i_codec, i_ok, i_payload in _split(memoryview(inner), 0, len(inner), nested):
+    tail = _Tail()
+    for _, i_magic, i_codec, i_ok, i_payload in _split(
+        memoryview(inner), 0, len(inner), problems, tail
+    ):
         if i_codec == NONE:
-            members.append((i_magic, i_ok and ok, i_payload))
+            yield i_magic, i_ok and ok, i_payload
             continue
         for m_magic, m_ok, m_payload in _expand(
-            i_magic, i_codec, i_ok, i_payload, nested, budget, depth + 1
+            i_magic, i_codec, i_ok, i_payload, problems, budget, depth + 1
         ):
-            members.append((m_magic, m_ok and ok, m_payload))
-    if nested.tail:
-        nested.problems.append(
-            ("bad_message", f"compressed message set ends in {nested.tail} bytes of a partial one")
+            yield m_magic, m_ok and ok, m_payload
+    if tail.size:
+        problems.add(
+            "bad_message", f"compressed message set ends in {tail.size} bytes of a partial one"
         )
-    result.problems.extend(nested.problems)
-    return members

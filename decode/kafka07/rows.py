@@ -72,16 +72,18 @@ Sets = list[tuple[Part | None, MessageSet]]  # each set with the part it belongs
 
 def emit_messages(messages: ColumnBuffer, frame: ColumnBuffer, sets: Sets, payloads: bool) -> None:
     """One `messages` row per message of the frame being built in ``frame`` (payload
-    bytes only when ``payloads``); then the frame's ``num_messages``, ``checksum_ok`` and
-    ``compression`` (when every message shares one)."""
+    bytes only when ``payloads``), built as the sets are walked; then the frame's
+    ``num_messages``, ``checksum_ok`` and ``compression`` (when every message shares one)."""
     count = 0
     all_ok = True
     codecs = set()
     for part, message_set in sets:
-        for message in message_set.messages:
+        topic = part.topic if part is not None else None
+        partition = part.partition if part is not None else None
+        for message in message_set.messages():
             messages.copy_columns(frame, _OF_FRAME)
-            messages.set(M_TOPIC, part.topic if part is not None else None)
-            messages.set(M_PARTITION, part.partition if part is not None else None)
+            messages.set(M_TOPIC, topic)
+            messages.set(M_PARTITION, partition)
             messages.set(M_OFFSET, message.offset)
             messages.set(M_MAGIC, message.magic)
             messages.set(M_COMPRESSION, message.compression)
@@ -97,7 +99,7 @@ def emit_messages(messages: ColumnBuffer, frame: ColumnBuffer, sets: Sets, paylo
             messages.end_row()
             all_ok = all_ok and message.checksum_ok
             codecs.add(message.compression)
-        count += len(message_set.messages)
+            count += 1
     frame.set(NUM_MESSAGES, count)
     if count:
         frame.set(CHECKSUM_OK, all_ok)
