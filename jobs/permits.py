@@ -64,7 +64,9 @@ def _events(frames: DataFrame) -> DataFrame:
         .when(F.col("command") == "MESSAGE", "delivery")
         .when(closed, "closed")
     )
-    messages = F.when(F.col("command") == "MESSAGE", F.coalesce("num_messages", F.lit(1)))
+    # Batch indexes a MESSAGE's ack_set marks acknowledged cost no permit (nor delivery).
+    delivered = F.coalesce("num_messages", F.lit(1)) - F.coalesce("acked_in_batch", F.lit(0))
+    messages = F.when(F.col("command") == "MESSAGE", delivered)
     permits = F.when(F.col("command") == "FLOW", F.coalesce("permits", F.lit(0)))
     return (
         frames.where(F.col("consumer_id").isNotNull())

@@ -88,6 +88,11 @@ FRAMES: list[Column] = [
     Column("permits", I64, "permits granted by a FLOW"),
     Column("redelivery_count", I32, "redelivery count of a MESSAGE"),
     Column("num_messages", I32, "messages in the entry (SEND, MESSAGE) or message set"),
+    Column(
+        "acked_in_batch",
+        I32,
+        "MESSAGE: batch indexes its ack_set marks acknowledged already (not delivered)",
+    ),
     Column("topic", STR, "topic the command concerns, from the command or connection state"),
     Column("subscription", STR, "subscription, from SUBSCRIBE state for consumer commands"),
     Column("sub_type", STR, "subscription type (Exclusive, Shared, Failover, Key_Shared)"),

@@ -357,6 +357,22 @@ def test_a_batch_overspends_permits_and_the_next_flow_ends_the_starvation(spark,
     assert (summary.receiver_queue_size, summary.refill_permits) == (2, 4)
 
 
+def test_batch_members_acknowledged_before_spend_no_permit(spark):
+    """A redelivered batch of 4 whose ack_set says 3 were acknowledged delivers one."""
+    frames = table(
+        spark,
+        "frames",
+        [
+            frame(0, "SUCCESS", "b2c", consumer_id=0, answers="SUBSCRIBE", request_ts=0, **SUB),
+            frame(10, "FLOW", "c2b", consumer_id=0, permits=2, **SUB),
+            delivery(1_000, 0, num_messages=4, acked_in_batch=3),
+            delivery(2_000, 1),
+        ],
+    )
+    timeline = permits.permit_timeline(frames).orderBy("ts").collect()
+    assert [(r.messages, r.balance) for r in timeline] == [(None, 0), (None, 2), (1, 1), (1, 0)]
+
+
 def test_a_span_ends_at_the_event_after_its_last_one_when_two_share_a_microsecond(spark):
     """Events of one time are ordered by direction, then offset (offsets of two directions
     do not compare): the span ends at the FLOW that lifts the balance above zero, not at

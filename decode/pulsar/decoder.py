@@ -65,6 +65,7 @@ PRODUCER_ID = cython.declare(cython.Py_ssize_t, position("frames", "producer_id"
 CONSUMER_ID = cython.declare(cython.Py_ssize_t, position("frames", "consumer_id"))
 PERMITS = cython.declare(cython.Py_ssize_t, position("frames", "permits"))
 NUM_MESSAGES = cython.declare(cython.Py_ssize_t, position("frames", "num_messages"))
+ACKED_IN_BATCH = cython.declare(cython.Py_ssize_t, position("frames", "acked_in_batch"))
 
 
 @cython.cclass
@@ -343,6 +344,8 @@ class PulsarDecoder:
                 state.fill_names(rows, True)
             if command_end < end:
                 if kind.payload:
+                    if kind.delivery and sub is not None and len(sub.ack_set):
+                        self._entries.deliver_only(list(sub.ack_set))
                     self._entries.decode(rows, kind.delivery, buf, command_end, end, side.label)
                 else:
                     rows.set_int(PAYLOAD_SIZE, end - command_end)
@@ -521,7 +524,9 @@ class PulsarDecoder:
     @cython.cfunc
     def _spend_permits(self, rows: ColumnBuffer) -> None:
         consumer_id = rows.get(CONSUMER_ID)
-        before = spend(self._consumers, consumer_id, rows.get(NUM_MESSAGES) or 1)
+        # The broker spends no permit on the batch indexes the ack_set says were acked.
+        delivered = (rows.get(NUM_MESSAGES) or 1) - (rows.get(ACKED_IN_BATCH) or 0)
+        before = spend(self._consumers, consumer_id, delivered)
         if before is not None and before <= 0:
             self._conversation.frame_anomaly(
                 "protocol_violation",

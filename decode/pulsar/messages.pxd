@@ -25,11 +25,13 @@ cdef class EntryDecoder:
     cdef object _broker_timestamp
     cdef object _broker_index
     cdef object _replicated_from
+    cdef object _ack_set
 
     # Each returns None, or raises: an entry's damage reaches the decoder's frame handler.
+    cpdef object deliver_only(self, object ack_set)
     cpdef object decode(self, ColumnBuffer frames, bint delivery, bytes buf, Py_ssize_t start,
                         Py_ssize_t end, int label)
-    cdef object _contents(self, EntryMetadata md, object payload, object count)
+    cdef object _contents(self, EntryMetadata md, object payload, object count, object acked)
     cdef object _member(self, Py_ssize_t index, MemberMetadata single)
     cdef object _begin(self)
     cdef object _whole(self, EntryMetadata md)

@@ -69,6 +69,7 @@ F_NUM_MESSAGES = cython.declare(cython.Py_ssize_t, position("frames", "num_messa
 F_PRODUCER_NAME = cython.declare(cython.Py_ssize_t, position("frames", "producer_name"))
 F_BROKER_TIMESTAMP = cython.declare(cython.Py_ssize_t, position("frames", "broker_timestamp"))
 F_BROKER_INDEX = cython.declare(cython.Py_ssize_t, position("frames", "broker_index"))
+F_ACKED_IN_BATCH = cython.declare(cython.Py_ssize_t, position("frames", "acked_in_batch"))
 # The frame columns an entry's message rows repeat; a MESSAGE's, those of its delivery too.
 _OF_FRAME = cython.declare(
     cython.longlong[:, ::1],
@@ -134,6 +135,15 @@ class EntryDecoder:
         self._limit = options.max_decompressed_size
         self._anomaly = anomaly
         self._chunks = ChunkAssembler(options.max_decompressed_size)
+        self._ack_set = None
+
+    @cython.ccall
+    def deliver_only(self, ack_set: object) -> None:
+        """The next MESSAGE's entry is delivered with this ``ack_set`` (CommandMessage's
+        words, bit i of word i // 64 set for a batch index still unacknowledged): the
+        broker leaves the cleared ones to the client to drop, so they get no message row,
+        and the frame's ``acked_in_batch`` counts them."""
+        self._ack_set = ack_set
 
     def use(self, sink: RowSink) -> None:
         """Build message rows in ``sink`` from now on."""
@@ -156,6 +166,8 @@ class EntryDecoder:
         ``buf[start:end]`` and build its messages' rows; ``delivery`` for a MESSAGE's
         entry, ``label`` the frame's direction (0 or 1)."""
         frames.set_int(F_PAYLOAD_SIZE, end - start)
+        ack_set = self._ack_set
+        self._ack_set = None
         try:
             md, payload, checksum_ok, broker_timestamp, broker_index = parse_entry(buf, start, end)
         except PayloadError as exc:
@@ -201,13 +213,19 @@ class EntryDecoder:
         elif md.has(_UUID) and md.num_chunks_from_msg > 1:
             self._chunk(md, payload, (label, frames.get(F_PRODUCER_ID), frames.get(F_CONSUMER_ID)))
         elif codec or md.has(_NUM_MESSAGES_IN_BATCH):
-            self._contents(md, payload, count)
+            batched = delivery and md.has(_NUM_MESSAGES_IN_BATCH)
+            acked = _acked_indexes(ack_set, count) if batched else None
+            if acked:
+                frames.set(F_ACKED_IN_BATCH, len(acked))
+            self._contents(md, payload, count, acked)
         else:  # the common case: one uncompressed message
             self._whole(md)
             self._emit(payload)
 
     @cython.locals(md=EntryMetadata)
-    def _contents(self, md: EntryMetadata, payload: memoryview, count: int) -> None:
+    def _contents(
+        self, md: EntryMetadata, payload: memoryview, count: int, acked: frozenset | None
+    ) -> None:
         if md.compression:
             try:
                 payload = decompress(md.compression, payload, md.uncompressed_size, self._limit)
@@ -223,6 +241,8 @@ class EntryDecoder:
         emitted = False
         try:
             for index, (single, data) in enumerate(split_batch(payload, count)):
+                if acked is not None and index in acked:
+                    continue  # acknowledged before: the client drops it
                 self._member(index, single)
                 self._emit(data)
                 emitted = True
@@ -324,6 +344,18 @@ class EntryDecoder:
         if self._payloads:
             rows.set(M_PAYLOAD, kept_payload(payload))
         rows.end_row()
+
+
+def _acked_indexes(ack_set: object, count: int) -> frozenset | None:
+    """The batch indexes below ``count`` whose bit the ack_set clears (None without one)."""
+    if not ack_set:
+        return None
+    words = [word & 0xFFFFFFFFFFFFFFFF for word in ack_set]
+    return frozenset(
+        index
+        for index in range(count)
+        if index // 64 >= len(words) or not (words[index // 64] >> (index % 64)) & 1
+    )
 
 
 @cython.ccall

@@ -1,0 +1,1 @@
+"""Captures of the real Apache Pulsar broker with the real Java and Go clients (see README)."""

@@ -1,0 +1,110 @@
+"""A redelivered batch's ``ack_set``: the batch indexes it clears were acknowledged before.
+
+With batch-index acknowledgement on, the broker redelivers a partly acknowledged batch
+whole, and CommandMessage.ack_set (Java BitSet words: bit i of word i // 64 set for a
+batch index still unacknowledged) names the members the client must drop. Those members
+are not delivered: they get no message row, the frame's ``acked_in_batch`` counts them,
+and the broker spends no permit on them. The frames here are built by hand, so this holds
+without the real broker's samples; the last test runs both engines on them.
+"""
+
+from __future__ import annotations
+
+import pyarrow.parquet as pq
+from pwcap.capture.events import Direction
+from pwcap.decode.pulsar._pb import pulsar_api_pb2 as pb
+
+from tests.pulsar_frames import command, entry_bytes, frame
+from tests.test_engines import run_pwcap
+from tests.test_pulsar_state import Conversation
+
+C2B, B2C = Direction.C2B, Direction.B2C
+CONSUMER = 1
+TABLES = ("frames", "messages", "anomalies")
+
+
+def batch_entry(size: int) -> bytes:
+    """An entry holding a batch of ``size`` empty messages."""
+    md = pb.MessageMetadata(
+        producer_name="p", sequence_id=0, publish_time=1, num_messages_in_batch=size
+    )
+    member = pb.SingleMessageMetadata(payload_size=0).SerializeToString()
+    return entry_bytes(md, (len(member).to_bytes(4, "big") + member) * size)
+
+
+def single_entry() -> bytes:
+    return entry_bytes(pb.MessageMetadata(producer_name="p", sequence_id=0, publish_time=1), b"x")
+
+
+def redelivery(entry: int, ack_set: list[int] | None = None) -> pb.BaseCommand:
+    fields = {"consumer_id": CONSUMER, "message_id": {"ledgerId": 3, "entryId": entry}}
+    if ack_set is not None:
+        fields["ack_set"] = ack_set
+    return command("MESSAGE", redelivery_count=1, **fields)
+
+
+def subscribe_frames(permits: int) -> list[tuple[Direction, pb.BaseCommand]]:
+    subscribe = command(
+        "SUBSCRIBE", topic="t", subscription="s", subType=0, consumer_id=CONSUMER, request_id=1
+    )
+    flow = command("FLOW", consumer_id=CONSUMER, messagePermits=permits)
+    return [(C2B, subscribe), (B2C, command("SUCCESS", request_id=1)), (C2B, flow)]
+
+
+def subscribed(permits: int) -> Conversation:
+    talk = Conversation()
+    for direction, cmd in subscribe_frames(permits):
+        talk(direction, cmd)
+    return talk
+
+
+def test_the_members_an_ack_set_clears_get_no_message_row():
+    talk = subscribed(10)
+    # Indexes 0 and 2 acknowledged: bits 1 and 3 set.
+    row = talk(B2C, redelivery(5, ack_set=[0b1010]), batch_entry(4))
+    assert (row["num_messages"], row["acked_in_batch"]) == (4, 2)
+    assert [m["batch_index"] for m in talk.sink.messages] == [1, 3]
+    assert {m["batch_size"] for m in talk.sink.messages} == {4}
+    assert talk.sink.anomalies == []
+
+
+def test_indexes_past_the_ack_sets_words_were_acknowledged():
+    """A BitSet keeps no trailing zero words: a word missing reads as all cleared. The
+    words are signed on the wire (int64): bit 63 is the sign."""
+    talk = subscribed(100)
+    row = talk(B2C, redelivery(5, ack_set=[-(1 << 63)]), batch_entry(70))
+    assert row["acked_in_batch"] == 69
+    assert [m["batch_index"] for m in talk.sink.messages] == [63]
+
+
+def test_a_message_without_an_ack_set_delivers_every_member():
+    talk = subscribed(10)
+    row = talk(B2C, redelivery(5), batch_entry(3))
+    assert row["acked_in_batch"] is None
+    assert [m["batch_index"] for m in talk.sink.messages] == [0, 1, 2]
+
+
+def test_the_acknowledged_members_spend_no_permit():
+    talk = subscribed(3)
+    talk(B2C, redelivery(5, ack_set=[0b0110]), batch_entry(4))  # two delivered: 1 left
+    talk(B2C, redelivery(6), single_entry())  # the last permit
+    assert talk.sink.anomalies == []
+    talk(B2C, redelivery(7), single_entry())
+    assert talk.sink.kinds() == ["protocol_violation"]
+
+
+def test_both_engines_decode_an_ack_set_alike(tmp_path, write_capture):
+    wire = b"".join(frame(cmd) for _, cmd in subscribe_frames(10))
+    message = frame(redelivery(5, ack_set=[0b1010]), batch_entry(4))
+    capture = write_capture(tmp_path / "ack_set.pcap", [(6650, [(0, wire), (1, message)])])
+    tables = {}
+    for pure_python in (False, True):
+        out = tmp_path / ("interpreted" if pure_python else "compiled")
+        done = run_pwcap("decode", str(capture), "-o", str(out), "-q", pure_python=pure_python)
+        assert done.returncode == 0, done.stderr
+        tables[pure_python] = {t: pq.read_table(out / t).to_pylist() for t in TABLES}
+    assert tables[False] == tables[True]
+    frames, messages = tables[False]["frames"], tables[False]["messages"]
+    [delivered] = [f for f in frames if f["command"] == "MESSAGE"]
+    assert (delivered["num_messages"], delivered["acked_in_batch"]) == (4, 2)
+    assert [m["batch_index"] for m in messages if m["command"] == "MESSAGE"] == [1, 3]
