@@ -370,3 +370,37 @@ def test_the_findings_are_the_same_decoded_in_shares_or_by_spark_tasks(spark, tm
     assert {r["kind"] for r in expected} >= {"connect_storm", "retransmission_burst"}
     assert _findings_of(spark, tmp_path / "shares") == expected
     assert _findings_of(spark, tmp_path / "tasks") == expected
+
+
+# -- Key_Shared: the key hash as the broker computes it ---------------------------------------
+
+
+def test_the_key_hash_is_the_one_the_broker_routes_a_sticky_subscription_by(sample_dataset):
+    """A STICKY Key_Shared consumer declares its hash ranges in SUBSCRIBE; the broker
+    delivers each message to the consumer whose ranges hold its key's hash. The clients'
+    records of who received which key check pwcap's hash."""
+    import pyarrow.dataset as ds
+
+    from pwcap.jobs.problems.key_shared import sticky_key_hash
+
+    subscribes = ds.dataset(sample_dataset / "frames").to_table(
+        filter=(ds.field("command") == "SUBSCRIBE") & (ds.field("key_shared_mode") == "STICKY"),
+        columns=["capture", "subscription", "consumer_name", "hash_ranges"],
+    )
+    ranges = {
+        (r["capture"].split(".")[0], r["subscription"], r["consumer_name"]): r["hash_ranges"]
+        for r in subscribes.to_pylist()
+    }
+    checked = set()
+    for (name, subscription, consumer), declared in ranges.items():
+        for received in truth(name)["received"]:
+            if (received["subscription"], received["consumer_name"]) == (subscription, consumer):
+                hashed = sticky_key_hash(received["key"].encode())
+                assert any(r["start"] <= hashed <= r["end"] for r in declared), received
+                checked.add((name, received["key"]))
+    # Every key of both sticky samples, each on the side of the range its hash says.
+    assert {name for name, _ in checked} == {
+        "realpulsar_java_key_shared",
+        "realpulsar_python_key_shared_stall",
+    }
+    assert len(checked) == 16
