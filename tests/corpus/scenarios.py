@@ -565,6 +565,19 @@ def lossy_link(service_url: str) -> ClientRecord:
     return record
 
 
+def slow_link(service_url: str) -> ClientRecord:
+    """Five small messages over a slow link."""
+    record = ClientRecord()
+    with client(service_url) as c:
+        producer = c.create_producer(
+            "slowlink", producer_name="slowlink-producer", batching_enabled=False
+        )
+        for i in range(5):
+            record.send(producer, payload(i, 20), i, properties=properties("slowlink", i))
+        producer.close()
+    return record
+
+
 def refused_sends(service_url: str) -> ClientRecord:
     """The broker answers the first two SENDs with SEND_ERROR (PersistenceError): the
     client reconnects and sends them again."""
@@ -608,6 +621,9 @@ class Scenario:
     # Percent of the client's packets to the broker dropped after the capture point saw
     # them (in a network namespace of its own): the client sends them again.
     loss_percent: int = 0
+    # A loopback sending at this rate (bit/s) in a namespace of its own: each packet waits
+    # its own length's time, so every round trip is at least a small packet's.
+    rate_bit_s: int = 0
 
 
 SCENARIOS = [
@@ -737,6 +753,12 @@ SCENARIOS = [
         "a fifth of the client's packets to the broker dropped past the capture point",
         lossy_link,
         loss_percent=20,
+    ),
+    Scenario(
+        "pulsar_problem_slow_link",
+        "a 4 kbit/s loopback (a token bucket): every round trip takes over 100 ms",
+        slow_link,
+        rate_bit_s=4000,
     ),
     Scenario(
         "pulsar_problem_send_error",
