@@ -31,6 +31,19 @@ COMPILED = [
     "capture/reader.py",
     "capture/packets.py",
     "capture/tcpflow.py",
+    "capture/layers/cursor.py",
+    "capture/layers/link.py",
+    "capture/layers/ethernet.py",
+    "capture/layers/mpls.py",
+    "capture/layers/ipv4.py",
+    "capture/layers/ipv6.py",
+    "capture/layers/fragments.py",
+    "capture/layers/udp.py",
+    "capture/layers/vxlan.py",
+    "capture/layers/geneve.py",
+    "capture/layers/gre.py",
+    "capture/layers/erspan.py",
+    "capture/duplicates.py",
     "capture/reassembly.py",
     "decode/api.py",
     "decode/dispatch.py",
@@ -122,6 +135,7 @@ def _extensions() -> list[Extension]:
         build_dir="build/cython",
         include_path=[_declarations(Path("build/cython-include"))],
         quiet=True,
+        nthreads=os.cpu_count() or 1,  # Cython writes the C of several modules at once
     )
 
 
@@ -134,6 +148,11 @@ class BuildOnEveryCore(build_ext):
             self.parallel = os.cpu_count() or 1
 
 
+# `make` compiles the extensions in place itself (`setup.py build_ext --inplace`: it says
+# what it is doing, and keeps its build in build/ for the next `make build` to reuse); its
+# editable install then builds none (it would again, unseen, in a throwaway folder).
+BUILD_EXTENSIONS = os.environ.get("PWCAP_BUILD_EXT") != "0"
+
 setup(
     packages=packages,
     package_dir=package_dir,
@@ -141,10 +160,11 @@ setup(
     package_data={
         "pwcap.jobs": ["log4j2.properties"],
         "pwcap.capture": ["*.pxd"],
+        "pwcap.capture.layers": ["*.pxd"],
         "pwcap.decode": ["*.pxd"],
         "pwcap.decode.pulsar": ["*.pxd"],
         "pwcap.tables": ["*.pxd"],
     },
-    ext_modules=_extensions(),
+    ext_modules=_extensions() if BUILD_EXTENSIONS else [],
     cmdclass={"build_ext": BuildOnEveryCore},
 )

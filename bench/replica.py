@@ -20,6 +20,8 @@ import json
 import struct
 from collections.abc import Iterator
 from dataclasses import dataclass
+from functools import cached_property
+from itertools import accumulate
 from pathlib import Path
 
 import dpkt
@@ -52,6 +54,24 @@ class Sample:
     @property
     def duration_us(self) -> int:
         return self.packets[-1][0]
+
+    @cached_property
+    def client_slots(self) -> tuple[int, ...]:
+        """Per packet, which of the sample's client ports it carries, counted from 0.
+
+        Computed once, from the packets as recorded: copies rewrite the ports in place.
+        """
+        clients = [
+            tcp.dport if tcp.sport == self.server_port else tcp.sport
+            for _, frame in self.packets
+            if isinstance(tcp := frame.data.data, dpkt.tcp.TCP)
+        ]
+        slot = {port: n for n, port in enumerate(sorted(set(clients)))}
+        return tuple(slot[port] for port in clients)
+
+    @property
+    def clients(self) -> int:
+        return max(self.client_slots) + 1
 
 
 def _ethernet(link: int, data: bytes) -> dpkt.ethernet.Ethernet:
@@ -93,14 +113,14 @@ def real_client_samples() -> list[Sample]:
     return [load_sample(path) for path in paths if not path.name.startswith(LEFT_OUT)]
 
 
-def _copy(sample: Sample, start_us: int, client_port: int) -> Iterator[tuple[int, bytes]]:
-    """The sample's packets from ``start_us`` on, its client on ``client_port``."""
-    for ts, frame in sample.packets:
+def _copy(sample: Sample, start_us: int, first_port: int) -> Iterator[tuple[int, bytes]]:
+    """The sample's packets from ``start_us`` on, its clients on ports from ``first_port``."""
+    for (ts, frame), slot in zip(sample.packets, sample.client_slots, strict=True):
         tcp = frame.data.data
         if tcp.sport == sample.server_port:
-            tcp.dport = client_port
+            tcp.dport = first_port + slot
         else:
-            tcp.sport = client_port
+            tcp.sport = first_port + slot
         tcp.sum = 0  # dpkt computes it again when the packet is packed...
         if isinstance(frame.data, dpkt.ip.IP):
             frame.data.sum = 0  # ...if IPv4's is computed again too
@@ -150,11 +170,12 @@ def plan(samples: list[Sample], size: int) -> Replica:
 
 def write_replica(path: Path, replica: Replica) -> None:
     units = replica.units
-    if FIRST_CLIENT_PORT + len(units) > 65536:
-        raise SystemExit(f"{len(units)} connections need more client ports than TCP has: ask less")
+    firsts = list(accumulate((s.clients for s in units), initial=FIRST_CLIENT_PORT))
+    if firsts[-1] > 65536:
+        raise SystemExit(f"{firsts[-1] - FIRST_CLIENT_PORT} clients need more ports than TCP has")
     copies = (
-        _copy(sample, start, FIRST_CLIENT_PORT + unit)
-        for unit, (sample, start) in enumerate(zip(units, replica.starts(), strict=True))
+        _copy(sample, start, first)
+        for sample, start, first in zip(units, replica.starts(), firsts, strict=False)
     )
     with path.open("wb") as out:
         out.write(PCAP_HEADER.pack(0xA1B2C3D4, 2, 4, 0, 0, 262144, dpkt.pcap.DLT_EN10MB))

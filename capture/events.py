@@ -57,6 +57,9 @@ class Connection:
     # What each side's segments show of TCP (a capture.tcpflow.TcpSide per Direction,
     # turned round with the roles): empty for a connection made without reassembly.
     tcp: list[Any] = field(default_factory=list)
+    # The tunnel ids it was carried in, outermost first ("vxlan:4242/vlan:100"; "" when
+    # bare): part of its identity, as its endpoints are.
+    encapsulation: str = ""
 
     def flip(self) -> None:
         """Exchange client and server: content proved reassembly's choice wrong. Only the

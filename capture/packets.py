@@ -1,13 +1,16 @@
 # cython: annotation_typing=True
-"""Link layer, IPv4/IPv6 and TCP headers of one captured record, read in place.
+"""The headers of one captured record down to its TCP segment, read in place.
 
-One call per record and no per-layer objects: :meth:`PacketParser.parse` reads the
+One call per record and no object per header: :meth:`PacketParser.parse` reads the
 headers straight out of the record's bytes (a slice of the reader's chunk, given by its
-bounds, so no object is made per record) and keeps the handful of TCP fields reassembly
-needs in its own fields. Every read is checked against the record's captured length
-first: a record too short for a header it announces is counted as malformed, never read
-past. IPv4 fragments of TCP are put back together (bounded); other fragments are counted
-and skipped.
+bounds) and keeps the handful of TCP fields reassembly needs in its own fields. The usual
+packet (Ethernet or Linux cooked, IPv4 without options or fragments, TCP) is read here in
+one step; any other walks the layers of :mod:`pwcap.capture.layers` (VLAN and MPLS
+stacks, GRE, ERSPAN, VXLAN, Geneve, IP in IP, IPv6 extension headers, fragments), each
+checking the bytes it reads are there. A record too short for a header it announces is
+skipped and counted by its reason, never read past; the tunnel ids met on the way are the
+segment's ``tunnel`` (its ``encapsulation`` label), part of its flow's identity. A segment
+captured twice (:mod:`pwcap.capture.duplicates`) is taken once.
 
 Compiled by Cython, the parser is a C struct and its reads are C byte loads; interpreted,
 the same code runs on Python integers and finds the same segments.
@@ -15,35 +18,110 @@ the same code runs on Python integers and finds the same segments.
 
 from __future__ import annotations
 
+from array import array
+from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
 import cython
 
+from .layers import codes
+from .layers.codes import (
+    ERSPAN_2,
+    ERSPAN_3,
+    ETHERNET,
+    GENEVE,
+    GENEVE_PORT,
+    GRE,
+    HELD,
+    IPV4,
+    IPV6,
+    MALFORMED,
+    MAX_LAYERS,
+    MAX_TAGS,
+    MPLS,
+    NON_TCP,
+    TCP,
+    TOO_DEEP,
+    TRUNCATED,
+    UDP,
+    UDP_NOT_TUNNEL,
+    VLAN,
+    VXLAN,
+    VXLAN_PORTS,
+)
+
 if TYPE_CHECKING:
     from .stats import CaptureStats
 
-ETHERNET, NULL, RAW, RAW_ALT, LOOP, LINUX_SLL, RAW_IPV4, RAW_IPV6, LINUX_SLL2 = (
-    1, 0, 101, 12, 108, 113, 228, 229, 276
-)  # fmt: skip
-RAW_OPENBSD = 14
-_RAW_LINKS = frozenset({RAW, RAW_ALT, RAW_OPENBSD, RAW_IPV4, RAW_IPV6})
-_VLAN_TYPES = frozenset({0x8100, 0x88A8, 0x9100, 0x9200})
-_IPV6_EXTENSIONS = frozenset({0, 43, 60, 135, 139, 140})  # skipped by their length byte
+if cython.compiled:  # the C declarations of the layers (.pxd)
+    from cython.cimports.pwcap.capture.duplicates import Duplicates, fingerprint
+    from cython.cimports.pwcap.capture.layers.cursor import Cursor
+    from cython.cimports.pwcap.capture.layers.erspan import erspan2, erspan3
+    from cython.cimports.pwcap.capture.layers.ethernet import ethernet, vlan
+    from cython.cimports.pwcap.capture.layers.fragments import Fragments
+    from cython.cimports.pwcap.capture.layers.geneve import geneve
+    from cython.cimports.pwcap.capture.layers.gre import gre
+    from cython.cimports.pwcap.capture.layers.ipv4 import ipv4
+    from cython.cimports.pwcap.capture.layers.ipv6 import ipv6
+    from cython.cimports.pwcap.capture.layers.link import link
+    from cython.cimports.pwcap.capture.layers.mpls import mpls
+    from cython.cimports.pwcap.capture.layers.udp import udp
+    from cython.cimports.pwcap.capture.layers.vxlan import vxlan
+else:
+    from .duplicates import Duplicates, fingerprint
+    from .layers.cursor import Cursor
+    from .layers.erspan import erspan2, erspan3
+    from .layers.ethernet import ethernet, vlan
+    from .layers.fragments import Fragments
+    from .layers.geneve import geneve
+    from .layers.gre import gre
+    from .layers.ipv4 import ipv4
+    from .layers.ipv6 import ipv6
+    from .layers.link import link
+    from .layers.mpls import mpls
+    from .layers.udp import udp
+    from .layers.vxlan import vxlan
+
 # C constants when compiled: a module global is a dict lookup at every packet.
-_ETHERNET = cython.declare(cython.long, ETHERNET)
-_LINUX_SLL = cython.declare(cython.long, LINUX_SLL)
-_LINUX_SLL2 = cython.declare(cython.long, LINUX_SLL2)
-_IPV4 = cython.declare(cython.long, 0x0800)
-_IPV6 = cython.declare(cython.long, 0x86DD)
-_TCP = cython.declare(cython.long, 6)
+_ETHERNET_LINK = cython.declare(cython.long, 1)
+_LINUX_SLL = cython.declare(cython.long, 113)
+_LINUX_SLL2 = cython.declare(cython.long, 276)
+_IPV4_TYPE = cython.declare(cython.long, 0x0800)
+_TCP_PROTOCOL = cython.declare(cython.long, 6)
 _IPV4_HEADER = cython.declare(cython.Py_ssize_t, 20)  # without options
-_IPV6_HEADER = cython.declare(cython.Py_ssize_t, 40)
 _TCP_FIXED = cython.declare(cython.Py_ssize_t, 14)  # ports, numbers, offset and flags
 _SYN_FLAG = cython.declare(cython.long, 0x02)
 _WINDOW_SCALE = cython.declare(cython.long, 3)  # the TCP option kind (RFC 7323)
+_TCP = cython.declare(cython.int, TCP)
+_HELD = cython.declare(cython.int, HELD)
+_ETHERNET = cython.declare(cython.int, ETHERNET)
+_VLAN = cython.declare(cython.int, VLAN)
+_IPV4 = cython.declare(cython.int, IPV4)
+_IPV6 = cython.declare(cython.int, IPV6)
+_UDP = cython.declare(cython.int, UDP)
+_GRE = cython.declare(cython.int, GRE)
+_MPLS = cython.declare(cython.int, MPLS)
+_VXLAN = cython.declare(cython.int, VXLAN)
+_GENEVE = cython.declare(cython.int, GENEVE)
+_ERSPAN_2 = cython.declare(cython.int, ERSPAN_2)
+_ERSPAN_3 = cython.declare(cython.int, ERSPAN_3)
+_NON_TCP = cython.declare(cython.int, NON_TCP)
+_UDP_NOT_TUNNEL = cython.declare(cython.int, UDP_NOT_TUNNEL)
+_TRUNCATED = cython.declare(cython.int, TRUNCATED)
+_MALFORMED = cython.declare(cython.int, MALFORMED)
+_TOO_DEEP = cython.declare(cython.int, TOO_DEEP)
+_MAX_LAYERS = cython.declare(cython.int, MAX_LAYERS)
+MAX_LABELS = 4096  # encapsulation labels remembered (their text made once each)
+MAX_COUNTED = 10_000  # encapsulations counted one by one in the stats; the rest as "other"
 
-MAX_FRAGMENT_DATAGRAMS = 256  # pending IPv4 datagrams being put back together
-MAX_FRAGMENT_BYTES = 1 << 22
+
+def tunnel_ports(vxlan_ports: Iterable[int] = ()) -> bytes:
+    """The UDP layer's table: for each destination port, the tunnel it carries (0: none)."""
+    table = bytearray(1 << 16)
+    for port in (*VXLAN_PORTS, *vxlan_ports):
+        table[port] = VXLAN
+    table[GENEVE_PORT] = GENEVE
+    return bytes(table)
 
 
 @cython.cfunc
@@ -112,23 +190,36 @@ def _within(
 
 @cython.cclass
 class PacketParser:
-    """Finds the TCP segment in each record; holds the (bounded) IPv4 fragment state.
+    """Finds the TCP segment in each record; holds the (bounded) state that spans
+    records: IP datagrams awaiting fragments, fingerprints of recent segments.
 
     After :meth:`parse` returns true, the segment is in ``src``, ``sport``, ``dst``,
     ``dport``, ``seq``, ``ack``, ``flags``, ``window`` (the advertised window as sent,
     unscaled), ``wscale`` (a SYN's window scale option; -1 when absent or not a SYN),
-    ``payload`` and ``cut`` (payload bytes the snaplen removed), until the next call. Its
-    fields' C types are in ``packets.pxd``.
+    ``payload``, ``cut`` (payload bytes the snaplen or a mirror removed) and ``tunnel``
+    (its encapsulation, "" when bare), until the next call. Its fields' C types are in
+    ``packets.pxd``.
     """
 
-    def __init__(self, stats: CaptureStats) -> None:
+    def __init__(self, stats: CaptureStats, vxlan_ports: Iterable[int] = ()) -> None:
         self.stats = stats
-        self._fragments: dict[tuple[bytes, bytes, int], _Datagram] = {}
-        self._fragment_bytes = 0
+        self._cursor = Cursor()
+        self._fragments = Fragments(stats)
+        self._duplicates = Duplicates(stats)
+        self._tunnels = tunnel_ports(vxlan_ports)
+        self._labels: dict[tuple[int, ...], str] = {}
+        self._seen = array("q", bytes(8 * 2 * MAX_TAGS))  # the last segment's tags
+        self._seen_count = 0
+        self._tunnel_seen = ""
+        self._run = ""  # the encapsulation of the last segments, counted in _run_count
+        self._run_count = 0
         self.src = self.dst = self.payload = b""
+        self.tunnel = ""
         self.sport = self.dport = self.seq = self.ack = self.flags = self.cut = 0
         self.window = 0
         self.wscale = -1
+        self._ident = -1
+        self._fingerprint = 0
 
     @cython.ccall
     @cython.exceptval(-1, check=False)
@@ -139,15 +230,17 @@ class PacketParser:
         stop: cython.Py_ssize_t,
         linktype: cython.long,
         orig_len: cython.longlong,
+        ts: cython.longlong,
     ) -> cython.bint:
-        """Whether the record ``buf[start:stop]`` (``orig_len`` bytes on the wire) is a TCP
-        segment; anything else is counted in the stats."""
+        """Whether the record ``buf[start:stop]`` (``orig_len`` bytes on the wire,
+        captured at ``ts``) is a TCP segment not seen before; anything else is counted
+        in the stats."""
         if start < 0 or start > stop or stop > len(buf):
             raise ValueError(f"record {start}:{stop} is not within the {len(buf)} bytes given")
         size: cython.Py_ssize_t = stop - start
         ip: cython.Py_ssize_t = -1
         at: cython.Py_ssize_t = 0  # where the link header keeps the ethertype
-        if linktype == _ETHERNET:
+        if linktype == _ETHERNET_LINK:
             ip, at = 14, 12
         elif linktype == _LINUX_SLL:
             ip, at = 16, 14
@@ -157,134 +250,74 @@ class PacketParser:
             # The usual packet first: IPv4 without options or fragmentation, TCP, whole.
             base: cython.Py_ssize_t = start + ip
             if (
-                _u16(buf, start + at) == _IPV4
+                _u16(buf, start + at) == _IPV4_TYPE
                 and buf[base] == 0x45
                 and not _u16(buf, base + 6) & 0x3FFF
-                and buf[base + 9] == _TCP
+                and buf[base + 9] == _TCP_PROTOCOL
             ):
                 total: cython.long = _u16(buf, base + 2)
                 end: cython.longlong = ip + total if total else orig_len
                 if end <= size:
                     self.src = _within(buf, start, size, ip + 12, ip + 16)
                     self.dst = _within(buf, start, size, ip + 16, ip + 20)
-                    return self._tcp(buf, start, size, ip + _IPV4_HEADER, end)
-        return self._link(buf, start, size, linktype, orig_len)
+                    self._ident = _u16(buf, base + 4)
+                    self.tunnel = ""
+                    return self._tcp(buf, start, size, ip + _IPV4_HEADER, end) and self._take(ts)
+        return self._walk(buf, start, size, linktype, orig_len, ts)
 
     @cython.cfunc
     @cython.exceptval(-1, check=False)
-    def _link(
+    def _walk(
         self,
         buf: bytes,
         start: cython.Py_ssize_t,
         size: cython.Py_ssize_t,
         linktype: cython.long,
         orig_len: cython.longlong,
+        ts: cython.longlong,
     ) -> cython.bint:
-        """Any other record: the link header, then the IP layer it carries."""
-        ethertype: cython.long
-        offset: cython.Py_ssize_t
-        if linktype == _ETHERNET:
-            if size < 14:
-                return self._malformed()
-            ethertype, offset = _u16(buf, start + 12), 14
-            while ethertype in _VLAN_TYPES:
-                if size < offset + 4:
-                    return self._malformed()
-                ethertype, offset = _u16(buf, start + offset + 2), offset + 4
-        elif linktype == _LINUX_SLL:
-            if size < 16:
-                return self._malformed()
-            ethertype, offset = _u16(buf, start + 14), 16
-        elif linktype == _LINUX_SLL2:
-            if size < 2:
-                return self._malformed()
-            ethertype, offset = _u16(buf, start), 20
-        elif linktype in _RAW_LINKS or linktype in (NULL, LOOP):
-            offset = 0 if linktype in _RAW_LINKS else 4  # NULL, LOOP: an address family
-            if size <= offset:
-                return self._malformed()
-            ethertype = _IPV4 if buf[start + offset] >> 4 == 4 else _IPV6
-        else:
-            self.stats.unsupported_link += 1
-            self.stats.unsupported_links[linktype] += 1
-            return False
-        if ethertype == _IPV4:
-            return self._ipv4(buf, start, size, offset, orig_len)
-        if ethertype == _IPV6:
-            return self._ipv6(buf, start, size, offset, orig_len)
-        return self._non_tcp()
-
-    @cython.cfunc
-    @cython.exceptval(-1, check=False)
-    def _ipv4(
-        self,
-        buf: bytes,
-        base: cython.Py_ssize_t,
-        size: cython.Py_ssize_t,
-        offset: cython.Py_ssize_t,
-        orig_len: cython.longlong,
-    ) -> cython.bint:
-        if size < offset + 10:
-            return self._malformed()
-        at: cython.Py_ssize_t = base + offset
-        version_ihl: cython.long = buf[at]
-        if version_ihl >> 4 != 4:
-            return self._malformed()
-        if buf[at + 9] != _TCP:
-            return self._non_tcp()
-        total: cython.long = _u16(buf, at + 2)
-        fragment: cython.long = _u16(buf, at + 6)
-        header: cython.Py_ssize_t = (version_ihl & 0x0F) * 4
-        self.src = _within(buf, base, size, offset + 12, offset + 16)
-        self.dst = _within(buf, base, size, offset + 16, offset + 20)
-        if fragment & 0x3FFF:  # more-fragments flag or a non-zero fragment offset
-            self.stats.ip_fragments += 1
-            record = buf[base : base + size]
-            whole = self._defragment(_u16(buf, at + 4), fragment, record, offset, header, total)
-            if whole is None:
-                return False
-            return self._tcp(whole, 0, len(whole), 0, len(whole))
-        end: cython.longlong = offset + total if total else orig_len  # 0: segmentation offload
-        return self._tcp(buf, base, size, offset + header, end)
-
-    @cython.cfunc
-    @cython.exceptval(-1, check=False)
-    def _ipv6(
-        self,
-        buf: bytes,
-        base: cython.Py_ssize_t,
-        size: cython.Py_ssize_t,
-        offset: cython.Py_ssize_t,
-        orig_len: cython.longlong,
-    ) -> cython.bint:
-        if size < offset + 7:
-            return self._malformed()
-        payload_len: cython.long = _u16(buf, base + offset + 4)
-        proto: cython.long = buf[base + offset + 6]
-        self.src = _within(buf, base, size, offset + 8, offset + 24)
-        self.dst = _within(buf, base, size, offset + 24, offset + 40)
-        end: cython.longlong = offset + _IPV6_HEADER + payload_len if payload_len else orig_len
-        offset += _IPV6_HEADER
-        while proto != _TCP:
-            if proto in _IPV6_EXTENSIONS or proto == 51:
-                if size < offset + 2:
-                    return self._malformed()
-                # its length: the authentication header's in 4-byte units minus 2, the
-                # others' in 8-byte units minus 1
-                length: cython.Py_ssize_t = buf[base + offset + 1]
-                length = (length + 2) * 4 if proto == 51 else (length + 1) * 8
-                proto = buf[base + offset]
-                offset += length
-            elif proto == 44:  # fragment header: not reassembled for IPv6, counted
-                self.stats.ip_fragments += 1
-                if size < offset + 4:
-                    return self._malformed()
-                if _u16(buf, base + offset + 2) & 0xFFF9:  # a fragment, not an atomic one
-                    return False
-                proto, offset = buf[base + offset], offset + 8
+        """Any other record: header by header, each layer naming the next."""
+        c: Cursor = self._cursor
+        c.start(buf, start, size, orig_len, ts)
+        code: cython.int = link(c, linktype)
+        layers: cython.int = 0
+        while code > _TCP:
+            layers += 1
+            if layers > _MAX_LAYERS:
+                code = _TOO_DEEP
+            elif code == _ETHERNET:
+                code = ethernet(c)
+            elif code == _IPV4:
+                code = ipv4(c, self._fragments)
+            elif code == _IPV6:
+                code = ipv6(c, self._fragments)
+            elif code == _VLAN:
+                code = vlan(c)
+            elif code == _UDP:
+                code = udp(c, self._tunnels)
+            elif code == _VXLAN:
+                code = vxlan(c)
+            elif code == _GENEVE:
+                code = geneve(c)
+            elif code == _GRE:
+                code = gre(c)
+            elif code == _ERSPAN_2:
+                code = erspan2(c)
+            elif code == _ERSPAN_3:
+                code = erspan3(c)
+            elif code == _MPLS:
+                code = mpls(c)
             else:
-                return self._non_tcp()
-        return self._tcp(buf, base, size, offset, end)
+                raise AssertionError(f"no layer reads code {code}")
+        if code == _TCP:
+            self.src = c.src
+            self.dst = c.dst
+            self._ident = c.ident
+            self._encapsulation(c)
+            return self._tcp(c.buf, c.base, c.size, c.at, c.end) and self._take(ts)
+        if code != _HELD:
+            self._skip(code, linktype)
+        return False
 
     @cython.cfunc
     @cython.exceptval(-1, check=False)
@@ -299,7 +332,7 @@ class PacketParser:
         """The TCP header at ``offset`` of the record; its payload runs to ``end``, which
         the snaplen may have cut."""
         if size < offset + _TCP_FIXED:
-            return self._malformed()
+            return self._skip(_TRUNCATED, 0)
         at: cython.Py_ssize_t = base + offset
         self.sport = _u16(buf, at)
         self.dport = _u16(buf, at + 2)
@@ -317,76 +350,102 @@ class PacketParser:
             self.stats.truncated += 1
             end = size
         self.payload = _within(buf, base, size, start, end)
+        self._fingerprint = fingerprint(
+            buf, at, base + min(start, size), base + end, self.src, self.dst, self._ident,
+            len(self.payload) + self.cut,
+        )  # fmt: skip
         return True
 
     @cython.cfunc
     @cython.exceptval(-1, check=False)
-    def _malformed(self) -> cython.bint:
-        self.stats.malformed += 1
-        return False
+    def _take(self, ts: cython.longlong) -> cython.bint:
+        """Whether the segment found is the first copy of it (its encapsulation then
+        counted): a copy was seen already when a mirror doubled it."""
+        duplicates: Duplicates = self._duplicates
+        if duplicates.aliases:  # a flow seen in two encapsulations joins the first
+            self.tunnel = duplicates.alias(self.tunnel, self.src, self.sport, self.dst, self.dport)
+        if not duplicates.first_copy(
+            self._fingerprint, ts, self.tunnel, self.src, self.sport, self.dst, self.dport
+        ):
+            return False
+        if self.tunnel:
+            if self.tunnel is not self._run:
+                self._count_run()
+                self._run = self.tunnel
+            self._run_count += 1
+        return True
+
+    @cython.cfunc
+    def _encapsulation(self, c: Cursor) -> cython.void:
+        """``tunnel``: the label of the segment's tags, made once per distinct stack (and
+        compared in C with the last segment's, which almost always had the same)."""
+        count: cython.Py_ssize_t = c.count
+        if not count:
+            self.tunnel = ""
+            return
+        index: cython.Py_ssize_t
+        same: cython.bint = count == self._seen_count
+        if same:
+            for index in range(count):
+                if c.tags[index] != self._seen[index]:
+                    same = False
+                    break
+        if not same:
+            key = c.key()
+            label = self._labels.get(key)
+            if label is None:
+                if len(self._labels) >= MAX_LABELS:
+                    self._labels.clear()
+                label = self._labels[key] = codes.label(key)
+            for index in range(count):
+                self._seen[index] = c.tags[index]
+            self._seen_count = count
+            self._tunnel_seen = label
+        self.tunnel = self._tunnel_seen
 
     @cython.cfunc
     @cython.exceptval(-1, check=False)
-    def _non_tcp(self) -> cython.bint:
-        self.stats.non_tcp += 1
+    def _skip(self, code: cython.int, linktype: cython.long) -> cython.bint:
+        """Count a record that gives no segment, by the reason ``code`` says."""
+        stats = self.stats
+        if code == _NON_TCP:
+            stats.non_tcp += 1
+        elif code == _UDP_NOT_TUNNEL:
+            stats.udp_not_tunnel += 1
+            stats.udp_ports[self._cursor.port] += 1
+        elif code == _TRUNCATED:
+            stats.truncated_headers += 1
+        elif code == _MALFORMED:
+            stats.malformed += 1
+        elif code == _TOO_DEEP:
+            stats.too_deep += 1
+        else:
+            stats.unsupported_link += 1
+            stats.unsupported_links[linktype] += 1
         return False
 
-    def _defragment(
-        self, ident: int, fragment: int, data: bytes, offset: int, header: int, total: int
-    ) -> bytes | None:
-        """Add one IPv4 fragment (``data``: its record); the whole TCP segment once every
-        piece has arrived."""
-        key = (self.src, self.dst, ident)
-        datagram = self._fragments.get(key)
-        if datagram is None:
-            if len(self._fragments) >= MAX_FRAGMENT_DATAGRAMS:
-                self._drop(next(iter(self._fragments)))
-            datagram = self._fragments[key] = _Datagram()
-        piece = data[offset + header : offset + total]
-        if offset + total > len(data):  # cut by the snaplen: it can never be completed
-            self._drop(key)
-            return None
-        datagram.add((fragment & 0x1FFF) * 8, piece, not fragment & 0x2000)
-        self._fragment_bytes += len(piece)
-        while self._fragment_bytes > MAX_FRAGMENT_BYTES:
-            self._drop(next(iter(self._fragments)))
-        whole = datagram.whole()
-        if whole is not None:
-            self._fragment_bytes -= datagram.size
-            del self._fragments[key]
-            self.stats.fragments_reassembled += 1
-        return whole
+    @cython.ccall
+    @cython.returns(cython.void)
+    def count(self) -> None:
+        """Add what was counted in C since the last call to the stats: fragments, and
+        segments per encapsulation."""
+        self._fragments.count()
+        self._count_run()
 
-    def _drop(self, key: tuple[bytes, bytes, int]) -> None:
-        datagram = self._fragments.pop(key, None)
-        if datagram is not None:
-            self._fragment_bytes -= datagram.size
-            self.stats.fragments_dropped += 1
+    @cython.cfunc
+    @cython.exceptval(check=True)
+    def _count_run(self) -> cython.void:
+        """The segments of the last encapsulation, counted in C while it stayed the same,
+        to ``stats.encapsulations``."""
+        if self._run_count:
+            counted = self.stats.encapsulations
+            if self._run in counted or len(counted) < MAX_COUNTED:
+                counted[self._run] += self._run_count
+            else:
+                counted["other"] += self._run_count
+            self._run_count = 0
 
-
-class _Datagram:
-    """The pieces of one fragmented IPv4 datagram, by offset."""
-
-    __slots__ = ("length", "pieces", "size")
-
-    def __init__(self) -> None:
-        self.pieces: dict[int, bytes] = {}
-        self.length = -1  # known once the last fragment arrived
-        self.size = 0
-
-    def add(self, offset: int, piece: bytes, last: bool) -> None:
-        if offset not in self.pieces:
-            self.pieces[offset] = piece
-            self.size += len(piece)
-        if last:
-            self.length = offset + len(piece)
-
-    def whole(self) -> bytes | None:
-        if self.length < 0:
-            return None
-        joined = bytearray()
-        for offset in sorted(self.pieces):
-            if offset > len(joined):
-                return None
-            joined += self.pieces[offset][len(joined) - offset :]
-        return bytes(joined) if len(joined) >= self.length else None
+    def finish(self) -> None:
+        """The capture ended: datagrams still awaiting fragments were never completed."""
+        self._fragments.finish()
+        self.count()

@@ -41,12 +41,13 @@ class RecordReader:
         stats: CaptureStats | None = None,
         scope: str = "",
         share: FlowShare | None = None,
+        vxlan_ports: Iterable[int] = (),
     ) -> None:
         self.stats = stats if stats is not None else CaptureStats()
         # Per-record counters (parse, damage) go to one share only: every share sees them.
         counted = share is None or share.counts_records
         self.record_stats = self.stats if counted else CaptureStats()
-        self._parser = PacketParser(self.record_stats)
+        self._parser = PacketParser(self.record_stats, vxlan_ports)
         self._reassembler = Reassembler(sink, self.stats, server_ports, scope)
         self._share = share
 
@@ -62,12 +63,13 @@ class RecordReader:
                 count += 1
                 size += len(data)
                 record = bytes(data)
-                if self._parser.parse(record, 0, len(record), linktype, orig_len):
+                if self._parser.parse(record, 0, len(record), linktype, orig_len, ts):
                     _deliver(self._parser, self._reassembler, self._share, ts)
         finally:
             self.record_stats.records += count
             self.record_stats.record_bytes += size
             self._reassembler.count_segments()
+            self._parser.count()
 
     def walk(self, records: RecordWalk) -> None:
         """Every record of a capture, parsed where the walk keeps it."""
@@ -75,6 +77,7 @@ class RecordReader:
 
     def finish(self) -> CaptureStats:
         """The input ended: declare what is still missing and close every connection."""
+        self._parser.finish()
         self._reassembler.finish()
         return self.stats
 
@@ -89,6 +92,7 @@ def read_streams(
     stats: CaptureStats | None = None,
     scope: str = "",
     share: FlowShare | None = None,
+    vxlan_ports: Iterable[int] = (),
     secrets: Callable[[int, bytes], None] | None = None,
 ) -> CaptureStats:
     """Feed ``sink`` every TCP stream of a pcap / pcapng capture (gzip or not), or of a
@@ -100,10 +104,11 @@ def read_streams(
     and every connection closed (``end_of_capture``). Pass ``stats`` to keep the counters
     of a run that ends in an error. ``scope`` (the capture's name in the dataset) makes
     the connection ids unique to this capture. ``share`` keeps only that share's
-    connections (one of several workers reading the same capture). ``secrets`` is given
-    the type and bytes of each pcapng Decryption Secrets Block, as the walk meets it.
+    connections (one of several workers reading the same capture). ``vxlan_ports`` are
+    UDP ports that carry VXLAN besides the usual ones. ``secrets`` is given the type and
+    bytes of each pcapng Decryption Secrets Block, as the walk meets it.
     """
-    reader = RecordReader(sink, server_ports, stats, scope, share)
+    reader = RecordReader(sink, server_ports, stats, scope, share, vxlan_ports)
     try:
         for one in source if isinstance(source, list) else [source]:
             stream, name = open_capture(one)
@@ -135,13 +140,19 @@ def _walk(
             count += 1
             size += records.stop - records.start
             if parser.parse(
-                records.buf, records.start, records.stop, records.linktype, records.orig_len
+                records.buf,
+                records.start,
+                records.stop,
+                records.linktype,
+                records.orig_len,
+                records.ts,
             ):
                 _deliver(parser, reassembler, share, records.ts)
     finally:
         stats.records += count
         stats.record_bytes += size
         reassembler.count_segments()
+        parser.count()
 
 
 @cython.cfunc
@@ -149,7 +160,9 @@ def _deliver(
     parser: PacketParser, reassembler: Reassembler, share: FlowShare | None, ts: cython.longlong
 ) -> cython.void:
     """The segment the parser found, to reassembly if it is of this reader's share."""
-    if share is None or share.keeps(parser.src, parser.sport, parser.dst, parser.dport):
+    if share is None or share.keeps(
+        parser.src, parser.sport, parser.dst, parser.dport, parser.tunnel
+    ):
         reassembler.segment(
             ts,
             parser.src,
@@ -163,4 +176,5 @@ def _deliver(
             parser.cut,
             parser.window,
             parser.wscale,
+            parser.tunnel,
         )

@@ -44,4 +44,4 @@ cdef class Reassembler:
     cpdef void count_segments(self)
     cpdef segment(self, object ts, object src, long sport, object dst, long dport,
                   long long seq, long long ack, long flags, object payload, long long cut=*,
-                  long window=*, long wscale=*)
+                  long window=*, long wscale=*, object tunnel=*)

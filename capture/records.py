@@ -249,8 +249,8 @@ def _zero_padding(
     stream: BinaryIO, buf: bytes, pos: int, consumed: int, name: str, stats: CaptureStats
 ) -> None:
     """Zeros where a record header should be: padding to the end of the file (counted in
-    ``stats``, at C speed, so a gigabyte of it costs a second), or damage after which
-    nothing can be trusted to be a record boundary (raised as a cut)."""
+    ``stats``, searched at C speed, so a file padded with gigabytes stays quick), or
+    damage after which nothing can be trusted to be a record boundary (raised as a cut)."""
     start = consumed + pos
     while True:
         found = _NONZERO.search(buf, pos)

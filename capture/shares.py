@@ -2,9 +2,10 @@
 
 Every worker of ``pwcap decode --jobs N`` (or every Spark task of one large capture) reads
 all records and keeps the connections of its share: the share is a hash of the TCP
-4-tuple that is the same in both directions, so both halves of a conversation land in
-the same worker, and the same in every process (CRC-32, not Python's salted ``hash``),
-so N workers together keep every connection exactly once.
+4-tuple and the tunnel ids around it (two tenants' flows are two connections) that is
+the same in both directions, so both halves of a conversation land in the same worker,
+and the same in every process (CRC-32, not Python's salted ``hash``), so N workers
+together keep every connection exactly once.
 """
 
 from __future__ import annotations
@@ -15,12 +16,14 @@ from dataclasses import dataclass, field
 MAX_REMEMBERED = 1 << 16  # 4-tuples whose decision is cached before the cache restarts
 
 
-def flow_hash(src: bytes, sport: int, dst: bytes, dport: int) -> int:
-    """A 32-bit hash of a TCP 4-tuple, the same whichever endpoint sent the segment."""
+def flow_hash(src: bytes, sport: int, dst: bytes, dport: int, tunnel: str = "") -> int:
+    """A 32-bit hash of a TCP 4-tuple in its encapsulation (its tunnel ids' label), the
+    same whichever endpoint sent the segment."""
     one = src + sport.to_bytes(2, "big")
     other = dst + dport.to_bytes(2, "big")
     low, high = (one, other) if one <= other else (other, one)
-    return zlib.crc32(low + b"|" + high)
+    flow = low + b"|" + high
+    return zlib.crc32(flow + b"|" + tunnel.encode() if tunnel else flow)
 
 
 @dataclass(slots=True)
@@ -31,7 +34,7 @@ class FlowShare:
 
     index: int
     count: int
-    _kept: dict[tuple[bytes, int, bytes, int], bool] = field(default_factory=dict, repr=False)
+    _kept: dict[tuple[bytes, int, bytes, int, str], bool] = field(default_factory=dict, repr=False)
 
     def __post_init__(self) -> None:
         if not 0 <= self.index < self.count:
@@ -42,13 +45,14 @@ class FlowShare:
         """Whether this share counts per-record statistics (exactly one share does)."""
         return self.index == 0
 
-    def keeps(self, src: bytes, sport: int, dst: bytes, dport: int) -> bool:
-        """Whether a segment of this 4-tuple belongs to this share (cached per 4-tuple:
-        a connection's segments ask again and again)."""
-        key = (src, sport, dst, dport)
+    def keeps(self, src: bytes, sport: int, dst: bytes, dport: int, tunnel: str = "") -> bool:
+        """Whether a segment of this flow belongs to this share (cached per flow: a
+        connection's segments ask again and again)."""
+        key = (src, sport, dst, dport, tunnel)
         kept = self._kept.get(key)
         if kept is None:
             if len(self._kept) >= MAX_REMEMBERED:
                 self._kept.clear()  # bounded memory over a capture of many connections
-            kept = self._kept[key] = flow_hash(src, sport, dst, dport) % self.count == self.index
+            hashed = flow_hash(src, sport, dst, dport, tunnel)
+            kept = self._kept[key] = hashed % self.count == self.index
         return kept

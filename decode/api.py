@@ -72,6 +72,7 @@ class DecodeOptions:
     max_decompressed_size: int = 64 * 1024 * 1024  # decompression-bomb guard, per entry
     frames: FrameBudget = field(default_factory=FrameBudget, compare=False)
     hints: Mapping[str, Iterable[int]] = field(default_factory=dict)  # protocol -> ports
+    vxlan_ports: tuple[int, ...] = ()  # UDP ports that carry VXLAN besides 4789 and 8472
     series: bool = False  # every input file is a part of one rotated series
     tls_keylogs: tuple[str, ...] = ()  # NSS key log files: TLS sessions' secrets
 

@@ -440,6 +440,7 @@ class Dispatcher:
             "client_port": conn.client_port,
             "server_ip": conn.server_ip,
             "server_port": conn.server_port,
+            "encapsulation": conn.encapsulation,
             "client_by": "content" if conn.flipped else _CLIENT_BY[conn.client_by],
             "first_ts": conn.first_ts,
             "last_ts": max(conn.last_ts, ts) if conn.last_ts else ts,

@@ -91,8 +91,7 @@ class Summary:
         """The reassembly counters of every capture, added up."""
         total = CaptureStats()
         for capture in self.captures:
-            for name, value in capture.stats.as_dict().items():
-                setattr(total, name, getattr(total, name) + value)
+            total.add(capture.stats)
         return total
 
     @property
@@ -201,6 +200,7 @@ def decode_capture(
             stats=stats,
             scope=capture.name,
             share=share,
+            vxlan_ports=options.vxlan_ports,
             secrets=secrets.add_block,
         )
     except CaptureError as error:
@@ -247,9 +247,7 @@ def merge_shares(shares: list[CaptureResult]) -> CaptureResult:
     connections: Counter[str] = Counter()
     tls: Counter[str] = Counter()
     for result in shares:
-        for name, value in result.stats.as_dict().items():
-            setattr(stats, name, getattr(stats, name) + value)
-        stats.unsupported_links.update(result.stats.unsupported_links)
+        stats.add(result.stats)
         connections.update(result.connections)
         tls.update(result.tls)
     ends = [result.last_ts for result in shares if result.last_ts is not None]

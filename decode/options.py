@@ -32,6 +32,7 @@ def add_decode_options(parser: argparse.ArgumentParser) -> None:
         " -C/-W names (trace.pcap1...) are recognised without it",
     )
     add_port_arguments(parser)
+    add_tunnel_arguments(parser)
     add_tls_arguments(parser)
 
 
@@ -43,6 +44,7 @@ def decode_options(args: argparse.Namespace) -> DecodeOptions:
         hints=port_hints(args),
         series=args.series,
         tls_keylogs=tuple(args.tls_keylog),
+        vxlan_ports=tuple(args.vxlan_port),
     )
 
 
@@ -71,6 +73,19 @@ def add_port_arguments(parser: argparse.ArgumentParser) -> None:
             metavar="P",
             help=f"decode connections to this port as {name} (repeatable)",
         )
+
+
+def add_tunnel_arguments(parser: argparse.ArgumentParser) -> None:
+    """The tunnels ``decode`` and ``show`` share: UDP ports that carry VXLAN besides the
+    usual ones (read back as ``DecodeOptions.vxlan_ports``)."""
+    parser.add_argument(
+        "--vxlan-port",
+        type=port,
+        action="append",
+        default=[],
+        metavar="P",
+        help="UDP port that carries VXLAN, besides 4789 and 8472 (repeatable)",
+    )
 
 
 def port_hints(args: argparse.Namespace) -> dict[str, list[int]]:

@@ -57,8 +57,7 @@ def _kafka07(data: bytes, from_client: bool, max_frame_size: int) -> bool:
 
 class _Imported:
     """A decoder class named by its module, imported when its first connection starts: a
-    capture of one protocol never loads another's decoder (the Kafka 0.7 one cost 12 ms
-    of every Pulsar capture's start)."""
+    capture of one protocol never pays for loading another's decoder at its start."""
 
     def __init__(self, module: str, name: str) -> None:
         self._module = module

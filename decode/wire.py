@@ -4,7 +4,9 @@
 The generated protobuf classes decode whole messages; the hot path reads a few fields of
 the commands it sees millions of times, so it walks their bytes with a :class:`Fields`
 cursor instead (see :mod:`pwcap.decode.pulsar.hot`). :func:`read_varint` is the one
-base-128 varint reader of the project (snappy's length preamble is one too).
+base-128 varint reader of the project (snappy's length preamble is one too). The numbers
+such a reader compares fields with are the schema's, read from the generated descriptors
+by :func:`field_number`, never written by hand.
 
 Compiled by Cython, the cursor runs on C integers over the bytes' buffer; every read is
 checked against the end of the message first, so no input reads past it. Interpreted,
@@ -13,11 +15,15 @@ the same code runs on Python integers and gives the same values.
 
 from __future__ import annotations
 
+from typing import Any
+
 import cython
+from google.protobuf.descriptor import FieldDescriptor
 
 VARINT = 0
 FIXED64 = 1
 LENGTH_DELIMITED = 2
+START_GROUP = 3
 FIXED32 = 5
 MAX_VARINT_BYTES = 10  # 64 bits, 7 per byte
 SNAPPY_LENGTH_BYTES = 5  # a raw snappy block's length preamble: a varint of 32 bits
@@ -32,6 +38,66 @@ _FIXED32 = cython.declare(cython.int, FIXED32)
 
 class WireError(ValueError):
     """Bytes that are not the field or varint they should be."""
+
+
+class SchemaMismatch(LookupError):
+    """A reader expects a field the schema does not have, or not with that wire type."""
+
+
+# The declared types by the wire type their values travel with (the rest are varints).
+_FIXED64_TYPES = frozenset(
+    {FieldDescriptor.TYPE_FIXED64, FieldDescriptor.TYPE_SFIXED64, FieldDescriptor.TYPE_DOUBLE}
+)
+_FIXED32_TYPES = frozenset(
+    {FieldDescriptor.TYPE_FIXED32, FieldDescriptor.TYPE_SFIXED32, FieldDescriptor.TYPE_FLOAT}
+)
+_DELIMITED_TYPES = frozenset(
+    {FieldDescriptor.TYPE_STRING, FieldDescriptor.TYPE_BYTES, FieldDescriptor.TYPE_MESSAGE}
+)
+
+
+def wire_type(field: FieldDescriptor) -> int:
+    """The wire type a declared field's values travel with (a packed repeated field's are
+    one length-delimited run)."""
+    if field.is_packed or field.type in _DELIMITED_TYPES:
+        return LENGTH_DELIMITED
+    if field.type in _FIXED64_TYPES:
+        return FIXED64
+    if field.type in _FIXED32_TYPES:
+        return FIXED32
+    if field.type == FieldDescriptor.TYPE_GROUP:
+        return START_GROUP
+    return VARINT  # the integers, bool and enum
+
+
+def field_number(message: Any, name: str, wire: int) -> int:
+    """The number of field ``name`` of the generated class ``message``, read from the
+    schema, checked to travel as ``wire``.
+
+    The readers that walk a message's bytes compare each field's number with these, so
+    the ``.proto`` (regenerated) is the one place a protocol update is made. A field the
+    schema renames, drops or gives another wire type fails here, when the reader is
+    imported, rather than being misread on the wire.
+    """
+    field = message.DESCRIPTOR.fields_by_name.get(name)
+    if field is None:
+        raise SchemaMismatch(f"{message.DESCRIPTOR.full_name} has no field {name!r}")
+    if wire_type(field) != wire:
+        raise SchemaMismatch(
+            f"{field.full_name} travels as wire type {wire_type(field)}, not {wire}"
+        )
+    return field.number
+
+
+def tag(number: int, wire: int) -> bytes:
+    """The key a field opens with on the wire: its number and wire type, as a varint."""
+    key = number << 3 | wire
+    encoded = bytearray()
+    while key > 0x7F:
+        encoded.append(key & 0x7F | 0x80)
+        key >>= 7
+    encoded.append(key)
+    return bytes(encoded)
 
 
 def read_varint(

@@ -24,8 +24,8 @@ import pyarrow.parquet as pq
 
 from fuzz.layout import Layout, tcp
 from fuzz.mutate import SAMPLES, samples
+from fuzz.pcapfile import read_pcap, write_pcapng
 from pwcap.cli import main as pwcap
-from tests.corpus.pcapfile import read_pcap, write_pcapng
 
 REFUSED = "refused"  # exit 1, one error line, no dataset
 CUT = "cut"  # exit 3, a warning line, the dataset written with a truncated_capture row
@@ -233,6 +233,90 @@ def client_hello_extensions(layout: Layout) -> None:
 PULSAR, KAFKA, PCAPNG = "pulsar_plain", "kafka07_plain", "pulsar_derived_pcapng"
 TLS13, TLS12 = "tls13_aes_gcm", "tls12_cbc_mte_mutual"
 
+
+def tunnelled(
+    wrapping: str, edit: Callable[[bytearray], object] | None = None
+) -> Callable[[], bytes]:
+    """``pulsar_plain`` in an encapsulation of ``tests/tunnels.py``, every record's bytes
+    given to ``edit`` (the record header's lengths kept)."""
+
+    def build() -> bytes:
+        from fuzz.mutate import wrapped_samples
+
+        layout = next(
+            found for name, _, found in wrapped_samples() if name.endswith(f"-in-{wrapping}")
+        )
+        layout = layout.copy()
+        if edit is not None:
+            for part in layout.parts:
+                packet = bytearray(part.packet)
+                edit(packet)
+                part.raw[part.packet_at or 0 :] = packet
+                struct.pack_into(layout.endian + "I", part.raw, 8, len(packet))
+        return layout.to_bytes()
+
+    return build
+
+
+def at(offset: int, value: bytes) -> Callable[[bytearray], None]:
+    """Bytes written at ``offset`` of every packet."""
+
+    def edit(packet: bytearray) -> None:
+        packet[offset : offset + len(value)] = value
+
+    return edit
+
+
+def cut_at(keep: int) -> Callable[[bytearray], None]:
+    def edit(packet: bytearray) -> None:
+        del packet[keep:]
+
+    return edit
+
+
+def doubled(layout: Layout) -> None:
+    """Every record twice, as a SPAN port mirroring both directions gives it."""
+    layout.parts[:] = [copy for part in layout.parts for copy in (part, part)]
+
+
+def fragmented(lose: bool, overlap: bool) -> Callable[[Layout], None]:
+    """Each packet's IPv4 payload in 64-byte fragments; the last of each lost, or the
+    second overlapping the first."""
+
+    def edit(layout: Layout) -> None:
+        parts = []
+        for index, part in enumerate(layout.parts):
+            packet = part.packet
+            header = (packet[14] & 0x0F) * 4
+            total = struct.unpack_from(">H", packet, 16)[0]
+            payload = packet[14 + header : 14 + total]
+            pieces = []
+            for start in range(0, len(payload), 64):
+                more = start + 64 < len(payload)
+                head = bytearray(packet[14 : 14 + header])
+                piece = payload[start : start + 64]
+                if overlap and start == 64:
+                    piece, start = payload[56:128], 56
+                flags = (0x2000 if more else 0) | start // 8
+                struct.pack_into(">HHH", head, 2, header + len(piece), index, flags)
+                pieces.append(packet[:14] + bytes(head) + piece)
+            if lose and len(pieces) > 1:
+                pieces.pop()
+            for piece in pieces:
+                raw = bytearray(part.raw[:16]) + piece
+                struct.pack_into(layout.endian + "II", raw, 8, len(piece), len(piece))
+                parts.append(type(part)(raw, 16))
+        layout.parts[:] = parts
+
+    return edit
+
+
+TUNNEL = "tunnels"
+# Offsets of pulsar_plain's packets wrapped (tests/tunnels.py): Ethernet, IPv4, then
+VXLAN_AT = 14 + 20 + 8  # the VXLAN header after UDP
+GRE_AT = 14 + 20  # the GRE header
+MPLS_AT = 14  # the label stack
+
 ENTRIES = [
     Entry("file", "an empty file", lambda: b"", REFUSED),
     Entry("file", "a text file", lambda: b"this is not a capture\n", REFUSED),
@@ -342,6 +426,74 @@ ENTRIES = [
     Entry(
         "Kafka 0.7", "a message payload byte changed", edited(KAFKA, flipped(7, 12)), "bad_checksum"
     ),
+    Entry(
+        TUNNEL,
+        "every packet in VXLAN, cut inside the VXLAN header",
+        tunnelled("vxlan", cut_at(VXLAN_AT + 5)),
+        "truncated_header",
+    ),
+    Entry(
+        TUNNEL,
+        "VXLAN packets without the flag that says a VNI is there",
+        tunnelled("vxlan", at(VXLAN_AT, b"\x00")),
+        CLEAN,
+    ),
+    Entry(TUNNEL, "VXLAN to a port pwcap is not told of", tunnelled("vxlan_other_port"), CLEAN),
+    Entry(
+        TUNNEL,
+        "Geneve options longer than the header says",
+        tunnelled("geneve", at(VXLAN_AT + 8 + 3, b"\x1f")),
+        CLEAN,
+    ),
+    Entry(
+        TUNNEL,
+        "GRE with the (deprecated) routing flag",
+        tunnelled("gre_checksum_key_sequence", at(GRE_AT, b"\xf0")),
+        CLEAN,
+    ),
+    Entry(
+        TUNNEL,
+        "GRE version 1 (PPTP) carrying the packets",
+        tunnelled("gretap", at(GRE_AT + 1, b"\x01")),
+        CLEAN,
+    ),
+    Entry(
+        TUNNEL,
+        "an ERSPAN type II header of another version",
+        tunnelled("erspan_type_2", at(GRE_AT + 8, b"\x30")),
+        CLEAN,
+    ),
+    Entry(
+        TUNNEL,
+        "an MPLS label stack whose bottom-of-stack bit is cleared",
+        tunnelled("mpls", at(MPLS_AT + 6, b"\x10")),
+        CLEAN,
+    ),
+    Entry(TUNNEL, "VLAN tags 40 deep", lambda: deep_tags(40), "too_deep"),
+    Entry(
+        TUNNEL,
+        "every packet captured twice (a SPAN of both directions)",
+        edited(PULSAR, doubled),
+        CLEAN,
+    ),
+    Entry(
+        TUNNEL,
+        "IP fragments, the last of each datagram lost",
+        edited(PULSAR, fragmented(lose=True, overlap=False)),
+        "incomplete_datagram",
+    ),
+    Entry(
+        TUNNEL,
+        "IP fragments that overlap",
+        edited(PULSAR, fragmented(lose=False, overlap=True)),
+        "incomplete_datagram",
+    ),
+    Entry(
+        TUNNEL,
+        "IP fragments, each datagram whole",
+        edited(PULSAR, fragmented(lose=False, overlap=False)),
+        CLEAN,
+    ),
     Entry("TLS", "TLS and no key log", raw(TLS13, lambda d: d), "tls_no_keys"),
     Entry(
         "TLS",
@@ -392,6 +544,19 @@ ENTRIES = [
         "gap",
     ),
 ]
+
+
+def deep_tags(count: int) -> bytes:
+    """``pulsar_plain`` with ``count`` 802.1Q tags in every frame."""
+    layout = sample(PULSAR)
+    for part in layout.parts:
+        packet = part.packet
+        tags = b"".join(struct.pack(">HH", 0x8100, 7) for _ in range(count))
+        packet = packet[:12] + tags + packet[12:]
+        raw = bytearray(part.raw[:16]) + packet
+        struct.pack_into(layout.endian + "II", raw, 8, len(packet), len(packet))
+        part.raw = raw
+    return layout.to_bytes()
 
 
 def answer(data: bytes, folder: Path) -> Answer:

@@ -11,7 +11,13 @@ mutations, each aimed at a layer pwcap reads:
   file header's link type, magic and snap length;
 - the packets: records dropped, duplicated, reordered, spliced in from another capture;
   TCP headers (sequence numbers, flags, ports, a land packet, header length); segments
-  re-cut into small or overlapping pieces;
+  re-cut into small or overlapping pieces; IP packets cut into fragments (reordered,
+  repeated, overlapping, one lost);
+- the headers before TCP: any byte or 16-bit field of the link, tunnel and IP headers
+  (lengths, flags, ids, option lengths), or the record cut inside them; besides the
+  sample captures, the mutants start from ``pulsar_plain`` wrapped in every encapsulation
+  ``tests/tunnels.py`` knows (VLAN, MPLS, GRE, ERSPAN, VXLAN, Geneve, IP in IP, the
+  collectors' link types), so every header pwcap reads is damaged;
 - the streams: length fields inside TCP payloads (Pulsar totalSize and commandSize, Kafka
   request, response and message sizes: any big-endian word that looks like a length);
   TLS records (their type, version and length, a byte of their ciphertext, the type and
@@ -24,6 +30,7 @@ from __future__ import annotations
 import gzip
 import random
 import struct
+import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass
 from functools import cache
@@ -59,10 +66,34 @@ def samples() -> tuple[tuple[str, bytes, Layout], ...]:
     return tuple(found)
 
 
+WRAPPED_FROM = "pulsar_plain"
+WRAPPED_SHARE = 0.3  # of the mutants, made from a wrapped sample
+
+
+@cache
+def wrapped_samples() -> tuple[tuple[str, bytes, Layout], ...]:
+    """``pulsar_plain`` in every encapsulation of ``tests/tunnels.py``: its stem, bytes
+    and layout."""
+    from fuzz.pcapfile import write_pcap
+    from tests import tunnels  # scapy, loaded only by a campaign that uses it
+
+    bare = tunnels.load(SAMPLES / f"{WRAPPED_FROM}.pcap")
+    found = []
+    with tempfile.TemporaryDirectory(prefix="pwcap-fuzz-") as folder:
+        for wrapping in tunnels.WRAPPINGS:
+            path = Path(folder) / f"{wrapping.name}.pcap"
+            write_pcap(path, tunnels.wrapped(bare, wrapping))
+            data = path.read_bytes()
+            layout = parse(data)
+            assert layout is not None
+            found.append((f"{WRAPPED_FROM}-in-{wrapping.name}", data, layout))
+    return tuple(found)
+
+
 def mutant(seed: int, index: int) -> Mutant:
     """The ``index``-th mutant of the campaign ``seed``."""
     rng = random.Random(f"pwcap-fuzz:{seed}:{index}")
-    pool = samples()
+    pool = wrapped_samples() if rng.random() < WRAPPED_SHARE else samples()
     stem, _, original = pool[rng.randrange(len(pool))]
     layout = original.copy()
     done = []
@@ -363,19 +394,21 @@ def _set_ip_length(head: bytearray, where: Tcp, payload: int) -> None:
         struct.pack_into(">H", head, where.ip + 4, where.payload - where.header + payload)
 
 
-def _with_packet(layout: Layout, part: Part, packet: bytes) -> Part:
-    """A copy of a record or EPB whose packet is ``packet`` (lengths follow it)."""
+def _with_packet(layout: Layout, part: Part, packet: bytes, wire: int | None = None) -> Part:
+    """A copy of a record or EPB whose packet is ``packet`` (lengths follow it; ``wire``:
+    its length on the wire, when the record was cut)."""
     endian = layout.endian
     raw = part.raw
+    wire = len(packet) if wire is None else wire
     if layout.kind == "pcap":
         header = bytearray(raw[:16])
-        struct.pack_into(endian + "II", header, 8, len(packet), len(packet))
+        struct.pack_into(endian + "II", header, 8, len(packet), wire)
         return Part(header + packet, 16)
     padded = packet + b"\0" * (-len(packet) % 4)
     length = EPB_DATA + len(padded) + 4
     head = bytearray(raw[:20])
     struct.pack_into(endian + "I", head, 4, length)
-    block = head + struct.pack(endian + "II", len(packet), len(packet)) + padded
+    block = head + struct.pack(endian + "II", len(packet), wire) + padded
     return Part(block + struct.pack(endian + "I", length), EPB_DATA)
 
 
@@ -393,6 +426,90 @@ def _tcp_part(
         if where is not None and (not payload or where.end > where.payload):
             return index, part, where
     return None
+
+
+HEADER_BYTES = 160  # where the link, tunnel, IP and TCP headers of a packet lie
+
+
+def headers(rng: random.Random, layout: Layout) -> str:
+    """A byte, a bit or a 16-bit field among a packet's first bytes (its link, tunnel and
+    IP headers: lengths, flags, ids, option lengths, protocol numbers), or the record cut
+    inside them as a snaplen or a truncating mirror cuts it."""
+    index = _packet_part(rng, layout)
+    if index is None:
+        return "none"
+    part = layout.parts[index]
+    base = part.packet_at or 0
+    span = min(len(part.raw) - base, HEADER_BYTES)
+    if span < 2:
+        return "none"
+    at = base + rng.randrange(span - 1)
+    what = rng.randrange(4)
+    if what == 0:
+        part.raw[at] ^= 1 << rng.randrange(8)
+        return f"part {index} bit @{at - base}"
+    if what == 1:
+        part.raw[at] = rng.choice([0, 1, 0x0F, 0x40, 0x45, 0x60, 0x7F, 0x80, 0xFF])
+        return f"part {index} byte @{at - base} = {part.raw[at]}"
+    if what == 2:
+        old = struct.unpack_from(">H", part.raw, at)[0]
+        value = rng.choice([0, 1, 7, 8, 0xFFFF, old + 1, max(0, old - 1), old * 2]) & 0xFFFF
+        struct.pack_into(">H", part.raw, at, value)
+        return f"part {index} word @{at - base} = {value}"
+    packet = part.packet
+    keep = rng.randrange(1, span)
+    layout.parts[index] = _with_packet(layout, part, packet[:keep], len(packet))
+    return f"part {index} cut to {keep} of {len(packet)}"
+
+
+def ip_fragments(rng: random.Random, layout: Layout) -> str:
+    """A TCP packet's IP payload cut into fragments (IPv4, or IPv6 with a fragment
+    header), then reordered, one repeated, two overlapping or one lost."""
+    found = _tcp_part(rng, layout)
+    if found is None:
+        return "none"
+    index, part, where = found
+    packet = part.packet
+    ip, payload = packet[where.ip : where.end], where.header - where.ip
+    if len(ip) - payload < 16:
+        return "none"
+    size = rng.choice([8, 16, 24, 48, 64])
+    ident = rng.randrange(1 << 16)
+    pieces = []
+    for start in range(0, len(ip) - payload, size):
+        piece = ip[payload + start : payload + start + size]
+        more = start + size < len(ip) - payload
+        pieces.append(_fragment(ip[:payload], start, piece, more, ident))
+    what = rng.randrange(4)
+    if what == 0:
+        rng.shuffle(pieces)
+    elif what == 1:
+        pieces.insert(rng.randrange(len(pieces) + 1), rng.choice(pieces))
+    elif what == 2 and len(pieces) > 1:
+        pieces[1] = _fragment(
+            ip[:payload], size - 8, ip[payload + size - 8 : payload + 2 * size], True, ident
+        )
+    else:
+        del pieces[rng.randrange(len(pieces))]
+    link = packet[: where.ip]
+    layout.parts[index : index + 1] = [_with_packet(layout, part, link + p) for p in pieces]
+    return f"part {index} into {len(pieces)} fragments of {size} ({what})"
+
+
+def _fragment(header: bytes, start: int, piece: bytes, more: bool, ident: int) -> bytes:
+    """One fragment of the datagram whose header (IPv4, or IPv6 without extension
+    headers) is ``header``, ``piece`` at ``start`` of its payload."""
+    if header[0] >> 4 == 4:
+        head = bytearray(header)
+        field = (0x2000 if more else 0) | start // 8
+        struct.pack_into(">HHH", head, 2, len(head) + len(piece), ident, field)
+        return bytes(head) + piece
+    head = bytearray(header[:40])
+    protocol = head[6]
+    head[6] = 44
+    struct.pack_into(">H", head, 4, 8 + len(piece))
+    extension = struct.pack(">BBHI", protocol, 0, (start // 8) << 3 | more, ident)
+    return bytes(head) + extension + piece
 
 
 # -- the streams ---------------------------------------------------------------------------
@@ -509,6 +626,8 @@ _TABLE: list[tuple[str, Operation, int]] = [
     ("splice", splice, 4),
     ("tcp_header", tcp_header, 6),
     ("resegment", resegment, 4),
+    ("headers", headers, 10),
+    ("ip_fragments", ip_fragments, 4),
     ("stream_length", stream_length, 14),
     ("tls_record", tls_record, 8),
     ("flip_bits", flip_bits, 12),
@@ -529,6 +648,8 @@ LAYOUT_OPERATIONS = {
     "splice",
     "tcp_header",
     "resegment",
+    "headers",
+    "ip_fragments",
     "stream_length",
     "tls_record",
 }

@@ -5,7 +5,7 @@ reader, packet parser and reassembly; ``reassembly`` reads them as a list of TCP
 segments of a few connections; ``pulsar`` and ``kafka07`` read them as the events of
 one connection's two streams (data and gaps) handed to that protocol's decoder. After
 each input the target checks what came out: the stream contract (offsets contiguous
-from 0, see :class:`tests.stream_sink.RecordingSink`), rows that fit the schema, kinds
+from 0, see :class:`fuzz.stream_sink.RecordingSink`), rows that fit the schema, kinds
 and enum values the schema documents, offsets >= 0, ``ts_first <= ts``, and a decoder's
 anomaly count equal to its anomaly rows.
 
@@ -21,7 +21,8 @@ from collections.abc import Callable, Iterator
 import pyarrow as pa
 
 from fuzz.invariants import violations
-from fuzz.mutate import samples
+from fuzz.mutate import samples, wrapped_samples
+from fuzz.stream_sink import RecordingSink
 from pwcap.capture import CaptureError, ClientBy, Connection, Direction, read_streams
 from pwcap.capture.reassembly import Reassembler
 from pwcap.capture.stats import CaptureStats
@@ -29,7 +30,6 @@ from pwcap.decode.api import MAX_PENDING_TOTAL, DecodeOptions, FrameBudget, RowS
 from pwcap.decode.kafka07 import Kafka07Decoder
 from pwcap.decode.pulsar import PulsarDecoder
 from pwcap.tables.schema import Row, arrow_schema
-from tests.stream_sink import RecordingSink
 
 T0 = 1_700_000_000_000_000
 CLIENT, SERVER = bytes([10, 0, 0, 1]), bytes([10, 0, 0, 2])
@@ -53,7 +53,7 @@ def records(data: bytes) -> None:
 
 
 def records_seeds() -> Iterator[bytes]:
-    for _, data, _ in samples():
+    for _, data, _ in (*samples(), *wrapped_samples()):
         if len(data) < 40_000:
             yield data
 

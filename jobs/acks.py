@@ -150,7 +150,7 @@ def _deliveries_and_acks(frames: DataFrame) -> DataFrame:
     scan: ``row`` says which; the delivery columns are a delivery's, ``error`` an ack's.
 
     Only an ACK's list is exploded: every other frame keeps its scalar ids as they are
-    (an array built for each of them to explode cost two fifths of the scan)."""
+    (an array built for each of them to explode would cost much of the scan)."""
     is_ack = F.col("command") == "ACK"
     listed = is_ack & (F.size("message_ids") > 0)
     kind = (

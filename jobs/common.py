@@ -14,7 +14,10 @@ import contextlib
 import glob
 import logging
 import os
-import uuid
+import signal
+import subprocess
+import sys
+import threading
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from functools import partial
 from pathlib import Path
@@ -22,15 +25,24 @@ from typing import Any, Protocol, TypeVar
 
 import pyarrow as pa
 from pyspark import InheritableThread, SparkConf, SparkContext
+from pyspark.java_gateway import launch_gateway
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from ..tables.analytics import ANALYTICS
+from ..tables.interrupts import (
+    Interrupted,
+    exit_status,
+    interrupts_deferred,
+    terminate_as_interrupt,
+)
 from ..tables.schema import arrow_schema
+from ..terminal import printable
 from .args import add_arguments
 from .class_archive import ClassArchive
 from .launch import JVM_OPTIONS, driver_memory, java_command, java_problem
+from .staging import Staging, dataset_fingerprints
 
 # A table, or how to compute one from the tables written before it: read back from
 # Parquet, they cost a scan of a few columns rather than a cache or computing them twice.
@@ -39,6 +51,7 @@ Tables = dict[str, Table]
 Result = TypeVar("Result")
 CANCEL_POLL_SECONDS = 0.1  # how often at_once looks for an error to cancel the jobs for
 LOG4J = Path(__file__).with_name("log4j2.properties")  # Spark's logging when pwcap starts it
+JVM_NOTICES = (b"WARNING: Using incubator modules:",)  # lines of the JVM's start not passed on
 
 
 def session(
@@ -67,10 +80,14 @@ def session(
             options.append(f"-Dlog4j2.configurationFile={LOG4J}")
         launch["spark.driver.extraJavaOptions"] = " ".join(filter(None, options))
     # Join spark-submit's JVM (or start one) first, so the conf carries its --master / --conf.
-    SparkContext._ensure_initialized(conf=SparkConf().setAll(list(launch.items())))
+    launch_conf = SparkConf().setAll(list(launch.items()))
+    gateway = _launch_quietly(launch_conf) if starts_jvm and not verbose else None
+    SparkContext._ensure_initialized(gateway=gateway, conf=launch_conf)
     if archive is not None and archive.writes_on_exit:  # this JVM writes it as it exits
         atexit.register(archive.settle, SparkContext._gateway.proc)
     conf = SparkConf().setIfMissing("spark.master", "local[*]")
+    if conf.get("spark.app.name", "").endswith(".py"):  # spark-submit's default: the script's
+        conf.set("spark.app.name", app_name)  # name; a cluster's UI lists pwcap's instead
     if not verbose:
         conf.set("spark.ui.showConsoleProgress", "false")
         conf.setIfMissing("spark.sql.debug.maxToStringFields", "1000")  # no "truncated plan"
@@ -78,19 +95,19 @@ def session(
             conf.set("spark.log.level", "WARN")
     conf.setIfMissing("spark.sql.adaptive.enabled", "true")  # a cluster's may have it off
     if launching:  # a JVM of our own, for one run in a terminal that shows its progress
-        # Spark's web UI costs about a second of every start; --conf spark.ui.enabled=true
-        # in PYSPARK_SUBMIT_ARGS brings it back.
+        # Spark's web UI slows every start; --conf spark.ui.enabled=true in
+        # PYSPARK_SUBMIT_ARGS brings it back.
         conf.setIfMissing("spark.ui.enabled", "false")
     if conf.get("spark.master").startswith("local"):
         # Spark's 200 shuffle partitions are made for clusters: on a laptop, per-task
         # overhead would dominate a capture-sized dataset.
         conf.setIfMissing("spark.sql.shuffle.partitions", str(4 * (os.cpu_count() or 1)))
         # Adaptive execution merges small shuffle partitions up to this size (64 MB by
-        # default, or a core's share of the shuffle if less): the latency job's largest
-        # shuffle (120 MB) became a few unequal tasks, the last of which ran alone.
+        # default, or a core's share of the shuffle if less): a large shuffle of the
+        # latency job became a few unequal tasks, the last of which ran alone.
         conf.setIfMissing("spark.sql.adaptive.advisoryPartitionSizeInBytes", "16m")
         # A cache lives in the driver's heap, sized to the machine: compressing a pass's
-        # columns cost as much CPU as the pass (2.5 million rows: 5 s), not compressing 1.5 s.
+        # columns costs more CPU than the pass itself.
         conf.setIfMissing("spark.sql.inMemoryColumnarStorage.compressed", "false")
     spark = (
         SparkSession.builder.appName(app_name)
@@ -103,6 +120,28 @@ def session(
     else:
         logging.getLogger("py4j").setLevel(logging.WARNING)
     return spark
+
+
+def _launch_quietly(conf: SparkConf) -> Any:
+    """Start Spark's JVM with its standard error passed on line by line, less the notice
+    the JVM prints at every start about the incubating module Spark loads (nothing a user
+    can act on, and it came before pwcap's own first line)."""
+    gateway = launch_gateway(conf, popen_kwargs={"stderr": subprocess.PIPE})
+    thread = threading.Thread(
+        target=_pass_on, args=(gateway.proc.stderr,), name="pwcap-jvm-stderr", daemon=True
+    )
+    thread.start()
+    return gateway
+
+
+def _pass_on(stream: Any) -> None:
+    """The JVM's standard error to ours, but for its start-up notices. Written to the file
+    descriptor: a daemon thread holding the lock of Python's ``sys.stderr`` when the
+    interpreter exits would abort it."""
+    for line in iter(stream.readline, b""):
+        if not line.startswith(JVM_NOTICES):
+            with contextlib.suppress(OSError):
+                os.write(2, line)
 
 
 def _local_on_loopback() -> None:
@@ -126,10 +165,64 @@ def run_job(
     missing = missing_datasets(args.datasets)
     if missing:
         parser.exit(2, f"{name}: not a decoded dataset (no frames/): {', '.join(missing)}\n")
-    spark = start(name, args.output, args.overwrite, args.verbose)
-    for table, path in write_tables(build(spark, args.datasets, args.window), args.output).items():
-        print(f"{table}: {path}")
+    written: dict[str, str] = {}
+    try:
+        with terminate_as_interrupt():
+            spark = start(name, args.output, args.overwrite, args.verbose)
+
+            def work() -> dict[str, str]:
+                tables = build(spark, args.datasets, args.window)
+                return write_tables(tables, args.output, datasets=args.datasets)
+
+            with stopped_quietly():
+                written.update(at_once([work])[0])
+            for table, path in written.items():
+                print(f"{table}: {printable(path, None)}")
+    except KeyboardInterrupt as interrupt:
+        return interrupted(name, args.output, interrupt, bool(written))
+    finally:
+        # Run first at exit (last registered): Spark's shutdown and the class archive's
+        # wait for the JVM, after the outcome is said, are not for a signal to cut.
+        atexit.register(deaf_to_signals)
     return 0
+
+
+def interrupted(program: str, output: str, interrupt: KeyboardInterrupt, written: bool) -> int:
+    """Ctrl-C or SIGTERM stopped a run: one line saying whether its tables were written
+    (all of them, or none: :class:`Staging`), and the shell's exit status (130 for Ctrl-C)."""
+    written = written or getattr(interrupt, "written", False)
+    outcome = "its tables were written" if written else "no table was written, it is as it was"
+    print(f"{program}: error: interrupted; {printable(output, None)}: {outcome}", file=sys.stderr)
+    return exit_status(interrupt)
+
+
+@contextlib.contextmanager
+def stopped_quietly() -> Iterator[None]:
+    """Within the block, Ctrl-C and SIGTERM raise :class:`Interrupted`, and nothing else:
+    PySpark's own Ctrl-C handler, set aside meanwhile, cancels the jobs from the handler,
+    before anything can turn Spark's logging off (a "Lost task ... TaskKilled" warning per
+    task then), and calls the JVM from it, which fails when the interrupted thread is in
+    the middle of a call itself. :func:`at_once` quiets Spark, then cancels."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def stop(signum: int, frame: object) -> None:
+        raise Interrupted(signum)
+
+    previous = {signum: signal.signal(signum, stop) for signum in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        yield
+    finally:
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
+
+
+def deaf_to_signals() -> None:
+    """Once a run's outcome is said: Ctrl-C and SIGTERM ignored while the interpreter and
+    Spark wind down (a signal then would turn that outcome's exit status into its own)."""
+    for signum in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(signum, signal.SIG_IGN)
 
 
 def start(name: str, output: str, overwrite: bool, verbose: bool) -> SparkSession:
@@ -266,9 +359,8 @@ def kept(frame: DataFrame) -> DataFrame:
     """``frame``, computed once for the several queries that read it.
 
     In a local session its rows are kept as rows (a lazy local checkpoint, stored when the
-    first query computes them): a cache first converts them to columns, which cost about
-    as much CPU as computing them (the permit timeline of ten million frames: about 5 CPU
-    seconds more than writing it uncached, against about 2.5 kept as rows). On a cluster,
+    first query computes them): a cache first converts them to columns, which costs about
+    as much CPU as computing them, and rows kept as rows cost less. On a cluster,
     a cache: Spark recomputes a cached partition an executor lost with it, where a local
     checkpoint's would be gone."""
     if SparkSession.active().sparkContext.master.startswith("local"):
@@ -321,17 +413,35 @@ class TableProgress(Protocol):
 
 
 def write_tables(
-    tables: Mapping[str, Table], output: str, progress: TableProgress | None = None
+    tables: Mapping[str, Table],
+    output: str,
+    progress: TableProgress | None = None,
+    datasets: Sequence[str] = (),
 ) -> dict[str, str]:
-    """Write each table to ``output/<name>``, in order: first under a hidden temporary
-    name, then renamed, so an interrupted run never leaves a half-written table behind.
-    A table given as a callable sees the tables written before it."""
+    """Write each table to ``output/<name>``, in order, all moved into place together once
+    every one is written (:class:`Staging`): an interrupted or failed run leaves ``output``
+    as it was. A table given as a callable sees the tables written before it. The
+    ``datasets`` they are computed from are recorded with them."""
     with _times_without_dictionary():
-        return _write_in_order(tables, output, progress)
+        return _staged(output, datasets, partial(_write_in_order, tables, progress=progress))
+
+
+def _staged(
+    output: str, datasets: Sequence[str], write: Callable[[Staging], dict[str, str]]
+) -> dict[str, str]:
+    spark = SparkSession.active()
+    sources = dataset_fingerprints(spark, table_paths(list(datasets), "frames"))
+    staging = Staging(spark, output, sources)
+    try:
+        staged = write(staging)
+    except BaseException:
+        staging.discard()
+        raise
+    return staging.commit(list(staged))
 
 
 def _write_in_order(
-    tables: Mapping[str, Table], output: str, progress: TableProgress | None
+    tables: Mapping[str, Table], staging: Staging, progress: TableProgress | None
 ) -> dict[str, str]:
     spark = SparkSession.active()
     written: dict[str, str] = {}
@@ -339,7 +449,7 @@ def _write_in_order(
         if progress is not None:
             progress.started(name)
         frame = table if isinstance(table, DataFrame) else table(read_back(spark, written))
-        written[name] = _write(spark, frame, output, name)
+        written[name] = staging.write(frame, name)
         if progress is not None:
             progress.written(name)
     return written
@@ -349,29 +459,40 @@ def write_concurrently(
     groups: Sequence[Callable[[], Mapping[str, Table]]],
     output: str,
     progress: TableProgress | None = None,
+    datasets: Sequence[str] = (),
+    then: Callable[[dict[str, DataFrame]], Mapping[str, Table]] | None = None,
 ) -> dict[str, str]:
-    """Build each group of tables and :func:`write_tables` it, every group :func:`at_once`,
-    so that Spark runs one group's tasks while another's stage has fewer tasks than cores
-    or its driver plans the next query (two cores sat idle for a third of ``pwcap
-    analyze`` when it ran one job after the other). The groups must not depend on each
-    other."""
-    writes = [partial(_build_and_write, group, output, progress) for group in groups]
+    """Build each group of tables and write it as :func:`write_tables` does, every group
+    :func:`at_once`, so that Spark runs one group's tasks while another's stage has fewer
+    tasks than cores or its driver plans the next query (cores sat idle for much of
+    ``pwcap analyze`` when it ran one job after the other). The groups must not depend on
+    each other; ``then`` builds tables from all of theirs, once they are written. Every
+    table is moved into place together."""
+
+    def write(staging: Staging) -> dict[str, str]:
+        writes = [partial(_build_and_write, group, staging, progress) for group in groups]
+        staged = {name: path for written in at_once(writes) for name, path in written.items()}
+        if then is not None:
+            after = then(read_back(SparkSession.active(), staged))
+            staged.update(_write_in_order(after, staging, progress))
+        return staged
+
     with _times_without_dictionary():
-        return {name: path for written in at_once(writes) for name, path in written.items()}
+        return _staged(output, datasets, write)
 
 
 def _build_and_write(
-    group: Callable[[], Mapping[str, Table]], output: str, progress: TableProgress | None
+    group: Callable[[], Mapping[str, Table]], staging: Staging, progress: TableProgress | None
 ) -> dict[str, str]:
-    return _write_in_order(group(), output, progress)
+    return _write_in_order(group(), staging, progress)
 
 
 @contextlib.contextmanager
 def _times_without_dictionary() -> Iterator[None]:
     """While tables are written: no Parquet dictionary for the analytics tables' timestamp
     columns. Microsecond times are nearly all distinct, so the dictionary Parquet starts for
-    each column chunk fills up and is thrown away (writing the five million latency pairs
-    took a fifth less time without it, the file 7% larger).
+    each column chunk fills up and is thrown away: writing is quicker without it, and
+    the file only a little larger.
 
     Set on the session's Hadoop configuration, which every write copies, and restored
     after. Given as options of each write instead (`parquet.enable.dictionary#<column>`),
@@ -402,55 +523,48 @@ def _times_without_dictionary() -> Iterator[None]:
 def at_once(calls: Sequence[Callable[[], Result]]) -> list[Result]:
     """Each call's result, the calls run in threads of their own: their Spark jobs run side
     by side. After the first error (or Ctrl-C), every Spark job is cancelled, those the
-    other threads start later too, until all the threads have stopped; then it is raised."""
+    other threads start later too, until all the threads have stopped; then it is raised.
+    The calling thread only waits, never inside a call to the JVM: a signal finds it
+    where it can be answered."""
     results: list[Any] = [None] * len(calls)
     errors: list[BaseException] = []
+    # Whether each call is done, told by the call's thread itself: a Thread.join that a
+    # signal interrupts can leave the thread's is_alive() false while it still runs
+    # (Python 3.11), and a wait that believed it would let the run end under the jobs.
+    done = [threading.Event() for _ in calls]
 
     def run(index: int) -> None:
         try:
             results[index] = calls[index]()
         except BaseException as error:  # handed to the caller's thread, which raises it
             errors.append(error)
+        finally:
+            done[index].set()
 
-    threads = [InheritableThread(target=run, args=(i,)) for i in range(len(calls))]
-    for thread in threads:
-        thread.start()
+    for index in range(len(calls)):
+        InheritableThread(target=run, args=(index,)).start()
     try:
-        _wait(threads, lambda: bool(errors))
-    except BaseException:  # Ctrl-C: stop the jobs, let their threads see it and end
-        _wait(threads, lambda: True)
+        _wait(done, lambda: bool(errors))
+    except BaseException as error:  # Ctrl-C, SIGTERM: stop the jobs, let the threads end
+        with interrupts_deferred():
+            if isinstance(error, KeyboardInterrupt):  # the user knows: Spark's words on
+                with contextlib.suppress(Exception):  # each task it kills are noise
+                    SparkSession.active().sparkContext.setLogLevel("OFF")
+            _wait(done, lambda: True)
         raise
     if errors:
         raise errors[0]
     return results
 
 
-def _wait(threads: list[InheritableThread], stopping: Callable[[], bool]) -> None:
-    """Wait for ``threads``; while ``stopping()``, cancel every Spark job, again and again:
-    a thread may start its next job after a cancel."""
+def _wait(done: list[threading.Event], stopping: Callable[[], bool]) -> None:
+    """Wait until every call is ``done``; while ``stopping()``, cancel every Spark job,
+    again and again: a thread may start its next job after a cancel."""
     spark_context = SparkSession.active().sparkContext
-    while any(thread.is_alive() for thread in threads):
-        if stopping():
-            spark_context.cancelAllJobs()
-        for thread in threads:
-            thread.join(CANCEL_POLL_SECONDS)
-
-
-def _write(spark: SparkSession, frame: DataFrame, output: str, name: str) -> str:
-    """``frame`` as the Parquet table ``output/<name>``, replacing one there; its path."""
-    jvm = spark.sparkContext._jvm
-    hadoop_conf = spark.sparkContext._jsc.hadoopConfiguration()
-    final = jvm.org.apache.hadoop.fs.Path(output, name)
-    fs = final.getFileSystem(hadoop_conf)
-    temporary = jvm.org.apache.hadoop.fs.Path(output, f".{name}.tmp-{uuid.uuid4().hex}")
-    # Parquet's own microsecond timestamps, as the decoded dataset has, not legacy INT96.
-    spark.conf.set("spark.sql.parquet.outputTimestampType", "TIMESTAMP_MICROS")
-    frame.write.parquet(temporary.toString())
-    if fs.exists(final):
-        fs.delete(final, True)
-    if not fs.rename(temporary, final):
-        raise OSError(f"could not rename {temporary} to {final}")
-    return final.toString()
+    for event in done:
+        while not event.wait(CANCEL_POLL_SECONDS):
+            if stopping():
+                spark_context.cancelAllJobs()
 
 
 def read_back(spark: SparkSession, written: Mapping[str, str]) -> dict[str, DataFrame]:

@@ -12,6 +12,9 @@ from __future__ import annotations
 import sys
 
 if __name__ == "__main__":
+    if not __package__:
+        # Run as a script: its relative import is the installed package's (PEP 366).
+        __package__ = "pwcap.jobs"
     from ..decode.spark.driver import main
 
     sys.exit(main())

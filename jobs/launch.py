@@ -16,16 +16,13 @@ MIN_DRIVER_MIB = 1024  # Spark's own default: below it, no point
 DRIVER_SHARE = 0.5  # of the memory available, for the Spark that runs the jobs
 JAVA = 17  # the oldest Java the Spark that pwcap depends on runs on
 # A job's JVM lives for seconds: HotSpot's optimizing compiler, at its usual thresholds,
-# took a third of the CPU of a job over ten million frames; raised, it compiles only the
-# hottest code (a tenth less CPU, the tasks as fast). The loop threshold (on-stack
-# replacement of a running loop) too: the latency job took 36-38 s with it, 40-43 s without.
-# Inlining kept shallow for the same reason: the optimizing compiler's time grows with the
-# code it inlines, and it compiles Spark's generated code anew for every query (`pwcap
-# analyze` over ten million frames, alternating runs: 50.9 s and 95 CPU seconds against
-# 58 s and 110 with the JVM's inlining limits; shallower still, 54 s; none, 99 s).
+# spends much of a job's CPU compiling code that runs only a while; raised, it compiles
+# only the hottest code, and the tasks run as fast. The loop threshold (on-stack
+# replacement of a running loop) too. Inlining kept shallow for the same reason: the
+# optimizing compiler's time grows with the code it inlines, and it compiles Spark's
+# generated code anew for every query (shallower still, or none, and the tasks slow down).
 # The throughput collector: a batch of tasks minds no pause, and G1's concurrent marking
-# took cores from the tasks (`pwcap analyze` over ten million frames: 58-63 s, against
-# 68-73 s with G1; the serial collector 62-65 s).
+# takes cores from the tasks.
 JVM_OPTIONS = (
     "-XX:Tier4InvocationThreshold=50000 -XX:Tier4CompileThreshold=50000"
     " -XX:Tier4BackEdgeThreshold=200000"
@@ -58,6 +55,12 @@ def java_problem() -> str | None:
     JAVA_HOME is set, else the PATH's: :func:`java_command`; a JDK's ``release`` file
     names its version.)"""
     java = java_command()
+    java_home = os.environ.get("JAVA_HOME")
+    if java_home and java is not None and not os.access(java, os.X_OK):
+        return (
+            f"JAVA_HOME is {java_home}, which has no bin/java: point it at a Java {JAVA}"
+            " or later, or unset it to use the java on the PATH"
+        )
     if java is None or not os.access(java, os.X_OK):
         return (
             f"Spark needs Java {JAVA} or later, and there is no java on the PATH or in"

@@ -18,6 +18,11 @@ The balance is the one the wire shows. The broker applies a FLOW when it reads i
 can be a little after the capture saw it; a span the broker saw shorter than that delay
 (a FLOW already in flight when the last permitted entry was sent) does not show here.
 
+This is the reference permit ledger. The decoder keeps the same one as it decodes, to
+report each delivery beyond the permits as an anomaly where it is sure of the balance;
+``decode/pulsar/state.py`` says where the two part (a capture started mid-connection,
+lost bytes), and a test holds their verdicts equal everywhere else.
+
 ``backlog_waiting`` says the broker delivered within ``PROMPT_US`` of the FLOW that ended
 the span: messages were waiting, so the consumer was the bottleneck.
 """

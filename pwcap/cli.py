@@ -16,9 +16,9 @@ import sys
 from . import __version__
 from .engine import activate
 
-# pyarrow imports NumPy, whose OpenBLAS starts a thread per core that spins a while: about
-# 0.07 s of CPU in every pwcap process (each `--jobs` worker too), for linear algebra
-# pwcap never does. Set before any sub-command imports pyarrow; a user's setting stands.
+# pyarrow imports NumPy, whose OpenBLAS starts a thread per core that spins a while: CPU
+# spent in every pwcap process (each `--jobs` worker too), for linear algebra pwcap
+# never does. Set before any sub-command imports pyarrow; a user's setting stands.
 os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 
 DESCRIPTION = (
@@ -81,15 +81,14 @@ def entry() -> int:
     would kill the process and turn a written dataset's exit status into a signal's)."""
     if sys.argv[1:2] == ["decode"]:
         # pyarrow imports NumPy whenever it is installed, for conversions a decode never
-        # makes: 48 ms of CPU at every start (3% of decoding 50 MB of real clients'
-        # traffic), in every worker too. Marked absent, it is not loaded; pyarrow runs
-        # without it. Only the program does this: a process importing pwcap may want it.
+        # makes, at every start and in every worker. Marked absent, it is not loaded;
+        # pyarrow runs without it. Only the program does this: a process importing pwcap
+        # may want it.
         sys.modules.setdefault("numpy", None)  # type: ignore[arg-type]
         # Arrow's default allocator (mimalloc) hands freed pages back to the system and
-        # faults fresh ones in for the next batch: a tenth of a real-client decode's CPU
-        # went to the kernel. The C library's allocator keeps them: 5% less CPU there,
-        # 3% on large frames, the same on small ones, and a lower peak in all three. A
-        # user's own choice (the same variable) stands.
+        # faults fresh ones in for the next batch, CPU spent in the kernel. The C
+        # library's allocator keeps them: less CPU and a lower peak. A user's own choice
+        # (the same variable) stands.
         os.environ.setdefault(ARROW_POOL_VARIABLE, "system")
     status = main()
     for signum in (signal.SIGINT, signal.SIGTERM):

@@ -10,12 +10,11 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
+from pwcap.cli_paths import PathError, check_dataset, check_new_output, check_writable
 from pwcap.jobs.args import add_arguments as _add_job_arguments
 from pwcap.jobs.launch import driver_memory, java_problem
 from pwcap.tables.analytics import ANALYTICS
-
-from .cli_paths import PathError, check_dataset, check_new_output, check_writable
-from .terminal import terminal_text
+from pwcap.terminal import printable
 
 TOP = 5
 TOP_FINDINGS = 10  # the findings printed last
@@ -47,19 +46,21 @@ def _spark_setting(text: str) -> tuple[str, str]:
 
 
 def run(args: argparse.Namespace) -> int:
-    # Imported here: pyspark is only needed by this sub-command, and slow to import.
-    from pwcap.jobs import findings, latency, permits, redelivery
-    from pwcap.jobs.common import (
-        missing_datasets,
-        output_refusal,
-        read_back,
-        read_table,
-        session,
-        write_concurrently,
-        write_tables,
-    )
+    from pwcap.jobs.common import interrupted
+    from pwcap.tables.interrupts import terminate_as_interrupt
 
-    from .analyze_progress import AnalyzeProgress
+    written: dict[str, str] = {}
+    try:
+        with terminate_as_interrupt():
+            return _analyze(args, written)
+    except KeyboardInterrupt as interrupt:
+        return interrupted("pwcap analyze", args.output, interrupt, bool(written))
+
+
+def _analyze(args: argparse.Namespace, written: dict[str, str]) -> int:
+    """The run; ``written`` gets the tables once they are all in place."""
+    # Imported here: pyspark is only needed by this sub-command, and slow to import.
+    from pwcap.jobs.common import at_once, missing_datasets, session, stopped_quietly
 
     try:
         for dataset in missing_datasets(args.datasets):
@@ -74,6 +75,16 @@ def run(args: argparse.Namespace) -> int:
         return _error(problem)
     launch = {"spark.driver.memory": args.driver_memory or driver_memory(), **dict(args.conf)}
     spark = session("pwcap-analyze", args.verbose, launch)
+    with stopped_quietly():  # the jobs in threads: the main thread waits, for a signal
+        return at_once([partial(_run_jobs, spark, args, written)])[0]
+
+
+def _run_jobs(spark: Any, args: argparse.Namespace, written: dict[str, str]) -> int:
+    """The jobs, their tables and the summary, once Spark runs."""
+    from pwcap.analyze_progress import AnalyzeProgress
+    from pwcap.jobs import findings, latency, permits, redelivery
+    from pwcap.jobs.common import output_refusal, read_back, read_table, write_concurrently
+
     problem = output_refusal(args.output, args.overwrite, spark)  # a remote one, now Spark runs
     if problem is not None:
         return _error(problem)
@@ -83,8 +94,8 @@ def run(args: argparse.Namespace) -> int:
         f" {conf.get('spark.driver.memory', '1g')} (--driver-memory to change)",
         file=sys.stderr,
     )
-    # Not cached: each job reads a few columns, which Parquet gives faster than a cache of
-    # every column is built (37 s for ten million frames, against a second a scan).
+    # Not cached: each job reads a few columns, which a Parquet scan gives long before a
+    # cache of every column would be built.
     frames, messages, connections = (
         read_table(spark, args.datasets, name) for name in ("frames", "messages", "connections")
     )
@@ -97,29 +108,26 @@ def run(args: argparse.Namespace) -> int:
     ]
 
     # The findings read what the jobs wrote, so they come after them.
-    def found(written: dict[str, str]) -> dict:
-        analytics = read_back(spark, written)
-        return findings.tables(frames, messages, connections, analytics)
-
+    found = partial(findings.tables, frames, messages, connections)
     if sys.stderr.isatty():
         with AnalyzeProgress(spark.sparkContext, len(ANALYTICS), sys.stderr) as progress:
-            written = write_concurrently(groups, args.output, progress)
-            written.update(write_tables(found(written), args.output, progress))
+            written.update(
+                write_concurrently(groups, args.output, progress, args.datasets, then=found)
+            )
     else:
-        written = write_concurrently(groups, args.output)
-        written.update(write_tables(found(written), args.output))
+        written.update(write_concurrently(groups, args.output, datasets=args.datasets, then=found))
     results = read_back(spark, written)
     print(summary(results))
-    print(f"\nTables under {args.output}:")
+    print(f"\nTables under {printable(args.output, None)}:")
     for name, path in written.items():
-        print(f"  {name:22} {path}")
+        print(f"  {name:22} {printable(path, None)}")
     print()
     print(top_findings(results["findings"]))
     return 0
 
 
 def _error(message: str) -> int:
-    print(f"pwcap analyze: error: {message}", file=sys.stderr)
+    print(f"pwcap analyze: error: {printable(message, None)}", file=sys.stderr)
     return 1
 
 
@@ -135,7 +143,7 @@ def summary(results: dict[str, Any]) -> str:
     for row in sorted(kinds, key=_p99_first)[:TOP]:
         p50, p99 = row.q or (None, None)
         lines.append(
-            f"  {row.kind:22} n={row.n:<8} p50={_num(p50):>10} p99={_num(p99):>10}"
+            f"  {printable(row.kind):22} n={row.n:<8} p50={_num(p50):>10} p99={_num(p99):>10}"
             f" max={_num(row.max):>10} unanswered={row.unanswered}"
         )
     never = sorted(
@@ -143,7 +151,7 @@ def summary(results: dict[str, Any]) -> str:
         key=lambda row: (-row.unanswered, row.kind),
     )
     if never:
-        listed = ", ".join(f"{row.kind} {row.unanswered}" for row in never)
+        listed = ", ".join(f"{printable(row.kind)} {row.unanswered}" for row in never)
         lines.append(f"  requests never answered: {listed}")
     lines.append("Most-starved consumers:")
     starved = (
@@ -155,7 +163,7 @@ def summary(results: dict[str, Any]) -> str:
     )
     for row in starved:
         lines.append(
-            f"  conn {row.conn_id} consumer {row.consumer_id} ({row.subscription}):"
+            f"  conn {row.conn_id} consumer {row.consumer_id} ({printable(row.subscription)}):"
             f" {row.starvation_spans} spans, {row.starved_us / 1e6:.3f} s starved"
             f" ({row.starved_fraction:.0%} of its life), queue {row.receiver_queue_size}"
         )
@@ -173,12 +181,13 @@ def summary(results: dict[str, Any]) -> str:
     )
     for row in redelivered:
         lines.append(
-            f"  {row.topic} / {row.subscription}: {row.redeliveries} redeliveries"
+            f"  {printable(row.topic)} / {printable(row.subscription)}:"
+            f" {row.redeliveries} redeliveries"
             f" of {row.deliveries} deliveries"
         )
     if not redelivered:
         lines.append("  none")
-    return "\n".join(terminal_text(line) for line in lines)  # names come from the wire
+    return "\n".join(lines)
 
 
 def top_findings(table: Any) -> str:
@@ -192,7 +201,7 @@ def top_findings(table: Any) -> str:
     for row in rows:
         cause = f" ({row.cause})" if row.cause else ""
         lines.append(
-            terminal_text(f"  {row.rank}. [{row.severity}] {row.kind}{cause}: {row.explanation}")
+            printable(f"  {row.rank}. [{row.severity}] {row.kind}{cause}: {row.explanation}", None)
         )
     return "\n".join(lines)
 
@@ -201,8 +210,7 @@ def latency_by_kind(pairs: Any) -> list[Any]:
     """Per kind of pair: answered pairs ``n``, ``unanswered`` ones, the exact median and
     99th percentile ``q`` and the ``max`` latency; one pass over the pairs. Counted per
     distinct latency first (whole microseconds repeat), as ``latency_summary`` does, so the
-    percentile sees each value once with its count: the whole summary took 2.2 s over ten
-    million frames' pairs when it sorted every latency, and two passes."""
+    percentile sees each value once with its count, rather than sorting every latency."""
     from pyspark.sql import functions as F
 
     per_value = pairs.groupBy("kind", "latency_us").agg(

@@ -9,9 +9,9 @@ from collections import Counter
 from pathlib import Path
 from typing import TYPE_CHECKING, TextIO
 
+from pwcap.cli_paths import describe
 from pwcap.decode.options import add_decode_options, decode_options, positive
-
-from .cli_paths import describe
+from pwcap.terminal import printable
 
 if TYPE_CHECKING:  # imported lazily at run time: `pwcap --help` stays fast
     from pwcap.capture import CaptureStats
@@ -56,7 +56,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from pwcap.decode.capture_anomalies import link_warnings
+    from pwcap.decode.capture_anomalies import capture_warnings
     from pwcap.decode.inputs import InputError
     from pwcap.decode.parallel import WorkerDied, decode_parallel
     from pwcap.tables.dataset import DatasetError
@@ -68,10 +68,9 @@ def run(args: argparse.Namespace) -> int:
     progress = ProgressBar() if wanted(args.quiet) else None
     # What the imports made (protobuf descriptors, pyarrow's types) lives as long as the
     # process: frozen, the collector's full passes skip it and walk only what decoding
-    # holds (2% of a small-frame decode's instructions went to those passes). Decoding
-    # makes no reference cycles (a closed connection is freed by reference counting: see
-    # ``on_close`` of the decoders and of reassembly), so the young generation is
-    # collected every YOUNG_OBJECTS allocations rather than every 700.
+    # holds. Decoding makes no reference cycles (a closed connection is freed by reference
+    # counting: see ``on_close`` of the decoders and of reassembly), so the young
+    # generation is collected every YOUNG_OBJECTS allocations rather than every 700.
     gc.freeze()
     gc.set_threshold(YOUNG_OBJECTS, *gc.get_threshold()[1:])
     try:
@@ -91,17 +90,21 @@ def run(args: argparse.Namespace) -> int:
         return exit_status(interrupt)
     if summary.removed:
         names = ", ".join(str(path) for path in summary.removed)
-        print(f"pwcap decode: removed what interrupted runs left: {names}", file=sys.stderr)
+        print(
+            f"pwcap decode: removed what interrupted runs left: {printable(names, None)}",
+            file=sys.stderr,
+        )
     if not args.quiet:
         print_summary(summary, sys.stdout)
     for capture in summary.cut_off:
         print(
-            f"pwcap decode: warning: {capture.cut_off} (decoded up to the cut; dataset written)",
+            f"pwcap decode: warning: {printable(capture.cut_off, None)}"
+            " (decoded up to the cut; dataset written)",
             file=sys.stderr,
         )
     for capture in summary.captures:
-        for line in link_warnings(capture.stats, str(capture.path)):
-            print(f"pwcap decode: warning: {line}", file=sys.stderr)
+        for line in capture_warnings(capture.stats, str(capture.path)):
+            print(f"pwcap decode: warning: {printable(line, None)}", file=sys.stderr)
     return EXIT_CUT_OFF if summary.cut_off else 0
 
 
@@ -117,7 +120,10 @@ def print_summary(summary: Summary, out: TextIO) -> None:
         f" {frames / seconds:,.0f} frames/s",
         file=out,
     )
-    print(f"packets      {_packets(summary.capture_totals())}", file=out)
+    totals = summary.capture_totals()
+    print(f"packets      {_packets(totals)}", file=out)
+    if totals.encapsulations:
+        print(f"tunnelled    {_tally(totals.encapsulations, TOP_COMMANDS)}", file=out)
     print(f"connections  {_tally(summary.connections)}", file=out)
     if summary.tls or summary.keylog is not None:
         print(f"tls          {_tls(summary)}", file=out)
@@ -127,8 +133,8 @@ def print_summary(summary: Summary, out: TextIO) -> None:
     if summary.skipped:
         from pwcap.decode.inputs import skipped_summary
 
-        print(f"skipped      {skipped_summary(summary.skipped)}", file=out)
-    print(f"written to   {summary.out}", file=out)
+        print(f"skipped      {printable(skipped_summary(summary.skipped), None)}", file=out)
+    print(f"written to   {printable(summary.out, None)}", file=out)
 
 
 def _tls(summary: Summary) -> str:
@@ -145,16 +151,20 @@ def _tls(summary: Summary) -> str:
 
 def _packets(stats: CaptureStats) -> str:
     """What reassembly made of the records: skipped, repaired and lost, in one line."""
+    from pwcap.decode.capture_anomalies import skip_reasons
+
     skipped = stats.records - stats.tcp_segments
     parts = [f"{stats.tcp_segments:,} TCP", f"{skipped:,} other skipped"]
+    if skipped:
+        parts[-1] += f" [{skip_reasons(stats)}]"
     if stats.retransmitted_bytes:
         parts.append(f"{stats.retransmitted_bytes:,} B seen twice")
     if stats.reordered_segments:
         parts.append(f"{stats.reordered_segments:,} segments held for order")
     if stats.gaps:
         parts.append(f"{stats.gap_bytes:,} B missing in {stats.gaps:,} gaps")
-    if stats.ip_fragments:
-        parts.append(f"{stats.ip_fragments:,} IP fragments")
+    if stats.fragments_reassembled:
+        parts.append(f"{stats.fragments_reassembled:,} IP datagrams reassembled")
     return f"{stats.records:,} ({', '.join(parts)})"
 
 
@@ -166,7 +176,7 @@ def _tally(counts: Counter, top: int | None = None) -> str:
         return "0"
     ranked = sorted(counts.items(), key=lambda item: (-item[1], item[0] is None, item[0] or ""))
     shown = ranked[:top] if top else ranked
-    parts = [f"{name or 'unknown type'} {n:,}" for name, n in shown]
+    parts = [f"{printable(name) if name else 'unknown type'} {n:,}" for name, n in shown]
     if len(ranked) > len(shown):
         parts.append(f"{len(ranked) - len(shown)} more")
     return f"{total:,} ({', '.join(parts)})"
@@ -180,4 +190,4 @@ def _written_path(error: OSError, output: str) -> Path | None:
 
 
 def _error(message: str) -> None:
-    print(f"pwcap decode: error: {message}", file=sys.stderr)
+    print(f"pwcap decode: error: {printable(message, None)}", file=sys.stderr)

@@ -8,7 +8,8 @@ import os
 import sys
 from pathlib import Path
 
-from .cli_paths import PathError, check_dataset, check_new_output, describe
+from pwcap.cli_paths import PathError, check_dataset, check_new_output, describe
+from pwcap.terminal import printable
 
 EXIT_UNUSABLE = 1
 
@@ -23,12 +24,25 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from .report import render
+    from pwcap.tables.interrupts import exit_status, terminate_as_interrupt
+
+    try:
+        with terminate_as_interrupt():
+            return _report(args)
+    except KeyboardInterrupt as interrupt:
+        written = "was written" if getattr(interrupt, "written", False) else "was not written"
+        _error(f"interrupted; {args.output} {written}")
+        return exit_status(interrupt)
+
+
+def _report(args: argparse.Namespace) -> int:
+    from pwcap.report import render
 
     try:
         check_dataset(args.dataset)
-        if args.analytics is not None and not args.analytics.is_dir():
-            raise PathError(f"{args.analytics}: not an analytics folder (pwcap analyze -o)")
+        if args.analytics is not None:
+            for warning in check_analytics(args.dataset, args.analytics):
+                print(f"pwcap report: warning: {printable(warning, None)}", file=sys.stderr)
         if args.output.is_dir():
             raise PathError(f"{args.output} is a folder; give the HTML file to write")
         if args.output.parent.exists() and not args.output.parent.is_dir():
@@ -40,23 +54,63 @@ def run(args: argparse.Namespace) -> int:
         return _error(str(error))
     except OSError as error:
         return _error(describe(error, args.output))
-    print(f"{args.output} ({len(html.encode()) / 1024:,.0f} KiB)")
+    print(f"{printable(args.output, None)} ({len(html.encode()) / 1024:,.0f} KiB)")
     return 0
+
+
+def check_analytics(dataset: Path, analytics: Path) -> list[str]:
+    """Refuse an analytics folder that holds no analytics tables, or tables computed from
+    another dataset than ``dataset`` (their numbers would be shown as its own); what to
+    warn of: tables computed from it and others together, or from sources not recorded."""
+    from pwcap.report.tables import ANALYTICS_TABLES
+    from pwcap.tables import provenance
+
+    if not analytics.is_dir():
+        raise PathError(f"{analytics}: not an analytics folder (pwcap analyze -o)")
+    present = [name for name in ANALYTICS_TABLES if (analytics / name).is_dir()]
+    if not present:
+        raise PathError(f"{analytics}: no analytics tables in it (pwcap analyze -o writes them)")
+    record_path = analytics / provenance.RECORD
+    record = provenance.parse(record_path.read_text() if record_path.is_file() else None)
+    this = provenance.local_fingerprint(dataset) or ""
+    other, mixed, unknown = provenance.mismatches(record, present, this)
+    if other:
+        raise PathError(
+            f"{analytics} was computed from another dataset than {dataset}"
+            f" ({', '.join(other)}): run pwcap analyze {dataset} -o DIR, or give its analytics"
+        )
+    warnings = []
+    if mixed:
+        warnings.append(
+            f"{analytics}: {', '.join(mixed)} computed from {dataset} and other datasets"
+            " together: their numbers include the others'"
+        )
+    if unknown:
+        warnings.append(
+            f"{analytics} does not record which dataset {', '.join(unknown)} came from"
+            f" (written by an older pwcap): make sure it was {dataset}"
+        )
+    return warnings
 
 
 def _write(path: Path, html: str) -> None:
     """Written beside the target and renamed: a reader never sees half a page, and a
     failed write leaves nothing behind."""
+    from pwcap.tables.interrupts import Interrupted, interrupts_deferred
+
     path.parent.mkdir(parents=True, exist_ok=True)
     temporary = path.with_name(f".{path.name}.tmp")
     try:
         temporary.write_text(html, encoding="utf-8")
-        os.replace(temporary, path)
+        with interrupts_deferred() as received:
+            os.replace(temporary, path)
+        if received:
+            raise Interrupted(received[0], written=True)
     finally:
         with contextlib.suppress(FileNotFoundError):
             temporary.unlink()
 
 
 def _error(message: str) -> int:
-    print(f"pwcap report: error: {message}", file=sys.stderr)
+    print(f"pwcap report: error: {printable(message, None)}", file=sys.stderr)
     return EXIT_UNUSABLE

@@ -20,7 +20,14 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from pwcap.decode.options import add_port_arguments, add_tls_arguments, port_hints
+from pwcap.decode.options import (
+    add_port_arguments,
+    add_tls_arguments,
+    add_tunnel_arguments,
+    port_hints,
+    positive,
+)
+from pwcap.terminal import TEXT_LIMIT, printable
 
 FrameCallback = Callable[[dict[str, Any]], None]
 ANOMALY_COLUMNS = ["ts", "capture", "conn_id", "direction", "kind", "stream_offset", "detail"]
@@ -80,17 +87,20 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         metavar="CMD",
         help="only these commands (SEND, MESSAGE, ...; any case)",
     )
-    parser.add_argument("--limit", type=int, metavar="N", help="stop after N frames")
+    parser.add_argument("--limit", type=positive, metavar="N", help="stop after N frames")
     parser.add_argument(
         "--absolute-time",
         action="store_true",
         help="print capture times (UTC) instead of seconds since the capture's first frame",
     )
     add_port_arguments(parser)
+    add_tunnel_arguments(parser)
     add_tls_arguments(parser)
 
 
 def run(args: argparse.Namespace) -> int:
+    from pwcap.tables.interrupts import exit_status, terminate_as_interrupt
+
     path = Path(args.file)
     unknown = sorted({c.upper() for c in args.commands or ()} - command_names())
     if unknown:
@@ -113,22 +123,39 @@ def run(args: argparse.Namespace) -> int:
             printer.anomaly(row)
 
     try:
-        if keep.full:
-            return 0
-        if path.is_dir():
-            for is_frame, row in _dataset_rows(path):
-                (show if is_frame else expert_info)(row)
-        elif path.is_file() or args.file == "-":
-            _capture_frames(path, port_hints(args), args.tls_keylog, show, expert_info)
-        else:
-            return _error(f"{path}: no such file or directory")
+        with terminate_as_interrupt():
+            if path.is_dir():
+                for is_frame, row in _dataset_rows(path):
+                    (show if is_frame else expert_info)(row)
+            elif path.is_file() or args.file == "-":
+                options = {
+                    "hints": port_hints(args),
+                    "tls_keylogs": tuple(args.tls_keylog),
+                    "vxlan_ports": tuple(args.vxlan_port),
+                }
+                _capture_frames(path, options, show, expert_info)
+            else:
+                return _error(f"{path}: no such file or directory")
     except _Enough:
         pass
     except BrokenPipeError:  # `pwcap show ... | head`: the reader has seen enough
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
     except _ShowError as error:
         return _error(str(error))
+    except KeyboardInterrupt as interrupt:
+        _error("interrupted")
+        return exit_status(interrupt)
+    if not printer.shown:
+        return _error(f"no frame matches {_asked(args)}" if _asked(args) else "no frame to show")
     return 0
+
+
+def _asked(args: argparse.Namespace) -> str:
+    """The filters given, as typed: what matched nothing."""
+    asked = [f"--conn {conn}" for conn in args.conn or ()]
+    if args.commands:
+        asked.append(f"--command {' '.join(args.commands)}")
+    return " ".join(asked)
 
 
 class _ShowError(Exception):
@@ -142,7 +169,7 @@ class _Filter:
         self._conns = set(conns) if conns else None
         self._commands = {c.upper() for c in commands} if commands else None
         self._left = limit
-        self.full = limit is not None and limit <= 0
+        self.full = False
 
     def connection(self, row: dict[str, Any]) -> bool:
         return self._conns is None or row.get("conn_id") in self._conns
@@ -167,6 +194,7 @@ class _Printer:
         self._absolute = absolute
         self._numbers: Counter[str] = Counter()  # capture -> frames seen
         self._first: dict[str, int] = {}  # capture -> time of its first frame
+        self.shown = 0  # frames printed
 
     def count(self, row: dict[str, Any]) -> int:
         """Every frame of the source passes here, shown or not: its number in the listing."""
@@ -176,7 +204,8 @@ class _Printer:
         return self._numbers[capture]
 
     def print(self, number: int, row: dict[str, Any]) -> None:
-        command = row["command"] or f"type {row['command_type']}"
+        self.shown += 1
+        command = printable(row["command"]) if row["command"] else f"type {row['command_type']}"
         print(
             f"{number:>6} {self._time(row)} {row['conn_id']:>19}"
             f" {ARROWS.get(row['direction'], '?')} {command:<28} {_details(row)}".rstrip(),
@@ -193,9 +222,10 @@ class _Printer:
         arrow = ARROWS.get(row.get("direction") or "", " ")
         where = f" at offset {row['stream_offset']}" if row.get("stream_offset") is not None else ""
         conn = row.get("conn_id")
+        detail = printable(row.get("detail"), TEXT_LIMIT)
         print(
             f"{'!':>6} {when} {'' if conn is None else conn:>19} {arrow}"
-            f" [{row['kind']}]{where} {row.get('detail') or ''}".rstrip(),
+            f" [{printable(row['kind'])}]{where} {detail}".rstrip(),
             file=self._out,
         )
 
@@ -207,15 +237,18 @@ class _Printer:
 
 
 def _details(row: dict[str, Any]) -> str:
-    parts = [f"{label}={row[name]}" for name, label in ID_COLUMNS if row.get(name) is not None]
+    """The ids and names of a frame, as printed: every value from the wire escaped."""
+    parts = [
+        f"{label}={printable(row[name])}" for name, label in ID_COLUMNS if row.get(name) is not None
+    ]
     if row.get("ledger_id") is not None:
         parts.insert(0, f"id={row['ledger_id']}:{row.get('entry_id')}")
     if row.get("answers"):
-        parts.append(f"answers={row['answers']}")
+        parts.append(f"answers={printable(row['answers'])}")
     if row.get("checksum_ok") is False:
         parts.append("BAD-CHECKSUM")
     if row.get("info"):
-        parts.append(row["info"])
+        parts.append(printable(row["info"], TEXT_LIMIT))
     return " ".join(parts)
 
 
@@ -229,7 +262,7 @@ def command_names() -> set[str]:
 
 
 def _error(message: str) -> int:
-    print(f"pwcap show: error: {message}", file=sys.stderr)
+    print(f"pwcap show: error: {printable(message, None)}", file=sys.stderr)
     return 1
 
 
@@ -289,16 +322,13 @@ def _table_rows(directory: Path, table: str, columns: list[str]) -> Iterator[dic
 
 
 def _capture_frames(
-    path: Path,
-    hints: dict[str, list[int]],
-    keylogs: list[str],
-    on_frame: FrameCallback,
-    on_anomaly: FrameCallback,
+    path: Path, options: dict[str, Any], on_frame: FrameCallback, on_anomaly: FrameCallback
 ) -> None:
     """Decode the capture on the fly (the decode driver, its rules for a capture cut off
-    or no capture at all), showing each frame as its decoder emits it."""
+    or no capture at all, ``options`` as ``DecodeOptions`` takes them), showing each frame
+    as its decoder emits it."""
     from pwcap.decode.api import DecodeOptions, RowSink
-    from pwcap.decode.capture_anomalies import link_warnings
+    from pwcap.decode.capture_anomalies import capture_warnings
     from pwcap.decode.driver import decode_capture
     from pwcap.decode.inputs import STDIN, CaptureInput, InputError
 
@@ -315,11 +345,10 @@ def _capture_frames(
     else:
         capture = CaptureInput(path.name, path, path.stat().st_size)
     try:
-        options = DecodeOptions(hints=hints, tls_keylogs=tuple(keylogs))
-        result = decode_capture(capture, _Rows(), options)
+        result = decode_capture(capture, _Rows(), DecodeOptions(**options))
     except InputError as error:
         raise _ShowError(str(error)) from None
     if result.cut_off is not None:
-        print(f"pwcap show: warning: {result.cut_off}", file=sys.stderr)
-    for line in link_warnings(result.stats, str(path)):
-        print(f"pwcap show: warning: {line}", file=sys.stderr)
+        print(f"pwcap show: warning: {printable(result.cut_off, None)}", file=sys.stderr)
+    for line in capture_warnings(result.stats, str(path)):
+        print(f"pwcap show: warning: {printable(line, None)}", file=sys.stderr)

@@ -13,6 +13,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TextIO
 
+from pwcap.terminal import printable
+
 INTERVAL = 0.25  # seconds between redraws
 
 
@@ -34,7 +36,7 @@ class ProgressBar:
         self._started = time.monotonic()
 
     def capture(self, path: Path, done_bytes: int, position: Callable[[], int]) -> None:
-        self._label = path.name
+        self._label = printable(path.name)
         self._done = done_bytes
         self._position = position
         self._next = 0.0

@@ -38,29 +38,25 @@ BATCH_ROWS = 16_384  # rows held per table before conversion to Arrow
 FEW_ROWS_TABLES = frozenset({"connections", "anomalies"})
 FEW_ROWS_BATCH = 1_024
 # Rows per Parquet row group, at most. A row group's batches wait in memory until it is
-# written: at 131,072 rows the decode's peak held more pages, each faulted in once (real
-# clients' traffic: 170 MB peak, 45k faults; at 65,536: 2% less CPU on real clients,
-# small and large frames alike).
+# written: twice as many rows and the decode's peak holds more pages, each faulted in
+# once, for no gain.
 ROW_GROUP_ROWS = 65_536
 ROW_GROUP_BYTES = 32 << 20  # Arrow bytes per row group, at most (payloads can be large)
 BATCH_BYTES = 32 << 20  # string and binary bytes (payloads...) held before a conversion
 FILE_ROWS = 1 << 20  # rows per part file before the next one is started
 COMPRESSION = "zstd"
 # Written without a Parquet dictionary: a stream's byte offsets and a real capture's
-# capture times are nearly all distinct, so the dictionary only added an index per value
-# and the hashing of each (small100.pcap: frames and messages files 26% and 31% smaller,
-# written in 2% and 3% fewer instructions, without one for stream_offset; 10 MB of real
-# clients' traffic: their files 29% smaller, written in 5% fewer instructions, without
-# one for the times too).
+# capture times are nearly all distinct, so the dictionary only adds an index per value
+# and the hashing of each (the files are smaller and written quicker without it).
 UNDICTIONARIED = frozenset({"stream_offset", "ts", "ts_first", "request_ts"})
-# Capture times, close to each other and nearly ordered, are written as deltas: on real
-# clients' traffic their columns come out at half the size, encoded in half the time.
+# Capture times, close to each other and nearly ordered, are written as deltas: their
+# columns come out smaller and are encoded quicker.
 DELTA_ENCODED = frozenset({"ts", "ts_first", "request_ts"})
 # A row group's minimum and maximum are written for every column but the text and byte ones,
 # `capture` excepted. A row group's strings are mixed (commands, topics, names), so their
-# bounds rarely let a reader skip it, and comparing every value with them was an eighth of
-# the instructions that wrote a small-frame capture; a capture's bounds let a query of one
-# capture skip the others' row groups.
+# bounds rarely let a reader skip it, and comparing every value with them is a large share
+# of writing a capture of small frames; a capture's bounds let a query of one capture skip
+# the others' row groups.
 TEXT_WITH_STATISTICS = frozenset({"capture"})
 COUNTED = {"frames": "command", "anomalies": "kind"}  # tallied for the run's summary
 

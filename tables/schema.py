@@ -277,6 +277,16 @@ CONNECTIONS: list[Column] = [
     Column("server_ip", STR, "broker address"),
     Column("server_port", I32, "broker port"),
     Column(
+        "encapsulation",
+        STR,
+        "the tunnels and tags the connection was carried in, outermost first, each a kind"
+        " and its id: `vlan:100`, `vxlan:4242`, `geneve:7`, `gre:5` (its key), `erspan:12`"
+        " (the mirror session), and without an id `gre`, `erspan` (type I), `mpls` (labels"
+        " change hop by hop and per direction) and `ipip` (IP in IP); e.g."
+        " `vxlan:4242/vlan:100`. Empty when bare. Part of the connection's identity: the"
+        " same endpoints in two encapsulations are two connections",
+    ),
+    Column(
         "client_by",
         STR,
         "how the client side was decided: `syn`, `port`, `content`, `guess` "
@@ -345,6 +355,12 @@ ANOMALY_KINDS: dict[str, dict[str, str]] = {
         "bad_block": "damaged pcapng blocks skipped one by one (too short for their fields, a"
         " packet longer than its block, an interface never declared)",
         "unsupported_link_type": "records of a link layer pwcap does not parse, skipped",
+        "truncated_header": "records the snaplen (or a mirror's truncation) cut before their"
+        " TCP header, skipped",
+        "incomplete_datagram": "fragmented IP datagrams never completed: fragments lost or cut,"
+        " overlapping (dropped, as receivers drop them), or held past the time and memory"
+        " bounds",
+        "too_deep": "records with more nested headers or tunnel ids than pwcap reads, skipped",
     },
     "stream": {
         "gap": "bytes the capture missed (or bytes given up on: more were held waiting for"

@@ -34,12 +34,19 @@ CHART_MARKS = """() => [...document.querySelectorAll('svg')].map(svg => ({
 }))"""
 
 
+# Tables whose columns run past their box (hidden until scrolled sideways): their section.
+CUT_TABLES = """() => [...document.querySelectorAll('.scroll')]
+    .filter(box => box.scrollWidth > box.clientWidth)
+    .map(box => box.closest('section').id)"""
+
+
 @dataclass
 class Visit:
     console_errors: list[str] = field(default_factory=list)
     requests: list[str] = field(default_factory=list)
     charts: list[dict] = field(default_factory=list)
     width: int = 0  # of the page's content: wider than the window means a side scroll
+    cut_tables: list[str] = field(default_factory=list)  # sections of tables wider than it
 
 
 def visit(page_path: Path, screenshots: Path | None = None) -> Visit:
@@ -66,6 +73,7 @@ def visit(page_path: Path, screenshots: Path | None = None) -> Visit:
             page.goto(page_path.resolve().as_uri(), wait_until="load")
             seen.charts = page.evaluate(CHART_MARKS)
             seen.width = page.evaluate("document.documentElement.scrollWidth")
+            seen.cut_tables = page.evaluate(CUT_TABLES)
             if screenshots is not None:
                 screenshots.mkdir(parents=True, exist_ok=True)
                 page.screenshot(path=str(screenshots / "report.png"))

@@ -12,9 +12,9 @@ import struct
 import pytest
 from scapy.all import IP, TCP, UDP, Ether, Raw, wrpcap
 
+from fuzz.stream_sink import Gap, RecordingSink
 from pwcap.capture import CaptureStats, ClientBy, Connection, Direction, read_streams, reassembly
 from pwcap.capture.reassembly import ACK, ACK_SLACK, FIN, RST, SYN, Reassembler
-from tests.stream_sink import Gap, RecordingSink
 
 CLIENT_IP, SERVER_IP = bytes([10, 0, 0, 1]), bytes([10, 0, 0, 2])
 C, S = 0, 1  # who sends: the client or the server
@@ -485,6 +485,7 @@ def test_a_crafted_capture_with_wrap_keepalive_and_retransmission_reads_back(tmp
     ]
     for index, packet in enumerate(packets):
         packet.time = 1_700_000_000 + index / 1000
+        packet[IP].id = index + 1  # as a sender numbers its packets: a copy has its own
     path = tmp_path / "crafted.pcap"
     wrpcap(str(path), packets)
     sink = RecordingSink()
@@ -495,6 +496,36 @@ def test_a_crafted_capture_with_wrap_keepalive_and_retransmission_reads_back(tmp
     assert stats.retransmitted_bytes == len(b"across") + 1  # the copy, and the keep-alive
     assert recorded.close_reason == "end_of_capture"
     assert recorded.stream(Direction.C2B).timestamps[0][2] == 1_700_000_000_003_000
+
+
+def test_a_packet_captured_twice_is_taken_once(tmp_path):
+    """A SPAN port mirroring both directions of a link gives every packet twice, the
+    second a hop later (its TTL one less): a duplicate, not a retransmission."""
+    c, s = 1000, 7
+    packets = [
+        _packet(CLIENT, BROKER, "S", c, 0),
+        _packet(BROKER, CLIENT, "SA", s, c + 1),
+        _packet(CLIENT, BROKER, "PA", c + 1, s + 1, b"hello"),
+        _packet(BROKER, CLIENT, "PA", s + 1, c + 6, b"ok"),
+    ]
+    doubled = []
+    for index, packet in enumerate(packets):
+        packet[IP].id = index + 1
+        packet.time = 1_700_000_000 + index / 1000
+        copy = packet.copy()
+        copy[IP].ttl -= 1
+        copy.time = packet.time + 0.000_010
+        doubled += [packet, copy]
+    path = tmp_path / "doubled.pcap"
+    wrpcap(str(path), doubled)
+    sink = RecordingSink()
+    stats = read_streams(path, sink, server_ports={6650})
+    (recorded,) = sink.connections.values()
+    assert recorded.stream(Direction.C2B).data == b"hello"
+    assert recorded.stream(Direction.B2C).data == b"ok"
+    assert stats.duplicates == len(packets)
+    assert stats.tcp_segments == len(packets)
+    assert stats.retransmitted_bytes == 0
 
 
 class _StopAfter(RecordingSink):

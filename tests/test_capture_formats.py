@@ -21,10 +21,10 @@ from pathlib import Path
 
 import pytest
 
+from fuzz.pcapfile import read_pcap
+from fuzz.stream_sink import RecordingSink
 from pwcap.capture import CaptureError, CaptureStats, read_streams, records
 from tests.conftest import SAMPLES
-from tests.corpus.pcapfile import read_pcap
-from tests.stream_sink import RecordingSink
 
 SAMPLE = SAMPLES / "pulsar_plain.pcap"
 Source = str | Path | io.BytesIO | bytes
@@ -176,7 +176,9 @@ def test_traffic_other_than_tcp_is_skipped() -> None:
         frames += [(ts, arp), (ts, ethernet(udp)), (ts, frame), (ts, ethernet(icmp6))]
     sink, stats = read(pcap(frames, 1))
     assert streams(sink) == original()
-    assert stats.non_tcp == 3 * len(ip_packets())
+    assert stats.non_tcp == 2 * len(ip_packets())  # ARP and ICMPv6
+    assert stats.udp_not_tunnel == len(ip_packets())  # counted apart, by port
+    assert stats.udp_ports == {0: len(ip_packets())}
     assert stats.malformed == 0
 
 

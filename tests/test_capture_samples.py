@@ -11,16 +11,18 @@ from __future__ import annotations
 
 import json
 import struct
+from collections import defaultdict
 from functools import cache
 from pathlib import Path
 
+import dpkt
 import pytest
 
+from fuzz.pcapfile import Capture, read_pcap, tcp_segment, write_pcap
+from fuzz.stream_sink import RecordingSink
 from pwcap.capture import ClientBy, Direction, read_streams
 from tests.conftest import SAMPLES, sample_captures
-from tests.corpus.pcapfile import Capture, read_pcap, tcp_segment, write_pcap
 from tests.corpus.streams import read_packets, reassemble
-from tests.stream_sink import RecordingSink
 
 
 def _journal_path(capture: Path) -> Path:
@@ -38,8 +40,12 @@ REAL = [
     for p in sample_captures()
     if _journal_path(p).exists() and "snaplen" not in p.name and p not in TLS
 ]
+# Captures of the real Pulsar broker (tests/realbroker): it keeps no journal, so their
+# witnesses are dpkt's reassembly and the frames per connection the truth read with it.
+REAL_BROKER = [p for p in sample_captures() if p.name.startswith("realpulsar_")]
 DERIVED = [p for p in sample_captures() if "derived_from" in _truth(p) and p not in TLS]
 SNAPLEN = [p for p in sample_captures() if "snaplen" in p.name]
+OVERLAY = [p for p in sample_captures() if p.name.startswith("overlay_")]  # test_overlay_samples
 
 
 @cache
@@ -85,7 +91,7 @@ def _ids(paths: list[Path]) -> list[str]:
 
 
 def test_every_sample_is_checked_once() -> None:
-    assert sorted(REAL + DERIVED + SNAPLEN + TLS) == sample_captures()
+    assert sorted(REAL + REAL_BROKER + DERIVED + SNAPLEN + TLS + OVERLAY) == sample_captures()
     kinds = {_truth(p)["manifest"]["kind"] for p in DERIVED}
     assert kinds == {"lost", "duplicated", "reordered", "midstream", "pcapng"}
 
@@ -108,6 +114,22 @@ def test_real_capture_streams_match_dpkt_and_the_broker_journal(capture: Path) -
         assert frame_sizes(stream.data) == journal[sender], f"{sender}: frames differ"
 
 
+@pytest.mark.parametrize("capture", REAL_BROKER, ids=_ids(REAL_BROKER))
+def test_real_broker_capture_streams_match_dpkt_and_the_frames_counted(capture: Path) -> None:
+    delivered = streams_of(capture).directed_streams()
+    witness = reassemble(capture)
+    counted = {}
+    for row in _truth(capture)["connections"]:
+        counted[(row["client"], row["broker"])] = row.get("frames_c2b", 0)
+        counted[(row["broker"], row["client"])] = row.get("frames_b2c", 0)
+
+    assert set(delivered) == set(witness)
+    for sender, stream in delivered.items():
+        assert not stream.gaps, f"{sender}: gaps in a clean capture"
+        assert stream.data == witness[sender], f"{sender}: bytes differ from dpkt's"
+        assert len(frame_sizes(stream.data)) == counted[sender], f"{sender}: frames differ"
+
+
 @pytest.mark.parametrize("capture", REAL, ids=_ids(REAL))
 def test_real_capture_connections_are_the_journals(capture: Path) -> None:
     sink = streams_of(capture)
@@ -120,15 +142,41 @@ def test_real_capture_connections_are_the_journals(capture: Path) -> None:
         assert recorded.conn.gaps == 0
 
 
+def _first_carriers(capture: Path) -> dict[tuple[str, str], list[tuple[int, int]]]:
+    """Per direction, in stream order, each run of bytes with the time of the first packet
+    that carried it: a retransmission carries only the bytes no packet carried before."""
+    isn: dict[tuple[str, str], int] = {}
+    runs: dict[tuple[str, str], list[list[int]]] = defaultdict(list)
+    covered: dict[tuple[str, str], bytearray] = defaultdict(bytearray)
+    for packet in read_packets(capture):
+        key = (packet.src, packet.dst)
+        if packet.flags & dpkt.tcp.TH_SYN:
+            isn[key] = packet.seq
+            continue
+        if not packet.payload or key not in isn:
+            continue
+        start = (packet.seq - isn[key] - 1) % 2**32
+        seen = covered[key]
+        seen.extend(bytes(max(0, start + len(packet.payload) - len(seen))))
+        ts = round(packet.ts * 1_000_000)
+        run: list[int] | None = None  # [first byte, bytes, time]
+        for at in range(start, start + len(packet.payload)):
+            if seen[at]:
+                run = None
+                continue
+            seen[at] = 1
+            if run is None:
+                run = [at, 0, ts]
+                runs[key].append(run)
+            run[1] += 1
+    return {key: [(run[2], run[1]) for run in sorted(found)] for key, found in runs.items()}
+
+
 @pytest.mark.parametrize("capture", REAL, ids=_ids(REAL))
 def test_real_capture_bytes_carry_the_timestamp_of_the_packet_that_carried_them(
     capture: Path,
 ) -> None:
-    carried: dict[tuple[str, str], list[tuple[int, int]]] = {}
-    for packet in read_packets(capture):
-        if packet.payload:
-            stamp = (round(packet.ts * 1_000_000), len(packet.payload))
-            carried.setdefault((packet.src, packet.dst), []).append(stamp)
+    carried = _first_carriers(capture)
     delivered = streams_of(capture).directed_streams()
 
     assert set(delivered) == set(carried)

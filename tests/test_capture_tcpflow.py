@@ -8,9 +8,9 @@ from pathlib import Path
 
 from scapy.all import IP, TCP, Ether, Raw, wrpcap
 
+from fuzz.stream_sink import RecordingSink
 from pwcap.capture import read_streams
 from pwcap.capture.tcpflow import tcp_columns
-from tests.stream_sink import RecordingSink
 
 CLIENT, BROKER = "10.0.0.1", "10.0.0.2"
 T0 = 1_700_000_000.0  # seconds
@@ -32,7 +32,9 @@ def _packet(ms: float, client: bool, flags: str, seq: int, ack: int, **tcp) -> E
     ends = (CLIENT, BROKER, 40000, 6650) if client else (BROKER, CLIENT, 6650, 40000)
     payload = tcp.pop("payload", b"")
     segment = TCP(sport=ends[2], dport=ends[3], flags=flags, seq=seq, ack=ack, **tcp)
-    packet = Ether() / IP(src=ends[0], dst=ends[1]) / segment
+    # Each datagram numbered by its sender, as stacks do: a resend is not a mirror's copy.
+    ident = round(ms * 10) & 0xFFFF
+    packet = Ether() / IP(src=ends[0], dst=ends[1], id=ident) / segment
     if payload:
         packet = packet / Raw(payload)
     packet.time = T0 + ms / 1000

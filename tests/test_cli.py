@@ -7,6 +7,8 @@ a traceback would show; the rest calls the CLI in-process.
 
 from __future__ import annotations
 
+import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -200,6 +202,65 @@ def test_analyze_without_java_says_what_to_install(dataset, tmp_path):
     assert not (tmp_path / "a").exists()
 
 
+def test_report_refuses_analytics_computed_from_another_dataset(spark, dataset, tmp_path, capsys):
+    """The analytics record which dataset they came from; a copy of it is the same."""
+    analytics, page = tmp_path / "analytics", tmp_path / "report.html"
+    assert main(["analyze", str(dataset), "-o", str(analytics)]) == 0
+    other = tmp_path / "other"
+    assert main(["decode", "-q", str(SAMPLES / "pulsar_slow_consumer.pcap"), "-o", str(other)]) == 0
+    capsys.readouterr()
+    assert main(["report", str(other), "--analytics", str(analytics), "-o", str(page)]) == 1
+    error = capsys.readouterr().err
+    assert error.startswith(f"pwcap report: error: {analytics} was computed from another dataset")
+    assert error.count("\n") == 1 and not page.exists()
+    shutil.copytree(dataset, tmp_path / "copy")
+    assert (
+        main(["report", str(tmp_path / "copy"), "--analytics", str(analytics), "-o", str(page)])
+        == 0
+    )
+    assert capsys.readouterr().err == ""
+
+
+def test_report_of_an_analytics_folder_without_analytics_tables_is_an_error(dataset, tmp_path):
+    (tmp_path / "empty").mkdir()
+    done = pwcap(
+        "report",
+        str(dataset),
+        "--analytics",
+        str(tmp_path / "empty"),
+        "-o",
+        str(tmp_path / "r.html"),
+    )
+    assert "no analytics tables in it" in one_line_error(done, "report")
+
+
+def test_analyze_says_only_its_own_lines_unless_asked_for_sparks(dataset, tmp_path):
+    """No JVM notice about incubating modules, no Spark warning about a result kept twice:
+    the first line is pwcap's."""
+    analyze = ["analyze", str(dataset), "-o", str(tmp_path / "a")]
+    done = subprocess.run(
+        [sys.executable, "-m", "pwcap.cli", *analyze], capture_output=True, text=True
+    )
+    assert done.returncode == 0, done.stderr
+    assert [line.split(",")[0] for line in done.stderr.splitlines()] == [
+        "pwcap analyze: Spark local[*]"
+    ]
+
+
+def test_analyze_with_a_java_home_without_java_names_it(dataset, tmp_path):
+    """JAVA_HOME decides which java Spark runs, whatever the PATH holds: say it is wrong."""
+    done = subprocess.run(
+        [sys.executable, "-m", "pwcap.cli", "analyze", str(dataset), "-o", str(tmp_path / "a")],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env={**os.environ, "JAVA_HOME": "/nonexistent"},
+    )
+    error = one_line_error(done, "analyze")
+    assert "JAVA_HOME is /nonexistent, which has no bin/java" in error
+    assert "no java on the PATH" not in error
+
+
 @pytest.mark.parametrize("command", ["decode", "analyze", "report"])
 def test_existing_output_is_replaced_only_with_overwrite(dataset, tmp_path, command):
     """One rule for the three commands that write: refuse, name the option."""
@@ -271,7 +332,23 @@ def test_a_lossy_capture_shows_its_gaps_inline(capsys):
 
 
 def test_anomalies_follow_the_connection_filter(capsys):
-    assert not [line for line in listing(capsys, str(LOST), "--conn", "1") if "[gap]" in line]
+    assert main(["show", str(LOST), "--conn", "1"]) == 1
+    assert "[gap]" not in capsys.readouterr().out
+
+
+def test_show_says_when_no_frame_matches(capsys):
+    assert main(["show", str(PLAIN), "--conn", "123", "--command", "SEND"]) == 1
+    captured = capsys.readouterr()
+    assert captured.out == ""
+    assert captured.err == "pwcap show: error: no frame matches --conn 123 --command SEND\n"
+
+
+@pytest.mark.parametrize("limit", ["-1", "0", "ten"])
+def test_show_refuses_a_limit_that_is_not_a_count(capsys, limit):
+    with pytest.raises(SystemExit) as exited:
+        main(["show", str(PLAIN), "--limit", limit])
+    assert exited.value.code == 2
+    assert "argument --limit: " in capsys.readouterr().err
 
 
 def test_a_dataset_lists_the_same_frames_and_anomalies_as_its_capture(tmp_path, capsys):

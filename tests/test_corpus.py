@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
+from fuzz.pcapfile import read_pcap
 from tests.corpus import derive
-from tests.corpus.pcapfile import read_pcap
 from tests.corpus.streams import (
     captured_commands,
     journal_commands,

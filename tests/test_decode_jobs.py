@@ -20,6 +20,7 @@ from pathlib import Path
 import pyarrow.parquet as pq
 import pytest
 
+from fuzz.stream_sink import RecordingSink
 from pwcap.capture import read_streams
 from pwcap.capture.shares import FlowShare, flow_hash
 from pwcap.cli import main
@@ -39,7 +40,6 @@ from pwcap.tables.schema import TABLES
 from tests.bench_scripts import load_bench
 from tests.conftest import sample_captures
 from tests.pulsar_frames import command, frame
-from tests.stream_sink import RecordingSink
 from tests.test_decode_cli import pwcap
 from tests.test_hostile_captures import pcapng_with
 

@@ -17,8 +17,8 @@ import duckdb
 import pyarrow.parquet as pq
 import pytest
 
+from fuzz.pcapfile import read_pcap
 from pwcap.tables.schema import TABLES, arrow_schema
-from tests.corpus.pcapfile import read_pcap
 from tests.test_kafka07_samples import message_fields as kafka_fields
 from tests.test_kafka07_samples import truth_fields as kafka_truth
 from tests.test_pulsar_samples import (

@@ -12,7 +12,7 @@ from itertools import pairwise
 import pytest
 
 from pwcap.tables.analytics import FINDING_KINDS, THRESHOLDS
-from pwcap.terminal import terminal_text
+from pwcap.terminal import printable
 from tests.conftest import SAMPLES, sample_captures
 
 # The samples recorded to show a problem, and the kinds of finding each must give; every
@@ -89,7 +89,7 @@ def test_analyze_prints_the_top_findings_last(analyzed):
     assert len(listed) == min(10, len(findings))
     for line, row in zip(listed, findings, strict=False):
         assert line.startswith(f"  {row['rank']}. [{row['severity']}] {row['kind']}")
-        assert terminal_text(row["explanation"]) in line
+        assert printable(row["explanation"], None) in line
 
 
 # -- consumers -------------------------------------------------------------------------------
@@ -329,7 +329,7 @@ def test_a_report_of_a_capture_without_findings_says_no_problem_was_found(tmp_pa
 
 def test_wire_text_reaches_the_terminal_escaped():
     hostile = "topic\x1b]0;owned\x07\r\n\u202eevil\u2028end"
-    shown = terminal_text(hostile)
+    shown = printable(hostile, None)
     assert shown == "topic\\x1b]0;owned\\x07\\x0d\\x0a\\u202eevil\\u2028end"
     assert shown.isprintable()
 

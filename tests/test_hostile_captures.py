@@ -13,9 +13,9 @@ import time
 import pyarrow.parquet as pq
 import pytest
 
+from fuzz.stream_sink import RecordingSink
 from pwcap.capture import CaptureError, CaptureStats, read_streams
 from pwcap.cli import main
-from tests.stream_sink import RecordingSink
 from tests.test_capture_formats import (
     EPB,
     IDB,

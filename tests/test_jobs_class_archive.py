@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from pwcap.jobs import class_archive
 from pwcap.jobs.class_archive import ARCHIVE_VARIABLE, MIN_ARCHIVE_BYTES, ClassArchive, archive_key
 from pwcap.jobs.launch import java_command
 
@@ -52,6 +53,40 @@ def test_a_failed_or_truncated_archive_is_deleted_never_mapped(tmp_path, code, s
     archive.settle(exiting(code, archive.writing, size))
     assert list(tmp_path.iterdir()) == []
     assert "ArchiveClassesAtExit" in archive.java_options()
+
+
+def test_two_first_runs_at_once_write_one_archive_and_the_second_runs_without(tmp_path):
+    first, second = ClassArchive(tmp_path, "k"), ClassArchive(tmp_path, "k")
+    assert "ArchiveClassesAtExit" in first.java_options()
+    assert second.java_options() == "" and not second.writes_on_exit
+    first.settle(exiting(0, first.writing, MIN_ARCHIVE_BYTES))
+    assert [p.name for p in tmp_path.glob("*.jsa")] == [f"spark-classes-k-{MIN_ARCHIVE_BYTES}.jsa"]
+    assert "SharedArchiveFile" in second.java_options()
+
+
+def test_a_new_archive_replaces_every_other_and_what_crashed_runs_left(tmp_path):
+    """Another Java's or Spark's archive, another size of the same, a partial file."""
+    for name in (
+        "spark-classes-old-2000000.jsa",
+        "spark-classes-k-3000000.jsa",
+        "spark-classes-k.1.partial",
+    ):
+        (tmp_path / name).write_bytes(b"x")
+    archive = ClassArchive(tmp_path, "k2")
+    assert "ArchiveClassesAtExit" in archive.java_options()
+    archive.settle(exiting(0, archive.writing, MIN_ARCHIVE_BYTES))
+    assert sorted(p.name for p in tmp_path.iterdir()) == [
+        f"spark-classes-k2-{MIN_ARCHIVE_BYTES}.jsa",
+        "spark-classes.lock",
+    ]
+
+
+def test_an_archive_over_the_bound_is_not_kept(tmp_path, monkeypatch):
+    monkeypatch.setattr(class_archive, "MAX_ARCHIVE_BYTES", MIN_ARCHIVE_BYTES)
+    archive = ClassArchive(tmp_path, "k")
+    archive.java_options()
+    archive.settle(exiting(0, archive.writing, MIN_ARCHIVE_BYTES + 1))
+    assert list(tmp_path.glob("spark-classes-k*")) == []
 
 
 def test_each_process_writes_under_a_name_of_its_own(tmp_path):

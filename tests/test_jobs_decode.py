@@ -15,6 +15,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 import pytest
 
+from fuzz.pcapfile import Capture, read_pcap, tcp_segment, write_pcap
 from pwcap import cli
 from pwcap.capture.records import CHUNK
 from pwcap.decode.api import DecodeOptions
@@ -28,7 +29,6 @@ from pwcap.decode.spark.writing import write_dataset
 from pwcap.tables.schema import TABLES, arrow_schema
 from tests.bench_scripts import load_bench
 from tests.conftest import sample_keylog_paths
-from tests.corpus.pcapfile import Capture, read_pcap, tcp_segment, write_pcap
 from tests.test_decode_jobs import assert_same_dataset, rows
 from tests.test_decode_series import ORIGINAL, split_pcap
 
@@ -116,8 +116,32 @@ def test_the_commit_keeps_the_files_of_the_attempt_that_succeeded(tmp_path):
         next(write(decode_tasks(DecodeOptions())(iter([task])))).to_pylist()[0] for _ in "ab"
     )
     assert set(failed["files"]).isdisjoint(retried["files"])
-    writing.commit(str(tmp_path / "out"), [(retried["files"], retried["shares"])])
+    writing.commit(str(tmp_path / "out"), [(retried["files"], retried["rows"], retried["shares"])])
     assert_same_dataset(tmp_path / "expected", tmp_path / "out")
+
+
+@pytest.mark.parametrize("loss", ["missing", "short"])
+def test_the_commit_refuses_part_files_the_driver_does_not_find_as_their_task_wrote_them(
+    tmp_path, loss
+):
+    """A task whose output folder is a disk of its own node: its files are not where the
+    driver looks (or not whole). One line names them, and nothing is committed."""
+    [listed], _ = list_captures([str(SAMPLES / "pulsar_shared_two_consumers.pcap")])
+    task = pa.RecordBatch.from_pylist([{**asdict(listed), "share": 0, "shares": 1}])
+    out = tmp_path / "out"
+    told = next(writing.write_parts(str(out))(decode_tasks(DecodeOptions())(iter([task]))))
+    told = told.to_pylist()[0]
+    frames = next(f for f in told["files"] if "/frames/" in f)
+    if loss == "missing":
+        Path(frames).unlink()
+    else:
+        pq.write_table(pq.read_table(frames).slice(1), frames)
+    with pytest.raises(writing.DatasetError) as refused:
+        writing.commit(str(out), [(told["files"], told["rows"], told["shares"])])
+    message = str(refused.value)
+    assert "\n" not in message and "1 of the" in message
+    assert f"frames/{Path(frames).name}" in message and "every node sees" in message
+    assert list(out.rglob("part-driver*")) == []  # the commit stopped before writing
 
 
 @pytest.mark.parametrize(
@@ -130,7 +154,7 @@ def test_the_commit_keeps_the_files_of_the_attempt_that_succeeded(tmp_path):
     ],
 )
 def test_the_output_folder_is_named_to_pyarrow_as_hadoop_names_it(hadoop, pyarrow):
-    assert writing._pyarrow_uri(hadoop) == pyarrow
+    assert writing.pyarrow_uri(hadoop) == pyarrow
 
 
 @pytest.mark.slow
@@ -356,3 +380,27 @@ def test_the_script_runs_on_its_own_local_spark_and_reads_a_series(tmp_path):
     )
     assert done.returncode == 0, done.stderr[-2000:]
     assert_same_dataset(tmp_path / "expected", tmp_path / "out")
+
+
+@pytest.mark.parametrize(
+    ("output", "says"),
+    [
+        ("file://{existing}", "already exists (use --overwrite to replace it)"),
+        ("hdfs://127.0.0.1:9/out", "hdfs://127.0.0.1:9/out: cannot reach it"),
+    ],
+)
+def test_an_output_uri_is_checked_before_spark_starts(tmp_path, output, says):
+    """Before Java is even looked for: without one, the output is still what is named."""
+    (tmp_path / "existing").mkdir()
+    output = output.format(existing=tmp_path / "existing")
+    job = [str(ROOT / "jobs" / "decode.py"), str(SAMPLES / "pulsar_plain.pcap"), "-o", output]
+    done = subprocess.run(
+        [sys.executable, *job],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**os.environ, "JAVA_HOME": str(tmp_path / "no-java")},
+    )
+    assert done.returncode == 1
+    assert done.stderr.startswith("decode: error: ") and says in done.stderr
+    assert done.stderr.count("\n") == 1, done.stderr

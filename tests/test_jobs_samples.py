@@ -11,6 +11,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
+from pwcap import cli_analyze
 from pwcap.jobs import latency, permits, redelivery
 from pwcap.jobs.common import read_table, spark_type, write_tables
 from pwcap.tables.analytics import ANALYTICS
@@ -254,9 +255,20 @@ def test_redelivery_summary_counts_redeliveries_and_requests(analyzed, name):
     with_ids = sum(1 for r in facts["redeliver_requests"] if "message_ids" in r)
     assert sum(s["redeliver_with_ids"] for s in summary) == with_ids
     assert sum(s["redeliver_all"] for s in summary) == len(facts["redeliver_requests"]) - with_ids
-    if redelivered_messages(facts):
-        subscription = facts["received"][0]["subscription"]
-        assert subscription in printed_section(analyzed, "Most-redelivered subscriptions")
+
+
+def test_the_most_redelivered_subscriptions_are_printed_with_their_counts(analyzed):
+    """The summary lists the subscriptions with the most redeliveries over every capture
+    (a sample's own may rank below the top ones as samples are added)."""
+    totals: Counter = Counter()
+    for row in analyzed["rows"]["redelivery_summary"]:
+        totals[f"{row['topic']} / {row['subscription']}"] += row["redeliveries"]
+    section = printed_section(analyzed, "Most-redelivered subscriptions").splitlines()
+    printed = [line for line in section if " redeliveries of " in line]
+    listed = dict(line.strip().rsplit(": ", 1) for line in printed)
+    ranked = sorted((n for n in totals.values() if n > 0), reverse=True)[: cli_analyze.TOP]
+    assert [int(text.split()[0]) for text in listed.values()] == ranked
+    assert all(totals[name] == int(text.split()[0]) for name, text in listed.items())
 
 
 @pytest.mark.parametrize("name", WITH_TRUTH)

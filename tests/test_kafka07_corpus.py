@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
+from fuzz.pcapfile import read_pcap
 from tests.corpus import derive
-from tests.corpus.pcapfile import read_pcap
 from tests.corpus.streams import reassemble
 from tests.kafka07.messages import read_message_set
 from tests.kafka07.protocol import parse_request

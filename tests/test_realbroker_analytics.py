@@ -27,10 +27,11 @@ from collections import Counter, defaultdict
 from pathlib import Path
 
 import pytest
+from pyspark.sql import functions as F
+
 from pwcap.decode.driver import decode_captures
 from pwcap.jobs import acks, permits, redelivery
 from pwcap.jobs.common import message_ids
-from pyspark.sql import functions as F
 
 SAMPLES = Path(__file__).resolve().parent.parent / "sample_pcaps"
 NAMES = sorted(p.name.removesuffix(".truth.json") for p in SAMPLES.glob("realpulsar_*.truth.json"))

@@ -17,9 +17,9 @@ from collections import Counter, defaultdict
 from pathlib import Path
 
 import pytest
+
 from pwcap.capture import read_streams
 from pwcap.decode.api import DecodeOptions
-
 from tests.pulsar_frames import DecodingStreams
 from tests.realbroker.regenerate import regenerate
 from tests.realbroker.scenarios import BY_NAME

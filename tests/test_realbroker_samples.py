@@ -12,6 +12,7 @@ from functools import cache
 from pathlib import Path
 
 import pytest
+
 from pwcap.capture import read_streams
 from pwcap.decode.api import DecodeOptions
 from pwcap.decode.pulsar.commands import (
@@ -22,7 +23,6 @@ from pwcap.decode.pulsar.commands import (
     RESPONSE,
     SEMANTICS,
 )
-
 from tests.pulsar_frames import DecodingStreams
 from tests.test_pulsar_samples import (
     _application_messages,

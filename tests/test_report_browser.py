@@ -16,6 +16,8 @@ import pytest
 from pwcap.cli import main
 from tests.report_browser import CHROMIUM, WIDTH, visit
 
+HOSTILE = Path(__file__).resolve().parent / "hostile" / "pulsar_hostile_names.pcap"
+
 pytest.importorskip("playwright")
 pytestmark = pytest.mark.skipif(
     not CHROMIUM.exists() or shutil.which("java") is None,
@@ -39,6 +41,7 @@ def test_the_sample_report_loads_cleanly_and_every_chart_has_data(report: Path, 
     assert seen.console_errors == []
     assert seen.requests == [report.resolve().as_uri()]  # the page itself, nothing else
     assert seen.width <= WIDTH
+    assert seen.cut_tables == []  # every column in sight, none behind a sideways scroll
     assert len(seen.charts) >= 6
     assert [c for c in seen.charts if c["marks"] == 0] == []
     labels = {c["label"] for c in seen.charts}
@@ -51,3 +54,15 @@ def test_the_sample_report_loads_cleanly_and_every_chart_has_data(report: Path, 
         "report-permits.png",
         "report.png",
     ]
+
+
+def test_names_of_ten_thousand_characters_keep_the_page_within_the_window(spark, tmp_path):
+    """The hostile capture (tests/hostile/): names of 10,000 characters in headings, cards
+    and tables; the page stays 1400 px wide."""
+    dataset, analytics, page = tmp_path / "dataset", tmp_path / "analytics", tmp_path / "r.html"
+    assert main(["decode", "-q", str(HOSTILE), "-o", str(dataset)]) == 0
+    assert main(["analyze", str(dataset), "-o", str(analytics)]) == 0
+    assert main(["report", str(dataset), "--analytics", str(analytics), "-o", str(page)]) == 0
+    seen = visit(page)
+    assert seen.console_errors == []
+    assert seen.width <= WIDTH and seen.cut_tables == []

@@ -3,9 +3,10 @@
 Real-client samples are re-sent over TLS 1.3 by the benchmark's generator
 (``bench/tls_traffic.py``: the same packets and times, every connection encrypted with
 secrets it logs); decoded with the key log, every table equals the plaintext decode's,
-but for what TLS changes by definition: the ``tls_*`` columns and the byte counts on the
-wire. The correctness of the decryption itself is tested on captures of real TLS stacks
-(tests/test_tls_samples.py, tests/test_tls_tshark.py).
+but for what TLS changes by definition: the ``tls_*`` columns, and the byte counts and
+TCP figures of the segments the wire carried. The correctness of the decryption itself
+is tested on captures of real TLS stacks (tests/test_tls_samples.py,
+tests/test_tls_tshark.py).
 """
 
 from __future__ import annotations
@@ -25,9 +26,10 @@ from tests.conftest import SAMPLES
 
 CAPTURES = ["pulsar_plain.pcap", "pulsar_batching_compression.pcap", "pulsar_chunked.pcap"]
 CAPTURES += ["pulsar_ipv6.pcap", "pulsar_partitioned_port16650.pcap"]
-# What TLS changes by definition: its own columns, and the bytes the wire carried.
+# What TLS changes by definition: its own columns, and the segments the wire carried.
 TLS_COLUMNS = {c.name for c in TABLES["connections"] if c.name.startswith("tls_")}
 WIRE_COLUMNS = {"bytes_c2b", "bytes_b2c"}
+WIRE_COLUMNS |= {c.name for c in TABLES["connections"] if c.name.startswith("tcp_")}
 
 
 def rows(dataset: Path, table: str) -> Counter:

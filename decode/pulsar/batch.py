@@ -12,8 +12,8 @@ from collections.abc import Iterator
 import cython
 from google.protobuf.message import DecodeError
 
+from ..wire import VARINT, field_number
 from ._pb.pulsar_api_pb2 import SingleMessageMetadata
-from .metadata import PAYLOAD_SIZE
 
 if cython.compiled:  # the C declarations (metadata.pxd): C calls and C fields
     from cython.cimports.pwcap.decode.pulsar.metadata import (
@@ -25,7 +25,10 @@ else:
     from .metadata import MemberMetadata, member_from_generated, read_single
 
 _U32 = struct.Struct(">I")
-_PAYLOAD_SIZE = cython.declare(cython.int, PAYLOAD_SIZE)  # a C constant when compiled
+# A member's one required field, by number from the schema (a C global when compiled).
+_PAYLOAD_SIZE = cython.declare(
+    cython.int, field_number(SingleMessageMetadata, "payload_size", VARINT)
+)
 # The smallest member: its 4-byte size and a SingleMessageMetadata holding only the required
 # payload_size (one tag byte, one varint byte), with an empty payload.
 MIN_MEMBER_BYTES = 6

@@ -452,7 +452,12 @@ def _message_ids(ids: Any, row: ColumnBuffer) -> cython.void:
         ledger = ledger - U64 if ledger > I63 else ledger
         entry = entry - U64 if entry > I63 else entry
         row.add_struct(
-            MESSAGE_IDS_COLUMN, ledger, entry, partition, batch_index, id_nulls(partition, batch_index)
+            MESSAGE_IDS_COLUMN,
+            ledger,
+            entry,
+            partition,
+            batch_index,
+            id_nulls(partition, batch_index),
         )
         if len(m.ack_set):
             _unacked_members(m.ack_set, ledger, entry, partition, row)

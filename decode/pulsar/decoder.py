@@ -14,7 +14,7 @@ from ..api import DecodeOptions, FlipRoles, Row, RowSink
 from ..wire import WireError, read_varint, text
 from . import commands as c
 from ._pb.pulsar_api_pb2 import AuthMethod, BaseCommand, KeySharedMode
-from .framing import PulsarFrames
+from .framing import TYPE_TAG, PulsarFrames
 from .holdback import HeldRows
 from .sniff import looks_like_command
 from .state import CONSUMER_NAMES, PRODUCER_NAMES, ROLE_CODES
@@ -571,11 +571,12 @@ _EFFECTS = {
 
 
 def _raw_type(buf: bytes, pos: int) -> int | None:
-    """The type number of a command whose type the schema does not know (field 1)."""
-    if pos >= len(buf) or buf[pos] != 0x08:
+    """The type number of a command whose type the schema does not know (its `type`
+    field, first)."""
+    if not buf.startswith(TYPE_TAG, pos):
         return None
     try:
-        value = read_varint(buf, pos + 1, len(buf))[0]
+        value = read_varint(buf, pos + len(TYPE_TAG), len(buf))[0]
     except WireError:
         return None
     return value if value < 1 << 31 else None

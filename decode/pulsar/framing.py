@@ -16,6 +16,8 @@ from collections.abc import Callable
 import cython
 
 from ..framing import BAD, FRAME, SKIP, WAIT, Candidate
+from ..wire import VARINT, field_number, tag
+from ._pb.pulsar_api_pb2 import BaseCommand
 
 if cython.compiled:  # the stream's C declarations (framing.pxd): judge is a C call
     from cython.cimports.pwcap.decode.framing import FrameFormat
@@ -31,10 +33,11 @@ MIN_COMMAND_SIZE = 2  # a BaseCommand always has its `type` field: one tag byte,
 # this met after damage is hunted past (the frame after it resynchronises).
 MAX_CHECKED_COMMAND = 64 * 1024
 
-# A frame start as every known serializer writes it: totalSize and commandSize below 16 MiB
-# (top byte zero) and the command opening with field 1 (`type`, varint) -> tag byte 0x08.
-_CANDIDATE = re.compile(rb"\x00...\x00...\x08", re.DOTALL)
-_CANDIDATE_LEN = 9
+# What every BaseCommand opens with as every known serializer writes it: its `type` field.
+TYPE_TAG = tag(field_number(BaseCommand, "type", VARINT), VARINT)
+# A frame start: totalSize and commandSize below 16 MiB (top byte zero), then that tag.
+_CANDIDATE = re.compile(rb"\x00...\x00..." + re.escape(TYPE_TAG), re.DOTALL)
+_CANDIDATE_LEN = HEADER.size + len(TYPE_TAG)
 
 CommandCheck = Callable[[bytes, int, int], bool]  # buf, start, size -> decodes as a command
 

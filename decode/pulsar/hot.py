@@ -17,8 +17,16 @@ from __future__ import annotations
 import cython
 
 from ...tables.schema import position
-from ..wire import LENGTH_DELIMITED, VARINT
-from ._pb.pulsar_api_pb2 import BaseCommand, CommandAck
+from ..wire import LENGTH_DELIMITED, VARINT, field_number
+from ._pb.pulsar_api_pb2 import (
+    BaseCommand,
+    CommandAck,
+    CommandFlow,
+    CommandMessage,
+    CommandSend,
+    CommandSendReceipt,
+    MessageIdData,
+)
 
 if cython.compiled:  # C declarations (wire.pxd, columns.pxd): their methods are C calls
     from cython.cimports.pwcap.decode.wire import Fields, cursor
@@ -32,7 +40,6 @@ I31 = cython.declare(cython.ulonglong, (1 << 31) - 1)
 I63 = cython.declare(cython.ulonglong, (1 << 63) - 1)
 U32_MASK = cython.declare(cython.ulonglong, (1 << 32) - 1)
 U64_MASK = cython.declare(cython.ulonglong, (1 << 64) - 1)
-TYPE_FIELD = cython.declare(cython.int, 1)  # BaseCommand.type
 WIRE_VARINT = cython.declare(cython.int, VARINT)
 WIRE_LENGTH_DELIMITED = cython.declare(cython.int, LENGTH_DELIMITED)
 
@@ -64,6 +71,64 @@ ACK_BODY = cython.declare(cython.int, BODY_FIELDS[ACK])
 FLOW_BODY = cython.declare(cython.int, BODY_FIELDS[FLOW])
 _ACK_TYPES = cython.declare(dict, ACK_TYPES)
 _VALIDATION_ERRORS = cython.declare(dict, VALIDATION_ERRORS)
+# The fields read, by number, from the schema (field_number checks each one's wire type
+# is the one the reader expects). Compiled, C globals set once at import, not module
+# globals looked up at every frame.
+TYPE_FIELD = cython.declare(cython.int, field_number(BaseCommand, "type", VARINT))
+SEND_PRODUCER_ID = cython.declare(cython.int, field_number(CommandSend, "producer_id", VARINT))
+SEND_SEQUENCE_ID = cython.declare(cython.int, field_number(CommandSend, "sequence_id", VARINT))
+SEND_NUM_MESSAGES = cython.declare(cython.int, field_number(CommandSend, "num_messages", VARINT))
+SEND_TXNID_LEAST_BITS = cython.declare(
+    cython.int, field_number(CommandSend, "txnid_least_bits", VARINT)
+)
+SEND_TXNID_MOST_BITS = cython.declare(
+    cython.int, field_number(CommandSend, "txnid_most_bits", VARINT)
+)
+SEND_HIGHEST_SEQUENCE_ID = cython.declare(
+    cython.int, field_number(CommandSend, "highest_sequence_id", VARINT)
+)
+RECEIPT_PRODUCER_ID = cython.declare(
+    cython.int, field_number(CommandSendReceipt, "producer_id", VARINT)
+)
+RECEIPT_SEQUENCE_ID = cython.declare(
+    cython.int, field_number(CommandSendReceipt, "sequence_id", VARINT)
+)
+RECEIPT_MESSAGE_ID = cython.declare(
+    cython.int, field_number(CommandSendReceipt, "message_id", LENGTH_DELIMITED)
+)
+RECEIPT_HIGHEST_SEQUENCE_ID = cython.declare(
+    cython.int, field_number(CommandSendReceipt, "highest_sequence_id", VARINT)
+)
+MESSAGE_CONSUMER_ID = cython.declare(
+    cython.int, field_number(CommandMessage, "consumer_id", VARINT)
+)
+MESSAGE_MESSAGE_ID = cython.declare(
+    cython.int, field_number(CommandMessage, "message_id", LENGTH_DELIMITED)
+)
+MESSAGE_REDELIVERY_COUNT = cython.declare(
+    cython.int, field_number(CommandMessage, "redelivery_count", VARINT)
+)
+ACK_CONSUMER_ID = cython.declare(cython.int, field_number(CommandAck, "consumer_id", VARINT))
+ACK_ACK_TYPE = cython.declare(cython.int, field_number(CommandAck, "ack_type", VARINT))
+ACK_MESSAGE_ID = cython.declare(
+    cython.int, field_number(CommandAck, "message_id", LENGTH_DELIMITED)
+)
+ACK_VALIDATION_ERROR = cython.declare(
+    cython.int, field_number(CommandAck, "validation_error", VARINT)
+)
+ACK_TXNID_LEAST_BITS = cython.declare(
+    cython.int, field_number(CommandAck, "txnid_least_bits", VARINT)
+)
+ACK_TXNID_MOST_BITS = cython.declare(
+    cython.int, field_number(CommandAck, "txnid_most_bits", VARINT)
+)
+ACK_REQUEST_ID = cython.declare(cython.int, field_number(CommandAck, "request_id", VARINT))
+FLOW_CONSUMER_ID = cython.declare(cython.int, field_number(CommandFlow, "consumer_id", VARINT))
+FLOW_PERMITS = cython.declare(cython.int, field_number(CommandFlow, "messagePermits", VARINT))
+ID_LEDGER = cython.declare(cython.int, field_number(MessageIdData, "ledgerId", VARINT))
+ID_ENTRY = cython.declare(cython.int, field_number(MessageIdData, "entryId", VARINT))
+ID_PARTITION = cython.declare(cython.int, field_number(MessageIdData, "partition", VARINT))
+ID_BATCH_INDEX = cython.declare(cython.int, field_number(MessageIdData, "batch_index", VARINT))
 # The `frames` columns the hot commands fill.
 PRODUCER_ID = cython.declare(cython.Py_ssize_t, position("frames", "producer_id"))
 SEQUENCE_ID = cython.declare(cython.Py_ssize_t, position("frames", "sequence_id"))
@@ -187,20 +252,24 @@ class HotReader:
             number = fields.next()
             if number == 0:
                 break
-            if number == 3 and fields.wire_type == WIRE_LENGTH_DELIMITED and not seen_id:
+            if (
+                number == RECEIPT_MESSAGE_ID
+                and fields.wire_type == WIRE_LENGTH_DELIMITED
+                and not seen_id
+            ):
                 seen_id = True
                 if not self._message_id():
                     return False
                 self._put_message_id(rows)
             elif fields.wire_type != WIRE_VARINT:
                 return False
-            elif number == 1:
+            elif number == RECEIPT_PRODUCER_ID:
                 rows.set_int(PRODUCER_ID, _signed(fields.value))
                 found |= 1
-            elif number == 2:
+            elif number == RECEIPT_SEQUENCE_ID:
                 rows.set_int(SEQUENCE_ID, _signed(fields.value))
                 found |= 2
-            elif number == 4:
+            elif number == RECEIPT_HIGHEST_SEQUENCE_ID:
                 rows.set_int(HIGHEST_SEQUENCE_ID, _signed(fields.value))
             else:
                 return False
@@ -216,17 +285,21 @@ class HotReader:
             number = fields.next()
             if number == 0:
                 break
-            if number == 2 and fields.wire_type == WIRE_LENGTH_DELIMITED and not seen_id:
+            if (
+                number == MESSAGE_MESSAGE_ID
+                and fields.wire_type == WIRE_LENGTH_DELIMITED
+                and not seen_id
+            ):
                 seen_id = True
                 if not self._message_id():
                     return False
                 self._put_message_id(rows)
             elif fields.wire_type != WIRE_VARINT:
                 return False
-            elif number == 1:
+            elif number == MESSAGE_CONSUMER_ID:
                 rows.set_int(CONSUMER_ID, _signed(fields.value))
                 seen_consumer = True
-            elif number == 3:
+            elif number == MESSAGE_REDELIVERY_COUNT:
                 value = fields.value & U32_MASK  # a uint32 in an int32 column: null past it
                 if value <= I31:
                     rows.set_int(REDELIVERY_COUNT, value)
@@ -244,7 +317,7 @@ class HotReader:
             number = fields.next()
             if number == 0:
                 break
-            if number == 3 and fields.wire_type == WIRE_LENGTH_DELIMITED:
+            if number == ACK_MESSAGE_ID and fields.wire_type == WIRE_LENGTH_DELIMITED:
                 if not self._message_id():
                     return False
                 if not ids:  # the first id also fills the frame's own columns
@@ -260,19 +333,19 @@ class HotReader:
                 )
             elif fields.wire_type != WIRE_VARINT:
                 return False
-            elif number == 1:
+            elif number == ACK_CONSUMER_ID:
                 rows.set_int(CONSUMER_ID, _signed(fields.value))
                 found |= 1
-            elif number == 2 and fields.value in _ACK_TYPES:
+            elif number == ACK_ACK_TYPE and fields.value in _ACK_TYPES:
                 rows.set_text(ACK_TYPE, _ACK_TYPES[fields.value])
                 found |= 2
-            elif number == 4 and fields.value in _VALIDATION_ERRORS:
+            elif number == ACK_VALIDATION_ERROR and fields.value in _VALIDATION_ERRORS:
                 rows.set_text(VALIDATION_ERROR, _VALIDATION_ERRORS[fields.value])
-            elif number == 6:
+            elif number == ACK_TXNID_LEAST_BITS:
                 rows.set_int(TXNID_LEAST_BITS, _signed(fields.value))
-            elif number == 7:
+            elif number == ACK_TXNID_MOST_BITS:
                 rows.set_int(TXNID_MOST_BITS, _signed(fields.value))
-            elif number == 8:
+            elif number == ACK_REQUEST_ID:
                 rows.set_int(REQUEST_ID, _signed(fields.value))
             else:  # properties (the `info` column), an enum value the schema lacks
                 return False
@@ -301,15 +374,15 @@ class HotReader:
             if fields.wire_type != WIRE_VARINT:
                 return False
             value = fields.value
-            if number == 1:
+            if number == ID_LEDGER:
                 ledger = value
                 found |= 1
-            elif number == 2:
+            elif number == ID_ENTRY:
                 entry = value
                 found |= 2
-            elif number == 3:
+            elif number == ID_PARTITION:
                 self._partition = int32(value)
-            elif number == 4:
+            elif number == ID_BATCH_INDEX:
                 self._batch_index = int32(value)
             else:  # ack_set, batch_size, first_chunk_message_id
                 return False
@@ -387,19 +460,19 @@ def _send(fields: Fields, rows: ColumnBuffer) -> cython.bint:
         if fields.wire_type != WIRE_VARINT:
             return False
         value = fields.value
-        if number == 1:
+        if number == SEND_PRODUCER_ID:
             rows.set_int(PRODUCER_ID, _signed(value))
             found |= 1
-        elif number == 2:
+        elif number == SEND_SEQUENCE_ID:
             rows.set_int(SEQUENCE_ID, _signed(value))
             found |= 2
-        elif number == 3:
+        elif number == SEND_NUM_MESSAGES:
             rows.set_int(NUM_MESSAGES, int32(value))
-        elif number == 4:
+        elif number == SEND_TXNID_LEAST_BITS:
             rows.set_int(TXNID_LEAST_BITS, _signed(value))
-        elif number == 5:
+        elif number == SEND_TXNID_MOST_BITS:
             rows.set_int(TXNID_MOST_BITS, _signed(value))
-        elif number == 6:
+        elif number == SEND_HIGHEST_SEQUENCE_ID:
             rows.set_int(HIGHEST_SEQUENCE_ID, _signed(value))
         else:  # is_chunk, marker (the `info` column), message_id: the general path
             return False
@@ -416,10 +489,10 @@ def _flow(fields: Fields, rows: ColumnBuffer) -> cython.bint:
             break
         if fields.wire_type != WIRE_VARINT:
             return False
-        if number == 1:
+        if number == FLOW_CONSUMER_ID:
             rows.set_int(CONSUMER_ID, _signed(fields.value))
             found |= 1
-        elif number == 2:
+        elif number == FLOW_PERMITS:
             rows.set_int(PERMITS, fields.value & U32_MASK)
             found |= 2
         else:

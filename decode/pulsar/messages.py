@@ -14,17 +14,12 @@ import cython
 
 from ...tables.schema import kept_payload, position
 from ..api import FRAME_OF_MESSAGE, DecodeOptions, RowSink
+from ..wire import LENGTH_DELIMITED, VARINT, field_number
+from ._pb.pulsar_api_pb2 import MessageMetadata, SingleMessageMetadata
 from .batch import BadBatch, split_batch
 from .chunks import ChunkAssembler
 from .commands import text
 from .compression import CODEC_NAMES, DecompressionError, decompress
-from .metadata import (
-    NUM_MESSAGES_IN_BATCH,
-    ORDERING_KEY,
-    PARTITION_KEY,
-    SEQUENCE_ID,
-    UUID,
-)
 from .payload import PayloadError
 
 if cython.compiled:  # C declarations (payload.pxd, metadata.pxd, columns.pxd): C calls
@@ -47,12 +42,20 @@ I63 = cython.declare(object, (1 << 63) - 1)
 U64 = cython.declare(object, 1 << 64)
 # The largest millisecond time a microsecond int64 holds.
 MAX_MILLIS = cython.declare(object, ((1 << 63) - 1) // 1000)
-# The metadata fields whose presence is asked, by number.
-_NUM_MESSAGES_IN_BATCH = cython.declare(cython.int, NUM_MESSAGES_IN_BATCH)
-_UUID = cython.declare(cython.int, UUID)
-_SEQUENCE_ID = cython.declare(cython.int, SEQUENCE_ID)
-_PARTITION_KEY = cython.declare(cython.int, PARTITION_KEY)
-_ORDERING_KEY = cython.declare(cython.int, ORDERING_KEY)
+# The metadata fields whose presence is asked, by number, from the schema.
+_NUM_MESSAGES_IN_BATCH = cython.declare(
+    cython.int, field_number(MessageMetadata, "num_messages_in_batch", VARINT)
+)
+_UUID = cython.declare(cython.int, field_number(MessageMetadata, "uuid", LENGTH_DELIMITED))
+_SEQUENCE_ID = cython.declare(
+    cython.int, field_number(SingleMessageMetadata, "sequence_id", VARINT)
+)
+_PARTITION_KEY = cython.declare(
+    cython.int, field_number(SingleMessageMetadata, "partition_key", LENGTH_DELIMITED)
+)
+_ORDERING_KEY = cython.declare(
+    cython.int, field_number(SingleMessageMetadata, "ordering_key", LENGTH_DELIMITED)
+)
 
 
 def _messages(column: str) -> int:

@@ -22,8 +22,13 @@ from typing import Any
 
 import cython
 
-from ..wire import LENGTH_DELIMITED, VARINT, text
-from ._pb.pulsar_api_pb2 import CompressionType
+from ..wire import LENGTH_DELIMITED, VARINT, field_number, text
+from ._pb.pulsar_api_pb2 import (
+    CompressionType,
+    KeyValue,
+    MessageMetadata,
+    SingleMessageMetadata,
+)
 
 if cython.compiled:  # the C declarations (wire.pxd, hot.pxd): these are C calls
     from cython.cimports.cpython.bytes import PyBytes_AS_STRING
@@ -43,17 +48,129 @@ CODECS = cython.declare(
     frozenset, frozenset(value.number for value in CompressionType.DESCRIPTOR.values)
 )
 U32_MASK = cython.declare(cython.ulonglong, (1 << 32) - 1)
-# MessageMetadata: producer_name, sequence_id and publish_time are required.
-_REQUIRED = (1 << 1) | (1 << 2) | (1 << 3)
-_PAYLOAD_SIZE = 1 << 3  # SingleMessageMetadata's one required field
+
+
+def _bits(*numbers: int) -> int:
+    """Field numbers as bits of a C integer (a number past 63 does not fit: an error)."""
+    return sum(1 << number for number in numbers)
+
+
+def _required(message: Any) -> int:
+    """The required fields of a generated class, as :func:`_bits`."""
+    return _bits(*(f.number for f in message.DESCRIPTOR.fields if f.is_required))
+
+
+# The fields read, by number, from the schema (field_number checks each one's wire type
+# is the one the reader expects). Compiled, C globals set once at import, not module
+# globals looked up at every entry.
+ENTRY_PRODUCER_NAME = cython.declare(
+    cython.int, field_number(MessageMetadata, "producer_name", LENGTH_DELIMITED)
+)
+ENTRY_SEQUENCE_ID = cython.declare(cython.int, field_number(MessageMetadata, "sequence_id", VARINT))
+ENTRY_PUBLISH_TIME = cython.declare(
+    cython.int, field_number(MessageMetadata, "publish_time", VARINT)
+)
+ENTRY_PROPERTIES = cython.declare(
+    cython.int, field_number(MessageMetadata, "properties", LENGTH_DELIMITED)
+)
+ENTRY_REPLICATED_FROM = cython.declare(
+    cython.int, field_number(MessageMetadata, "replicated_from", LENGTH_DELIMITED)
+)
+ENTRY_PARTITION_KEY = cython.declare(
+    cython.int, field_number(MessageMetadata, "partition_key", LENGTH_DELIMITED)
+)
+ENTRY_COMPRESSION = cython.declare(cython.int, field_number(MessageMetadata, "compression", VARINT))
+ENTRY_UNCOMPRESSED_SIZE = cython.declare(
+    cython.int, field_number(MessageMetadata, "uncompressed_size", VARINT)
+)
+ENTRY_NUM_MESSAGES_IN_BATCH = cython.declare(
+    cython.int, field_number(MessageMetadata, "num_messages_in_batch", VARINT)
+)
+ENTRY_EVENT_TIME = cython.declare(cython.int, field_number(MessageMetadata, "event_time", VARINT))
+ENTRY_ENCRYPTION_KEYS = cython.declare(
+    cython.int, field_number(MessageMetadata, "encryption_keys", LENGTH_DELIMITED)
+)
+ENTRY_ORDERING_KEY = cython.declare(
+    cython.int, field_number(MessageMetadata, "ordering_key", LENGTH_DELIMITED)
+)
+ENTRY_NULL_VALUE = cython.declare(cython.int, field_number(MessageMetadata, "null_value", VARINT))
+ENTRY_UUID = cython.declare(cython.int, field_number(MessageMetadata, "uuid", LENGTH_DELIMITED))
+ENTRY_NUM_CHUNKS_FROM_MSG = cython.declare(
+    cython.int, field_number(MessageMetadata, "num_chunks_from_msg", VARINT)
+)
+ENTRY_TOTAL_CHUNK_MSG_SIZE = cython.declare(
+    cython.int, field_number(MessageMetadata, "total_chunk_msg_size", VARINT)
+)
+ENTRY_CHUNK_ID = cython.declare(cython.int, field_number(MessageMetadata, "chunk_id", VARINT))
+MEMBER_PROPERTIES = cython.declare(
+    cython.int, field_number(SingleMessageMetadata, "properties", LENGTH_DELIMITED)
+)
+MEMBER_PARTITION_KEY = cython.declare(
+    cython.int, field_number(SingleMessageMetadata, "partition_key", LENGTH_DELIMITED)
+)
+MEMBER_PAYLOAD_SIZE = cython.declare(
+    cython.int, field_number(SingleMessageMetadata, "payload_size", VARINT)
+)
+MEMBER_EVENT_TIME = cython.declare(
+    cython.int, field_number(SingleMessageMetadata, "event_time", VARINT)
+)
+MEMBER_ORDERING_KEY = cython.declare(
+    cython.int, field_number(SingleMessageMetadata, "ordering_key", LENGTH_DELIMITED)
+)
+MEMBER_SEQUENCE_ID = cython.declare(
+    cython.int, field_number(SingleMessageMetadata, "sequence_id", VARINT)
+)
+MEMBER_NULL_VALUE = cython.declare(
+    cython.int, field_number(SingleMessageMetadata, "null_value", VARINT)
+)
+PAIR_KEY = cython.declare(cython.int, field_number(KeyValue, "key", LENGTH_DELIMITED))
+PAIR_VALUE = cython.declare(cython.int, field_number(KeyValue, "value", LENGTH_DELIMITED))
+# An entry's messages when it says nothing: the schema's default.
+_BATCH_DEFAULT = cython.declare(
+    object, MessageMetadata.DESCRIPTOR.fields_by_name["num_messages_in_batch"].default_value
+)
+# The fields each message must have, as bits by number (missing, the generated class
+# refuses the bytes, so the wire reader declines them).
+_ENTRY_REQUIRED = cython.declare(cython.ulonglong, _required(MessageMetadata))
+_MEMBER_REQUIRED = cython.declare(cython.ulonglong, _required(SingleMessageMetadata))
 # The fields the entry decoder reads, as bits by number: any other field the wire reader
 # skips (schema_version, deliver_at_time, txnid_*, ...: the generated classes would keep
 # them, unread; a field of the wrong wire type, or unknown, they would keep aside).
+# Encryption keys are "read": their presence sends the entry to the generated class.
 _ENTRY_READS = cython.declare(
     cython.ulonglong,
-    sum(1 << n for n in (1, 2, 3, 4, 5, 6, 8, 9, 11, 12, 13, 18, 25, 26, 27, 28, 29)),
+    _bits(
+        ENTRY_PRODUCER_NAME,
+        ENTRY_SEQUENCE_ID,
+        ENTRY_PUBLISH_TIME,
+        ENTRY_PROPERTIES,
+        ENTRY_REPLICATED_FROM,
+        ENTRY_PARTITION_KEY,
+        ENTRY_COMPRESSION,
+        ENTRY_UNCOMPRESSED_SIZE,
+        ENTRY_NUM_MESSAGES_IN_BATCH,
+        ENTRY_EVENT_TIME,
+        ENTRY_ENCRYPTION_KEYS,
+        ENTRY_ORDERING_KEY,
+        ENTRY_NULL_VALUE,
+        ENTRY_UUID,
+        ENTRY_NUM_CHUNKS_FROM_MSG,
+        ENTRY_TOTAL_CHUNK_MSG_SIZE,
+        ENTRY_CHUNK_ID,
+    ),
 )
-_MEMBER_READS = cython.declare(cython.ulonglong, sum(1 << n for n in (1, 2, 3, 5, 7, 8, 9)))
+_MEMBER_READS = cython.declare(
+    cython.ulonglong,
+    _bits(
+        MEMBER_PROPERTIES,
+        MEMBER_PARTITION_KEY,
+        MEMBER_PAYLOAD_SIZE,
+        MEMBER_EVENT_TIME,
+        MEMBER_ORDERING_KEY,
+        MEMBER_SEQUENCE_ID,
+        MEMBER_NULL_VALUE,
+    ),
+)
 
 
 @cython.cfunc
@@ -176,13 +293,13 @@ class EntryMetadata(_Reading):
         one per entry without calling the class)."""
         self.producer_name = self.partition_key = ""
         self.sequence_id = self.publish_time = self.uncompressed_size = self.event_time = 0
-        self.num_messages_in_batch = 1  # the schema's default
+        self.num_messages_in_batch = _BATCH_DEFAULT
         self.compression = 0
         self.encrypted = self.null_value = False
         self.ordering_key = b""
         self.replicated_from = self.uuid = ""
         self.num_chunks_from_msg = self.chunk_id = self.total_chunk_msg_size = 0
-        self._start(_REQUIRED, 4)
+        self._start(_ENTRY_REQUIRED, ENTRY_PROPERTIES)
 
     def HasField(self, name: str) -> bool:
         return self.has(_METADATA_NUMBERS[name])
@@ -191,47 +308,52 @@ class EntryMetadata(_Reading):
     def put(self, number: cython.int, fields: Fields, data: bytes) -> cython.bint:
         wire_type: cython.int = fields.wire_type
         if wire_type == WIRE_LENGTH_DELIMITED:
-            if number == 4:
+            if number == ENTRY_PROPERTIES:
                 return self._property(fields, data)
-            if number == 1 or number == 5 or number == 6 or number == 26:
+            if number in (
+                ENTRY_PRODUCER_NAME,
+                ENTRY_REPLICATED_FROM,
+                ENTRY_PARTITION_KEY,
+                ENTRY_UUID,
+            ):
                 decoded = _utf8(data, fields.start, fields.stop)
                 if decoded is None:
                     return False
-                if number == 1:
+                if number == ENTRY_PRODUCER_NAME:
                     self.producer_name = decoded
-                elif number == 5:
+                elif number == ENTRY_REPLICATED_FROM:
                     self.replicated_from = decoded
-                elif number == 6:
+                elif number == ENTRY_PARTITION_KEY:
                     self.partition_key = decoded
                 else:
                     self.uuid = decoded
                 return True
-            if number == 18:
+            if number == ENTRY_ORDERING_KEY:
                 self.ordering_key = data[fields.start : fields.stop]
                 return True
             return _unread(_ENTRY_READS, number)
         if wire_type != WIRE_VARINT:
             return _unread(_ENTRY_READS, number)
         value = fields.value
-        if number == 2:
+        if number == ENTRY_SEQUENCE_ID:
             self.sequence_id = value
-        elif number == 3:
+        elif number == ENTRY_PUBLISH_TIME:
             self.publish_time = value
-        elif number == 8 and value in CODECS:
+        elif number == ENTRY_COMPRESSION and value in CODECS:
             self.compression = value
-        elif number == 9:
+        elif number == ENTRY_UNCOMPRESSED_SIZE:
             self.uncompressed_size = value & U32_MASK
-        elif number == 11:
+        elif number == ENTRY_NUM_MESSAGES_IN_BATCH:
             self.num_messages_in_batch = int32(value)
-        elif number == 12:
+        elif number == ENTRY_EVENT_TIME:
             self.event_time = value
-        elif number == 25:
+        elif number == ENTRY_NULL_VALUE:
             self.null_value = value != 0
-        elif number == 27:
+        elif number == ENTRY_NUM_CHUNKS_FROM_MSG:
             self.num_chunks_from_msg = int32(value)
-        elif number == 28:
+        elif number == ENTRY_TOTAL_CHUNK_MSG_SIZE:
             self.total_chunk_msg_size = int32(value)
-        elif number == 29:
+        elif number == ENTRY_CHUNK_ID:
             self.chunk_id = int32(value)
         else:
             return _unread(_ENTRY_READS, number)
@@ -255,7 +377,7 @@ class MemberMetadata(_Reading):
         self.partition_key = ""
         self.ordering_key = b""
         self.null_value = False
-        self._start(_PAYLOAD_SIZE, 1)
+        self._start(_MEMBER_REQUIRED, MEMBER_PROPERTIES)
 
     def HasField(self, name: str) -> bool:
         return self.has(_SINGLE_NUMBERS[name])
@@ -263,55 +385,55 @@ class MemberMetadata(_Reading):
     @cython.ccall
     def put(self, number: cython.int, fields: Fields, data: bytes) -> cython.bint:
         wire_type: cython.int = fields.wire_type
-        if wire_type == WIRE_LENGTH_DELIMITED and number == 1:
+        if wire_type == WIRE_LENGTH_DELIMITED and number == MEMBER_PROPERTIES:
             return self._property(fields, data)
-        if wire_type == WIRE_LENGTH_DELIMITED and number == 2:
+        if wire_type == WIRE_LENGTH_DELIMITED and number == MEMBER_PARTITION_KEY:
             decoded = _utf8(data, fields.start, fields.stop)
             if decoded is None:
                 return False
             self.partition_key = decoded
-        elif wire_type == WIRE_LENGTH_DELIMITED and number == 7:
+        elif wire_type == WIRE_LENGTH_DELIMITED and number == MEMBER_ORDERING_KEY:
             self.ordering_key = data[fields.start : fields.stop]
         elif wire_type != WIRE_VARINT:
             return _unread(_MEMBER_READS, number)
-        elif number == 3:
+        elif number == MEMBER_PAYLOAD_SIZE:
             self.payload_size = int32(fields.value)
-        elif number == 5:
+        elif number == MEMBER_EVENT_TIME:
             self.event_time = fields.value
-        elif number == 8:
+        elif number == MEMBER_SEQUENCE_ID:
             self.sequence_id = fields.value
-        elif number == 9:
+        elif number == MEMBER_NULL_VALUE:
             self.null_value = fields.value != 0
         else:
             return _unread(_MEMBER_READS, number)
         return True
 
 
-# Field numbers by name, of the fields whose presence the entry decoder asks.
-NUM_MESSAGES_IN_BATCH = 11
-UUID = 26
-PARTITION_KEY = 2  # SingleMessageMetadata's
-PAYLOAD_SIZE = 3
-ORDERING_KEY = 7
-SEQUENCE_ID = 8
-_METADATA_NUMBERS = {
-    "producer_name": 1,
-    "sequence_id": 2,
-    "publish_time": 3,
-    "partition_key": 6,
-    "compression": 8,
-    "uncompressed_size": 9,
-    "num_messages_in_batch": NUM_MESSAGES_IN_BATCH,
-    "event_time": 12,
-    "uuid": UUID,
-}
-_SINGLE_NUMBERS = {
-    "partition_key": PARTITION_KEY,
-    "payload_size": PAYLOAD_SIZE,
-    "event_time": 5,
-    "ordering_key": ORDERING_KEY,
-    "sequence_id": SEQUENCE_ID,
-}
+def _numbers(message: Any, *names: str) -> dict[str, int]:
+    return {name: message.DESCRIPTOR.fields_by_name[name].number for name in names}
+
+
+# Field numbers by name, of the fields whose presence is asked (HasField).
+_METADATA_NUMBERS = _numbers(
+    MessageMetadata,
+    "producer_name",
+    "sequence_id",
+    "publish_time",
+    "partition_key",
+    "compression",
+    "uncompressed_size",
+    "num_messages_in_batch",
+    "event_time",
+    "uuid",
+)
+_SINGLE_NUMBERS = _numbers(
+    SingleMessageMetadata,
+    "partition_key",
+    "payload_size",
+    "event_time",
+    "ordering_key",
+    "sequence_id",
+)
 
 
 @cython.ccall
@@ -386,9 +508,9 @@ def _key_value(fields: Fields, data: bytes, spans: bytearray) -> cython.bint:
             break
         if fields.wire_type != WIRE_LENGTH_DELIMITED:
             return False
-        if number == 1 and key_start < 0:
+        if number == PAIR_KEY and key_start < 0:
             key_start, key_stop = fields.start, fields.stop
-        elif number == 2 and value_start < 0:
+        elif number == PAIR_VALUE and value_start < 0:
             value_start, value_stop = fields.start, fields.stop
         else:
             return False

@@ -81,7 +81,7 @@ def _present(rows: ColumnBuffer, columns: tuple[int, ...]) -> dict[int, str]:
 
 # An outstanding request: its command and time, and what a matching response inherits
 # (topic, producer id, consumer id). A tuple: one is made per request, and a class
-# instance cost twice as much to build.
+# instance costs more to build.
 Request = tuple[str, int, str | None, int | None, int | None]
 
 
@@ -337,6 +337,25 @@ class ConnectionState:
 
 
 # -- permits (module functions of a state's ``consumers``: the decoder calls them as C) ----
+#
+# The permit ledger of jobs/permits.py, kept as the frames are decoded. The job's is the
+# reference (its timeline is what users read, and a test holds its starvation to the
+# broker's record); the decoder keeps its own only to report a MESSAGE delivered beyond
+# the granted permits as a `protocol_violation` anomaly, and only where it is sure of the
+# balance. Both follow one rule: a consumer starts at zero, a FLOW adds its permits, a
+# delivered entry spends its number of messages, and a delivery at zero or below is
+# beyond the permits; tests/test_permit_ledgers.py holds their verdicts equal. They part
+# at the edges, where the decoder chooses to know nothing rather than guess:
+# - a capture that starts mid-connection: the job starts a consumer's ledger at the
+#   broker's answer to a SUBSCRIBE it sees; the decoder keeps none on that connection;
+# - bytes lost (a gap, a resync): the decoder forgets the connection's balances, as a FLOW
+#   may have been in the hole; the job carries on, its balance now maybe too low;
+# - the start: the decoder at the SUBSCRIBE, the job at the broker's SUCCESS (a client
+#   sends FLOW only after it, and a refused SUBSCRIBE gets no deliveries);
+# - the order: the decoder takes the frames as reassembly delivers them, the job sorts
+#   them by capture time (then direction and offset); the two part only where the capture
+#   is ambiguous (frames of both directions ending in the same microsecond, reordered
+#   segments).
 
 
 @cython.ccall

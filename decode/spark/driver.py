@@ -13,8 +13,10 @@ from ...tables.dataset import (
     DatasetError,
     check_output,
 )
+from ...terminal import printable
 from ..inputs import InputError
 from ..options import add_decode_options, decode_options
+from .cluster import check_uri_output, interpreter_problem, unshared_output
 from .listing import list_captures
 from .writing import Output, write_dataset
 
@@ -34,6 +36,11 @@ def main(argv: list[str] | None = None) -> int:
         "--overwrite", action="store_true", help="replace OUT if it is an earlier pwcap dataset"
     )
     add_decode_options(parser)
+    parser.add_argument(
+        "--shared-output",
+        action="store_true",
+        help="OUT is a path every node of the cluster sees (a shared mount): write it there",
+    )
     parser.add_argument("--verbose", action="store_true", help="keep Spark's INFO logging")
     args = parser.parse_args(argv)
     options = decode_options(args)
@@ -41,22 +48,29 @@ def main(argv: list[str] | None = None) -> int:
         captures, skipped = list_captures(args.inputs, options.series)
         if "://" not in args.output:  # known before Spark starts
             check_output(Path(args.output), args.overwrite)
+        else:
+            check_uri_output(args.output, args.overwrite)
     except (InputError, DatasetError) as error:
-        parser.exit(1, f"decode: error: {error}\n")
+        parser.exit(1, f"decode: error: {printable(error, None)}\n")
     java = no_java()
     if java is not None:
         parser.exit(1, f"decode: error: {java}\n")
     if skipped:
-        print(f"skipped {len(skipped)} files that are not captures: {', '.join(skipped[:3])}")
+        names = printable(", ".join(skipped[:3]), None)
+        print(f"skipped {len(skipped)} files that are not captures: {names}")
     # The tasks run pwcap: local Python workers are this interpreter, which has it (a
     # cluster's are what PYSPARK_PYTHON names: see the README).
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     spark = session("pwcap-decode", args.verbose)
+    problem = None if args.shared_output else unshared_output(spark, args.output)
+    problem = problem or interpreter_problem(spark, "INFO" if args.verbose else "WARN")
+    if problem is not None:
+        parser.exit(1, f"decode: error: {printable(problem, None)}\n")
     output = Output(spark, args.output, args.overwrite)
     try:
         written = output.write(partial(write_dataset, spark, captures, options))
     except DatasetError as error:
-        parser.exit(1, f"decode: error: {error}\n")
+        parser.exit(1, f"decode: error: {printable(error, None)}\n")
     for table, path in written.items():
-        print(f"{table}: {path}")
+        print(f"{table}: {printable(path, None)}")
     return 0

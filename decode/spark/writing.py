@@ -9,6 +9,7 @@ from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 
 import pyarrow as pa
+import pyarrow.parquet as pq
 from py4j.java_gateway import JavaObject
 from pyarrow import fs as pafs
 from pyspark import TaskContext
@@ -26,7 +27,8 @@ from ..driver import CaptureResult, capture_rows, merge_shares
 from .listing import SCHEMES, Listed
 from .tasks import SHARE, SPLIT_ABOVE, decoded, share_result, unpacked
 
-WRITTEN_DDL = "files array<string>, shares array<string>"
+WRITTEN_DDL = "files array<string>, rows array<bigint>, shares array<string>"
+LISTED_MISSING = 5  # part files a failed commit names
 
 
 def write_dataset(
@@ -43,21 +45,21 @@ def write_dataset(
     have its schema, row groups and compression, and tells the driver which files it
     wrote; the driver then commits (:func:`commit`). The rows go from the decoding Python
     to the writing Python as a few large binary values: the JVM never handles a frame
-    row. (When Spark's own Parquet writer wrote them, turning them into JVM rows and
-    encoding those took a third of the job's CPU.) Spark's Python data sources do the same
+    row. (Spark's own Parquet writer would turn them into JVM rows and encode those, a
+    large share of the job's CPU.) Spark's Python data sources do the same
     but plan and commit in Python processes the driver starts with the executors'
     interpreter, which a cluster's ``--archives`` environment does not have on the
     driver."""
     written = decoded(spark, captures, options, split_above).mapInArrow(
         write_parts(folder), WRITTEN_DDL
     )
-    commit(folder, [(row["files"], row["shares"]) for row in written.collect()])
+    commit(folder, [(row["files"], row["rows"], row["shares"]) for row in written.collect()])
 
 
 def write_parts(folder: str) -> Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]]:
     """The function each writing task runs over its packed rows: it writes them into part
-    files of its own in ``folder`` and yields one row, the files and its shares' capture
-    results (JSON)."""
+    files of its own in ``folder`` and yields one row, the files, the rows each holds as
+    the task reads it back, and its shares' capture results (JSON)."""
 
     def write(packed: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         task = TaskContext.get()  # the attempts of one task write apart: one is kept
@@ -72,17 +74,21 @@ def write_parts(folder: str) -> Callable[[Iterator[pa.RecordBatch]], Iterator[pa
                         continue
                     for rows in unpacked(data.as_buffer()):
                         tables.writer(table).add_batch(rows)
-        yield pa.RecordBatch.from_pylist([{"files": tables.files, "shares": shares}])
+        rows = [_rows_in(tables.filesystem, file) for file in tables.files]
+        yield pa.RecordBatch.from_pylist([{"files": tables.files, "rows": rows, "shares": shares}])
 
     return write
 
 
-def commit(folder: str, written: list[tuple[list[str], list[str]]]) -> None:
-    """On the driver, once every task succeeded (``written``: what each told, as files and
-    share results): drop what failed attempts left, then write the rows about whole
+def commit(folder: str, written: list[tuple[list[str], list[int], list[str]]]) -> None:
+    """On the driver, once every task succeeded (``written``: what each told, as files,
+    their rows and share results): check that the driver finds every file with the rows
+    its task wrote, drop what failed attempts left, then write the rows about whole
     captures decoded in shares and a file for each table still without one."""
-    kept = {file for files, _ in written for file in files}
+    reported = {file: n for files, rows, _ in written for file, n in zip(files, rows, strict=True)}
+    kept = set(reported)
     with _DatasetFolder(folder, "part-driver") as tables:
+        _check_parts(tables.filesystem, tables.base, reported)
         for table in TABLES:
             selector = pafs.FileSelector(f"{tables.base}/{table}", allow_not_found=True)
             found = {f.path for f in tables.filesystem.get_file_info(selector) if f.is_file}
@@ -90,8 +96,33 @@ def commit(folder: str, written: list[tuple[list[str], list[str]]]) -> None:
                 tables.filesystem.delete_file(stray)
             if not found & kept:
                 tables.writer(table)  # closed without rows: a file with the schema
-        for row in shared_capture_rows([text for _, shares in written for text in shares]):
+        for row in shared_capture_rows([text for _, _, shares in written for text in shares]):
             tables.writer("anomalies").append(row)
+
+
+def _rows_in(filesystem: pafs.FileSystem, path: str) -> int | None:
+    """The rows of a Parquet file as its footer says, None when it cannot be read."""
+    try:
+        with filesystem.open_input_file(path) as file:
+            return pq.ParquetFile(file).metadata.num_rows
+    except (OSError, pa.ArrowException):
+        return None
+
+
+def _check_parts(filesystem: pafs.FileSystem, base: str, reported: dict[str, int]) -> None:
+    """Raise :class:`DatasetError` naming the part files the tasks wrote that the driver
+    does not find in the dataset folder ``base`` with their rows: written where it cannot
+    see (a node's local disk, not storage every node shares), the dataset would be short
+    of them without a word."""
+    lost = sorted(path for path, rows in reported.items() if _rows_in(filesystem, path) != rows)
+    if lost:
+        names = ", ".join(path.removeprefix(f"{base}/") for path in lost[:LISTED_MISSING])
+        more = f" and {len(lost) - LISTED_MISSING} more" if len(lost) > LISTED_MISSING else ""
+        raise DatasetError(
+            f"{len(lost)} of the {len(reported)} part files the tasks wrote are missing where"
+            f" the driver reads the output ({names}{more}): the output must be on storage"
+            " every node sees (HDFS, S3, a shared mount); no dataset was written"
+        )
 
 
 class _DatasetFolder:
@@ -100,7 +131,7 @@ class _DatasetFolder:
     on leaving it (:attr:`files` then names them), or abandoned if an error leaves it."""
 
     def __init__(self, folder: str, part_name: str) -> None:
-        self.filesystem, self.base = pafs.FileSystem.from_uri(_pyarrow_uri(folder))
+        self.filesystem, self.base = pafs.FileSystem.from_uri(pyarrow_uri(folder))
         self._part_name = part_name
         self._background = ThreadPoolExecutor(1, thread_name_prefix="pwcap-parquet")
         self._writers: dict[str, TableWriter] = {}
@@ -134,7 +165,7 @@ class _DatasetFolder:
         self.files = [file for writer in self._writers.values() for file in writer.files]
 
 
-def _pyarrow_uri(folder: str) -> str:
+def pyarrow_uri(folder: str) -> str:
     """A Hadoop path or URI (``file:/x``, ``s3a://b/x``, ``hdfs://nn/x``) as pyarrow names it."""
     scheme, found, rest = folder.partition("://")
     if found and scheme in SCHEMES:
@@ -158,6 +189,24 @@ def shared_capture_rows(results: list[str]) -> list[Row]:
 # -- the dataset, written whole -------------------------------------------------------------------
 
 
+def refuse_existing(
+    shown: str, overwrite: bool, is_folder: bool, held: Callable[[], set[str]]
+) -> None:
+    """Raise :class:`DatasetError` unless an existing output may be replaced: only with
+    ``--overwrite``, and only an earlier dataset (a folder that ``held`` names only
+    tables in); anything else there is the user's."""
+    if not overwrite:
+        raise DatasetError(f"{shown} already exists (use --overwrite to replace it)")
+    if not is_folder:
+        raise DatasetError(f"{shown} exists and is not a dataset directory; not replacing it")
+    unexpected = held() - set(TABLES)
+    if unexpected:
+        raise DatasetError(
+            f"{shown} does not look like a pwcap dataset (it holds"
+            f" {sorted(unexpected)[0]!r}); not replacing it"
+        )
+
+
 class Output:
     """The dataset folder the job writes, on whichever filesystem Hadoop reaches: refused
     when it exists (unless overwriting an earlier dataset), written under a hidden
@@ -174,18 +223,12 @@ class Output:
 
     def check(self) -> None:
         """Raise :class:`DatasetError` when the folder may not be written."""
-        if not self._fs.exists(self.path):
-            return
-        shown = self.path.toString()
-        if not self._overwrite:
-            raise DatasetError(f"{shown} already exists (use --overwrite to replace it)")
-        if not self._fs.getFileStatus(self.path).isDirectory():
-            raise DatasetError(f"{shown} exists and is not a dataset directory; not replacing it")
-        held = {status.getPath().getName() for status in self._fs.listStatus(self.path)}
-        if held - set(TABLES):
-            raise DatasetError(
-                f"{shown} does not look like a pwcap dataset (it holds"
-                f" {sorted(held - set(TABLES))[0]!r}); not replacing it"
+        if self._fs.exists(self.path):
+            refuse_existing(
+                self.path.toString(),
+                self._overwrite,
+                self._fs.getFileStatus(self.path).isDirectory(),
+                lambda: {status.getPath().getName() for status in self._fs.listStatus(self.path)},
             )
 
     def write(self, write: Callable[[str], None]) -> dict[str, str]:

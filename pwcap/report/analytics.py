@@ -29,9 +29,9 @@ def _micros_column(column: pa.ChunkedArray) -> pa.ChunkedArray:
 
 
 class LatencyKinds:
-    """Percentiles (by kind, and by kind and topic) and p99-over-time of each kind of
-    pair, read one kind at a time so memory holds one kind's latencies, never the whole
-    pairs table. Time bins lie on ``axis``, which skips the hours no capture recorded."""
+    """Percentiles and p99-over-time of each kind of pair, read one kind at a time so
+    memory holds one kind's latencies, never the whole pairs table. Time bins lie on
+    ``axis``, which skips the hours no capture recorded."""
 
     def __init__(self, pairs: ds.Dataset, axis: BrokenAxis) -> None:
         self.outcomes = count_by(pairs, ["kind", "outcome"])
@@ -44,22 +44,14 @@ class LatencyKinds:
                 kinds[kind] += n
         self.busiest = [kind for kind, _ in kinds.most_common(SERIES)]
         self.rows: list[dict[str, Any]] = []
-        self.by_topic: list[dict[str, Any]] = []  # kind, topic, count, p99
         self.series: list[tuple[str, list[svg.Point]]] = []
         for kind in kinds:
             where = (pc.field("kind") == kind) & answered
-            latency = read_columns(pairs, ["request_ts", "latency_us", "topic"], where)
-            if "topic" not in latency.column_names:  # an older analytics table
-                latency = latency.append_column("topic", pa.nulls(latency.num_rows, pa.string()))
+            latency = read_columns(pairs, ["request_ts", "latency_us"], where)
             self.rows.append(self._percentiles(kind, latency["latency_us"]))
-            self.by_topic += [
-                {"kind": kind, "topic": topic, "count": n, "p99": p99}
-                for topic, n, p99 in quantile_by(latency, "topic", "latency_us", 0.99)
-            ]
             if kind in self.busiest:
                 self.series.append((kind, self._over_time(latency)))
         self.rows.sort(key=lambda r: -(r.get("p99") or -1))
-        self.by_topic.sort(key=lambda r: -r["p99"])
         self.series.sort(key=lambda s: self.busiest.index(s[0]))
 
     def unanswered(self) -> Counter[str]:
@@ -106,25 +98,6 @@ class LatencyKinds:
             )
             if q
         ]
-
-
-def quantile_by(table: pa.Table, key: str, value: str, q: float) -> list[tuple[Any, int, float]]:
-    """(key, count, q-quantile of ``value``) per distinct key, exact with linear
-    interpolation like ``pc.quantile`` and Spark's ``percentile``: one sort, then a
-    look-up per group."""
-    if table.num_rows == 0:
-        return []
-    ordered = table.sort_by([(key, "ascending"), (value, "ascending")])[value]
-    groups = table.group_by(key).aggregate([([], "count_all")]).sort_by(key)
-    found = []
-    start = 0
-    for name, n in zip(groups[key].to_pylist(), groups["count_all"].to_pylist(), strict=True):
-        at = start + q * (n - 1)
-        low = ordered[int(at)].as_py()
-        high = ordered[min(int(at) + 1, start + n - 1)].as_py()
-        found.append((name, n, low + (high - low) * (at - int(at))))
-        start += n
-    return found
 
 
 def _micros(value: datetime) -> int:
@@ -281,11 +254,11 @@ def _timeline(analytics: Source, consumer: dict[str, Any]) -> str:
             for r in longest
             if r["start_ts"] and r["end_ts"]
         ]
-    names = " / ".join(str(consumer[k]) for k in ("topic", "subscription") if consumer.get(k))
+    names = " / ".join(m.short(consumer[k]) for k in ("topic", "subscription") if consumer.get(k))
     title = " — ".join(
         part
         for part in (
-            f"{consumer.get('capture') or ''} conn {consumer['conn_id']}"
+            f"{m.short(consumer.get('capture') or '')} conn {consumer['conn_id']}"
             f" consumer {consumer['consumer_id']}".strip(),
             names,
             f"starved {m.micros(consumer.get('starved_us'))}"

@@ -21,7 +21,7 @@ from .tables import (
     top_rows,
 )
 
-WORST = 5  # (kind, topic) pairs listed under the worst p99
+WORST = 5  # kinds, consumers or subscriptions a card lists
 NOT_ANALYSED = "needs the analytics (pwcap analyze, then --analytics)"
 
 
@@ -67,18 +67,18 @@ def _span(spans: list[tuple[int, int]]) -> str:
 
 
 def _worst_latency(kinds: LatencyKinds | None) -> str:
-    if kinds is None or not kinds.by_topic:
+    """The p99 of each kind of pair over the whole capture: the values of the latency
+    section's table by kind, worst first."""
+    answered = [r for r in kinds.rows if r.get("p99") is not None] if kinds else []
+    if not answered:
         why = NOT_ANALYSED if kinds is None else "no request was answered"
-        return _card("latency", "Worst p99 latency", "–", [why])
-    worst = kinds.by_topic[:WORST]
+        return _card("latency", "Worst p99 latency, by kind", "–", [why])
+    worst = answered[:WORST]
     return _card(
         "latency",
-        "Worst p99 latency",
+        "Worst p99 latency, by kind",
         m.micros(worst[0]["p99"]),
-        [
-            f"{m.micros(r['p99'])}  {r['kind']} · {r['topic'] or '(no topic)'} (n={r['count']:,})"
-            for r in worst
-        ],
+        [f"{m.micros(r['p99'])}  {m.short(r['kind'])} (n={r['count']:,})" for r in worst],
     )
 
 
@@ -90,7 +90,8 @@ def _unanswered(kinds: LatencyKinds | None) -> str:
         "latency",
         "Unanswered requests",
         f"{sum(counts.values()):,}",
-        [f"{kind} {n:,}" for kind, n in counts.most_common(WORST)] or ["every request answered"],
+        [f"{m.short(kind)} {n:,}" for kind, n in counts.most_common(WORST)]
+        or ["every request answered"],
     )
 
 
@@ -101,9 +102,10 @@ def _starvation(analytics: Source) -> str:
     starved = pc.greater(pc.fill_null(table["starved_us"], 0), 0)
     count = pc.sum(starved).as_py() or 0
     total = pc.sum(table["starved_us"]).as_py() or 0
+    columns = ["subscription", "consumer_name", "starved_us", "receiver_queue_size"]
     worst = top_rows(
         analytics.get("permit_summary"),
-        ["subscription", "consumer_name", "starved_us"],
+        [c for c in columns if analytics.has("permit_summary", c)],
         "starved_us",
         WORST,
         pc.field("starved_us") > 0,
@@ -114,10 +116,18 @@ def _starvation(analytics: Source) -> str:
         f"{count:,} of {table.num_rows:,}",
         [f"{m.micros(total)} starved in all (balance at zero)"]
         + [
-            f"{m.micros(r['starved_us'])}  {r.get('subscription')} ({r.get('consumer_name')})"
+            f"{m.micros(r['starved_us'])}  {m.short(r.get('subscription'))}"
+            f" ({m.short(r.get('consumer_name'))}){_likely_cause(r)}"
             for r in worst
         ],
     )
+
+
+def _likely_cause(consumer: dict) -> str:
+    """Why a consumer sat without permits, as far as the capture tells: it grants as many
+    as its receiver queue holds, so a small queue runs dry behind a slow application."""
+    queue = consumer.get("receiver_queue_size")
+    return "" if queue is None else f": likely its receiver queue of {queue:,}"
 
 
 def _redelivery(analytics: Source) -> str:
@@ -142,7 +152,10 @@ def _redelivery(analytics: Source) -> str:
         "Redelivery rate",
         rate,
         [f"{redeliveries:,} redeliveries of {deliveries:,} deliveries"]
-        + [f"{r / d:.1%}  {topic} / {sub} ({r:,.0f} of {d:,.0f})" for r, d, (topic, sub) in worst],
+        + [
+            f"{r / d:.1%}  {m.short(topic)} / {m.short(sub)} ({r:,.0f} of {d:,.0f})"
+            for r, d, (topic, sub) in worst
+        ],
     )
 
 
@@ -155,7 +168,8 @@ def _anomalies(decoded: Source) -> str:
         "anomalies",
         "Anomalies",
         f"{sum(counts.values()):,}",
-        [f"{kind} {n:,}" for (kind,), n in counts.most_common()] or ["none: clean capture"],
+        [f"{m.short(kind)} {n:,}" for (kind,), n in counts.most_common()]
+        or ["none: clean capture"],
     )
 
 

@@ -142,5 +142,7 @@ def anomalies(decoded: Source) -> str:
             m.subsection(
                 f"First anomalies ({len(rows)} of {total:,})", [m.table(rows, ANOMALY_COLUMNS)]
             ),
-        ],
+        ]
+        if total
+        else [m.note("No anomalies: every byte of the capture decoded at face value.")],
     )

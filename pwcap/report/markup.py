@@ -27,6 +27,14 @@ def esc(value: Any) -> str:
     return html.escape("" if value is None else str(value), quote=True).translate(_CONTROLS)
 
 
+def short(value: Any, limit: int = MAX_TEXT) -> str:
+    """A name from the capture as a heading or a card shows it: cut to ``limit``
+    characters with an ellipsis (unescaped: the builders escape). A name can be 10,000
+    characters long, and a heading has no tooltip to hold the rest."""
+    raw = "" if value is None else str(value)
+    return raw if len(raw) <= limit else raw[: limit - 1] + "…"
+
+
 def text(value: Any) -> str:
     """A value as cell text: long strings cut, full value in a tooltip, escaped."""
     if value is None:
@@ -131,9 +139,8 @@ h3 { font-size:14px; margin:16px 0 6px; color:var(--muted); }
 table { border-collapse:collapse; font-size:12.5px; width:100%; }
 th, td { border-bottom:1px solid var(--line); padding:3px 8px; text-align:left;
   vertical-align:top; }
-td { overflow-wrap:break-word; }
-th { position:sticky; top:0; background:#eef1f5; font-weight:600; white-space:nowrap; }
-td.time { white-space:nowrap; }
+td { overflow-wrap:anywhere; }
+th { position:sticky; top:0; background:#eef1f5; font-weight:600; }
 td.num { text-align:right; font-variant-numeric:tabular-nums; white-space:nowrap; }
 .null { color:#aab; }
 .note, .empty { color:var(--muted); margin:6px 0; }

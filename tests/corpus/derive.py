@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from tests.corpus.pcapfile import Capture, Record, Segment, tcp_segment
+from fuzz.pcapfile import Capture, Record, Segment, tcp_segment
 
 
 @dataclass(frozen=True)

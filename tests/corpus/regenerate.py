@@ -1,8 +1,10 @@
 """Regenerate every sample capture: ``python -m tests.corpus.regenerate [NAME ...]`` (root).
 
+Each scenario is written into its own folder (the hostile-names one into ``tests/hostile/``).
+
 For each scenario: start the test broker on loopback, start tcpdump on the scenario's
 port, run the official client, stop tcpdump, check it dropped nothing, and write
-``sample_pcaps/NAME.pcap``, ``NAME.truth.json`` and ``NAME.broker.jsonl``. Then the
+``NAME.pcap``, ``NAME.truth.json`` and ``NAME.broker.jsonl``. Then the
 derived captures are rebuilt from ``pulsar_plain``.
 """
 
@@ -16,9 +18,9 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
+from fuzz.pcapfile import read_pcap, write_pcap, write_pcapng
 from tests.corpus import derive
-from tests.corpus.pcapfile import read_pcap, write_pcap, write_pcapng
-from tests.corpus.scenarios import BENCH_SCENARIOS, SCENARIOS, Scenario
+from tests.corpus.scenarios import BENCH_SCENARIOS, HOSTILE, SCENARIOS, Scenario
 from tests.corpus.tcpdump import Tcpdump
 from tests.corpus.truth import build_truth, read_journal
 
@@ -164,60 +166,44 @@ def write_derived_truth(
     write_json(out_dir / f"{name}.truth.json", truth)
 
 
-def capture_in_namespace(scenario: Scenario, out_dir: Path) -> dict:
-    """Run the scenario again inside a network namespace of its own whose loopback is
-    impaired, and add what was done to the truth:
-
-    - ``loss_percent``: an nftables rule drops that share of the packets to the broker's
-      port at input, after tcpdump saw them leave, so the capture shows each dropped
-      packet and its retransmission. Only segments carrying data are dropped (an IPv4
-      packet longer than its headers with timestamps); the truth's ``loss`` says how many.
-    - ``rate_bit_s``: a token bucket (tbf) on the loopback sends every packet at that rate,
-      each side's included, so each waits its own length's time before tcpdump sees it
-      leave (this kernel has no netem to delay packets); the truth's ``link`` gives it.
-    """
-    namespace = f"pwcap-ns-{scenario.name}"[:30]
-    inside = ["ip", "netns", "exec", namespace]
-    setup = [["ip", "netns", "add", namespace], [*inside, "ip", "link", "set", "lo", "up"]]
-    if scenario.loss_percent:
-        rule = (
-            f"tcp dport {scenario.port} ip length > 52"
-            f" numgen random mod 100 < {scenario.loss_percent} counter drop"
-        )
-        setup += [
-            [*inside, "nft", "add", "table", "inet", "loss"],
-            [*inside, "nft", "add", "chain", "inet", "loss", "input",
-             "{ type filter hook input priority 0; }"],
-            [*inside, "nft", "add", "rule", "inet", "loss", "input", *rule.split()],
-        ]  # fmt: skip
-    if scenario.rate_bit_s:
-        setup.append(
-            [*inside, "tc", "qdisc", "add", "dev", "lo", "root", "tbf",
-             "rate", f"{scenario.rate_bit_s}bit", "burst", "1600", "latency", "60s"]
-        )  # fmt: skip
+def capture_with_loss(scenario: Scenario, out_dir: Path) -> dict:
+    """Run the scenario again inside a network namespace of its own whose loopback drops
+    ``loss_percent`` of the packets to the broker's port at input, after tcpdump saw them
+    leave: the capture shows each dropped packet and its retransmission. Only segments
+    carrying data are dropped (an IPv4 packet longer than its headers with timestamps),
+    and the truth gets how many were (``loss``)."""
+    namespace = f"pwcap-loss-{scenario.name}"[:30]
+    rule = (
+        f"tcp dport {scenario.port} ip length > 52"
+        f" numgen random mod 100 < {scenario.loss_percent} counter drop"
+    )
+    setup = [
+        ["ip", "netns", "add", namespace],
+        ["ip", "netns", "exec", namespace, "ip", "link", "set", "lo", "up"],
+        ["ip", "netns", "exec", namespace, "nft", "add", "table", "inet", "loss"],
+        ["ip", "netns", "exec", namespace, "nft", "add", "chain", "inet", "loss", "input",
+         "{ type filter hook input priority 0; }"],
+        ["ip", "netns", "exec", namespace, "nft", "add", "rule", "inet", "loss", "input",
+         *rule.split()],
+    ]  # fmt: skip
     try:
         for command in setup:
             subprocess.run(command, check=True)
         inner = [sys.executable, "-m", "tests.corpus.regenerate", scenario.name]
         inner += ["--out", str(out_dir), "--inside-namespace"]
-        subprocess.run([*inside, *inner], check=True, cwd=REPO)
-        listed = ""
-        if scenario.loss_percent:
-            listed = subprocess.run(
-                [*inside, "nft", "list", "chain", "inet", "loss", "input"],
-                check=True,
-                capture_output=True,
-                text=True,
-            ).stdout
+        subprocess.run(["ip", "netns", "exec", namespace, *inner], check=True, cwd=REPO)
+        listed = subprocess.run(
+            ["ip", "netns", "exec", namespace, "nft", "list", "chain", "inet", "loss", "input"],
+            check=True,
+            capture_output=True,
+            text=True,
+        ).stdout
     finally:
         subprocess.run(["ip", "netns", "del", namespace], check=False)
+    dropped = int(listed.split("counter packets ")[1].split()[0])
     path = out_dir / f"{scenario.name}.truth.json"
     truth = json.loads(path.read_text())
-    if scenario.loss_percent:
-        dropped = int(listed.split("counter packets ")[1].split()[0])
-        truth["loss"] = {"percent": scenario.loss_percent, "dropped_data_segments": dropped}
-    if scenario.rate_bit_s:
-        truth["link"] = {"qdisc": "tbf", "rate_bit_s": scenario.rate_bit_s}
+    truth["loss"] = {"percent": scenario.loss_percent, "dropped_data_segments": dropped}
     write_json(path, truth)
     return truth
 
@@ -227,22 +213,25 @@ def main() -> None:
     parser.add_argument(
         "names", nargs="*", help="scenarios to capture (default: all but the benchmark's)"
     )
-    parser.add_argument("--out", type=Path, default=SAMPLES)
+    parser.add_argument(
+        "--out", type=Path, help="folder to write in (default: each scenario's own folder)"
+    )
     parser.add_argument("--inside-namespace", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
-    named = [s for s in SCENARIOS + BENCH_SCENARIOS if s.name in args.names]
-    chosen = named if args.names else SCENARIOS
-    args.out.mkdir(parents=True, exist_ok=True)
+    named = [s for s in [*SCENARIOS, *HOSTILE, *BENCH_SCENARIOS] if s.name in args.names]
+    chosen = named if args.names else [*SCENARIOS, *HOSTILE]
     for scenario in chosen:
-        impaired = scenario.loss_percent or scenario.rate_bit_s
-        if impaired and not args.inside_namespace:
-            truth = capture_in_namespace(scenario, args.out)
+        out = args.out or REPO / scenario.folder
+        out.mkdir(parents=True, exist_ok=True)
+        if scenario.loss_percent and not args.inside_namespace:
+            truth = capture_with_loss(scenario, out)
         else:
-            truth = capture_scenario(scenario, args.out)
+            truth = capture_scenario(scenario, out)
         packets, frames = truth["capture"]["packets"], truth["frames_total"]
         print(f"{scenario.name}: {packets} packets, {frames} frames")
-    if (args.out / f"{DERIVED_FROM}.pcap").exists() and not args.inside_namespace:
-        derive_all(args.out)
+    derived_in = args.out or SAMPLES
+    if (derived_in / f"{DERIVED_FROM}.pcap").exists() and not args.inside_namespace:
+        derive_all(derived_in)
         print("derived captures rebuilt from", DERIVED_FROM)
 
 

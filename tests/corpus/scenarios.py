@@ -515,6 +515,61 @@ def ack_hole(service_url: str) -> ClientRecord:
             consumer.acknowledge(message)
             record.received_message(consumer, message, "ack")
         producer.close()
+
+
+# Names a hostile client chooses to take over the terminal of whoever reads the capture:
+# clear the screen, retitle the window (OSC ending in BEL), overwrite the line start (CR),
+# forge a whole frame line (newline), and a name far longer than any line.
+CLEAR_SCREEN = "\x1b[2J"
+SET_TITLE = "\x1b]0;pwned\x07"
+FORGED_LINE = "\n     1    0.000000                   1 -> SEND                         forged"
+LONG_NAME = "n" * 10_000
+
+
+def hostile_names(service_url: str) -> ClientRecord:
+    """A producer, a consumer and their messages whose names and properties carry
+    terminal control sequences, and names of 10,000 characters. The consumer's receiver
+    queue of one starves it and each message is negatively acknowledged once, so the
+    analytics name the subscription too."""
+    record = ClientRecord()
+    topic = f"hostile{CLEAR_SCREEN}topic"
+    with client(service_url) as c:
+        consumer = c.subscribe(
+            topic,
+            f"sub{SET_TITLE}{LONG_NAME}",  # a heading of the report names it
+            consumer_type=pulsar.ConsumerType.Shared,
+            consumer_name=f"consumer\rOVERWRITTEN{FORGED_LINE}",
+            receiver_queue_size=1,
+            negative_ack_redelivery_delay_ms=200,
+            initial_position=pulsar.InitialPosition.Earliest,
+        )
+        producers = [
+            c.create_producer(
+                topic, producer_name=f"producer{FORGED_LINE}", batching_enabled=False
+            ),
+            c.create_producer(topic, producer_name=LONG_NAME, batching_enabled=False),
+        ]
+        for i in range(4):
+            properties = {
+                f"key{CLEAR_SCREEN}": f"value{SET_TITLE}\r{FORGED_LINE}",
+                "long": LONG_NAME,
+            }
+            record.send(
+                producers[i % 2], payload(i), i, key=f"k{CLEAR_SCREEN}", properties=properties
+            )
+        pending = 4
+        while pending:
+            message = consumer.receive(RECEIVE_TIMEOUT_MS)
+            time.sleep(0.05)  # the application is slower than its queue of one
+            if message.redelivery_count() == 0:
+                consumer.negative_acknowledge(message)
+                record.received_message(consumer, message, "nack")
+                continue
+            consumer.acknowledge(message)
+            record.received_message(consumer, message, "ack")
+            pending -= 1
+        for producer in producers:
+            producer.close()
         time.sleep(0.3)
         consumer.close()
     return record
@@ -565,19 +620,6 @@ def lossy_link(service_url: str) -> ClientRecord:
     return record
 
 
-def slow_link(service_url: str) -> ClientRecord:
-    """Five small messages over a slow link."""
-    record = ClientRecord()
-    with client(service_url) as c:
-        producer = c.create_producer(
-            "slowlink", producer_name="slowlink-producer", batching_enabled=False
-        )
-        for i in range(5):
-            record.send(producer, payload(i, 20), i, properties=properties("slowlink", i))
-        producer.close()
-    return record
-
-
 def refused_sends(service_url: str) -> ClientRecord:
     """The broker answers the first two SENDs with SEND_ERROR (PersistenceError): the
     client reconnects and sends them again."""
@@ -621,9 +663,7 @@ class Scenario:
     # Percent of the client's packets to the broker dropped after the capture point saw
     # them (in a network namespace of its own): the client sends them again.
     loss_percent: int = 0
-    # A loopback sending at this rate (bit/s) in a namespace of its own: each packet waits
-    # its own length's time, so every round trip is at least a small packet's.
-    rate_bit_s: int = 0
+    folder: str = "sample_pcaps"  # where it is kept, below the repository
 
 
 SCENARIOS = [
@@ -755,12 +795,6 @@ SCENARIOS = [
         loss_percent=20,
     ),
     Scenario(
-        "pulsar_problem_slow_link",
-        "a 4 kbit/s loopback (a token bucket): every round trip takes over 100 ms",
-        slow_link,
-        rate_bit_s=4000,
-    ),
-    Scenario(
         "pulsar_problem_send_error",
         "the broker answers the first two SENDs with SEND_ERROR (PersistenceError)",
         refused_sends,
@@ -786,4 +820,15 @@ BENCH_SCENARIOS = [
         for codec in COMPRESSIONS
     ),
     Scenario("pulsar_large", "messages of 100 kB, neither batched nor chunked", large),
+]
+
+# Kept apart from sample_pcaps/ (which the demo decodes): a capture made to attack the
+# terminal of whoever reads it, for the tests of what pwcap prints.
+HOSTILE = [
+    Scenario(
+        "pulsar_hostile_names",
+        "names and properties carrying terminal control sequences and 10,000 characters",
+        hostile_names,
+        folder="tests/hostile",
+    ),
 ]

@@ -11,7 +11,7 @@ certificate, resumption) is added to ``NAME.truth.json`` under ``tls``.
 
 Then the derived samples are made from ``tls13_aes_gcm``: the same capture as pcapng
 with its secrets embedded (``editcap --inject-secrets``; without editcap, a Decryption
-Secrets Block written by :mod:`tests.corpus.pcapfile`), the capture cut after the
+Secrets Block written by :mod:`fuzz.pcapfile`), the capture cut after the
 handshake (``tls13_derived_midstream``) and a key log whose secrets are wrong
 (``tls13_aes_gcm.wrong.keylog``).
 """
@@ -34,10 +34,10 @@ from pathlib import Path
 
 import pulsar
 
+from fuzz.pcapfile import read_pcap, write_pcap, write_pcapng
 from pwcap.decode.pulsar._pb import pulsar_api_pb2 as pb
 from tests.broker.tls import CA, CLIENT_CERT, CLIENT_KEY, SERVER_NAME, write_certificates
 from tests.broker.wire import U32, build_frame, command_of
-from tests.corpus.pcapfile import read_pcap, write_pcap, write_pcapng
 from tests.corpus.record import ClientRecord, quiet_logger
 from tests.corpus.regenerate import SAMPLES, capture_scenario, write_derived_truth, write_json
 from tests.corpus.scenarios import Scenario, payload, properties, receive_and_ack
@@ -258,7 +258,7 @@ def derive(out_dir: Path) -> None:
         how = "editcap --inject-secrets"
     else:
         write_pcapng(target, original, secrets=keylog.read_bytes())
-        how = "tests.corpus.pcapfile.write_pcapng (no editcap on this machine)"
+        how = "fuzz.pcapfile.write_pcapng (no editcap on this machine)"
     manifest = {"kind": "secrets", "how": how, "order": list(range(len(original.records)))}
     write_derived_truth(out_dir, name, truth, manifest, "pcapng", BASE)
     # Cut after the handshake: from the moment the broker read the first frame on.

@@ -18,8 +18,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+from fuzz.pcapfile import read_pcap, write_pcap
 from tests.corpus import derive
-from tests.corpus.pcapfile import read_pcap, write_pcap
 from tests.corpus.streams import reassemble
 from tests.corpus.tcpdump import CaptureOptions, Tcpdump
 from tests.kafka07.scenarios import (

@@ -19,7 +19,7 @@ from collections import Counter
 from itertools import groupby
 from pathlib import Path
 
-from tests.corpus.pcapfile import read_pcap, tcp_segment, write_pcap
+from fuzz.pcapfile import read_pcap, tcp_segment, write_pcap
 from tests.corpus.regenerate import ATTEMPTS, DroppedPackets, write_json
 from tests.corpus.tcpdump import CaptureOptions, Tcpdump
 from tests.realbroker.broker import Standalone

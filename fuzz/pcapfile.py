@@ -1,7 +1,9 @@
-"""Minimal classic-pcap reader/writer and pcapng writer for building derived captures.
+"""Minimal classic-pcap reader/writer and pcapng writer for building derived captures:
+the damaged entries of the robustness catalogue (:mod:`fuzz.catalogue`), the corpus
+generators' derived samples (``tests/corpus``) and the tests' own captures.
 
-Only what the corpus needs: whole files in memory (samples are small), microsecond
-timestamps, one interface.
+Only what those need: whole files in memory (samples are small), microsecond
+timestamps, one interface. It is no capture reader of pwcap's (``capture/`` is).
 """
 
 from __future__ import annotations

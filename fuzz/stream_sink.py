@@ -1,7 +1,9 @@
-"""A recording :class:`~pwcap.capture.StreamSink` for tests of capture reading.
+"""A recording :class:`~pwcap.capture.StreamSink`: the contract reassembly promises its sink,
+checked on every event.
 
 It rebuilds every connection's two byte streams from the events reassembly delivers, and
-checks the sink contract as it goes, so every test using it also proves the contract:
+checks the sink contract as it goes, so every fuzz target and test using it also proves
+the contract:
 
 - ``on_open`` comes once per connection, before any other event of it;
 - per direction, every ``on_data`` / ``on_gap`` starts exactly where the previous one
