@@ -284,7 +284,7 @@ FINDING_KINDS: dict[str, str] = {
     f" redeliveries are {_T['storm_rate']:.0%} or more of its deliveries (seeks apart)",
     "ack_lost_on_reconnect": "messages the client acknowledged that were delivered again"
     " after a reconnect: the acknowledgement did not reach the broker before the connection"
-    " ended",
+    " ended (a batch-index acknowledgement acks only the members its ack_set clears)",
     "ack_hole": "entries a subscription left unacknowledged behind later entries it"
     " acknowledged, still so when its consumer closed or the capture ended (`unacked`),"
     " and batches acknowledged in part by batch-index acknowledgements (the members every"

@@ -19,8 +19,11 @@ def acks_lost_on_reconnect(data: Inputs) -> DataFrame:
     ).select(*redelivery.MESSAGE, "ts", "previous_ts", "conn_id", "consumer_id", "consumer_name")
     # The acks of the subscriptions redelivered after a reconnect alone: usually none.
     reconnected = F.broadcast(again.select(*SUBSCRIPTION).distinct())
+    acking = data.frames.where(F.col("command") == "ACK").join(
+        reconnected, SUBSCRIPTION, "left_semi"
+    )
     acked = (
-        acks.acks(data.frames.join(reconnected, SUBSCRIPTION, "left_semi"))
+        acks.acks(acking)
         .where(F.col("ack_type") == "Individual")
         .select(
             *acks.ENTRY,
@@ -32,6 +35,7 @@ def acks_lost_on_reconnect(data: Inputs) -> DataFrame:
         again.join(acked, list(acks.ENTRY))
         .where((F.col("ack_ts") > F.col("previous_ts")) & (F.col("ack_ts") < F.col("ts")))
         .where((F.col("ack_batch_index") < 0) | (F.col("ack_batch_index") == F.col("batch_index")))
+        .join(_left_in_ack_set(acking), [*acks.ENTRY, "ack_ts", "batch_index"], "left_anti")
         .dropDuplicates([*redelivery.MESSAGE, "ts"])
     )
     grouped = lost.groupBy(*SUBSCRIPTION).agg(
@@ -61,6 +65,14 @@ def acks_lost_on_reconnect(data: Inputs) -> DataFrame:
         explanation.alias("explanation"),
         evidence("redeliveries", "latency_pairs").alias("evidence"),
     )
+
+
+def _left_in_ack_set(acking: DataFrame) -> DataFrame:
+    """The batch members each ACK left unacknowledged in the ack_set of the entry it names
+    (`frames.unacked_in_batch`): a batch-index acknowledgement acks the others only."""
+    return acking.select(
+        *SUBSCRIPTION, F.col("ts").alias("ack_ts"), F.explode("unacked_in_batch").alias("id")
+    ).select(*SUBSCRIPTION, "ack_ts", "id.ledger_id", "id.entry_id", "id.batch_index")
 
 
 def _partly_acked(frames: DataFrame) -> DataFrame:
@@ -141,11 +153,11 @@ def ack_holes(data: Inputs) -> DataFrame:
         .agg(F.max(position).alias("reach"), F.max("ts").alias("reach_ts"))
     )
     # A whole entry is a hole behind a later one acknowledged after its delivery; a batch
-    # acknowledged in part, when the subscription acknowledged anything after.
-    behind = (position < F.col("reach")) & (F.col("last_ts") < F.col("reach_ts"))
-    holes = left.join(reach, SUBSCRIPTION).where(
-        behind | (F.col("partly") & (F.col("last_ts") < F.col("reach_ts")))
-    )
+    # acknowledged in part, when the subscription acknowledged a later entry (in the same
+    # ACK, or after).
+    before = position < F.col("reach")
+    behind = before & (F.col("last_ts") < F.col("reach_ts"))
+    holes = left.join(reach, SUBSCRIPTION).where(behind | (F.col("partly") & before))
     grouped = holes.groupBy(*SUBSCRIPTION).agg(
         F.count("*").alias("count"),
         F.sum("num_messages").alias("messages"),
