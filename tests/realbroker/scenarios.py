@@ -99,7 +99,7 @@ SCENARIOS = [
     RealScenario(
         PYTHON,
         "epoch",
-        "a Failover consumer asks for every unacknowledged message again (consumer epoch)",
+        "a Failover consumer asks for every unacknowledged message again (naming none)",
     ),
 ]
 
