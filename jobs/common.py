@@ -110,6 +110,9 @@ def session(
         # A cache lives in the driver's heap, sized to the machine: compressing a pass's
         # columns costs more CPU than the pass itself.
         conf.setIfMissing("spark.sql.inMemoryColumnarStorage.compressed", "false")
+        # Its Python workers (the findings' key hash) run this interpreter, which has
+        # pwcap's dependencies; Spark's default, the PATH's python3, may have none.
+        os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     spark = (
         SparkSession.builder.appName(app_name)
         .config(conf=conf)

@@ -224,9 +224,11 @@ THRESHOLDS: dict[str, float] = {
     "starved_seconds": 1.0,  # ... and at least this long in all
     "slow_ack_us": 100_000,  # a median delivery -> ack this long: the application is slow
     "small_queue": 100,  # a receiver queue below this many permits is small
+    "key_shared_stall_us": 1_000_000,  # a Key_Shared consumer's span without permits
     "storm_redeliveries": 100,  # redeliveries of one subscription within `storm_window_s`...
     "storm_rate": 0.5,  # ... that are at least this share of its deliveries
     "ack_timeout_floor_us": 1_000_000,  # no client times acks out sooner (Java's minimum)
+    "default_nack_delay_us": 60_000_000,  # the Java, Go and C++ clients' negative-ack delay
     "send_timeout_us": 30_000_000,  # the clients' default send timeout
     "storm_connects": 5,  # connections of one client address within `storm_window_s`
     "storm_lookups": 5,  # LOOKUPs of one topic by one client address within it
@@ -249,25 +251,46 @@ FINDING_KINDS: dict[str, str] = {
     f" messages), `slow_acknowledgement` (median delivery -> ack at least"
     f" {_T['slow_ack_us'] / 1000:g} ms: the application takes long per message), else"
     f" `receiver_queue` (the queue, from its first FLOW, is the limit)",
+    "key_shared_stall": "a consumer of a Key_Shared subscription had no permits for at"
+    f" least {_T['key_shared_stall_us'] / 1e6:g} s while messages for its keys waited (a"
+    " span of `starvation_intervals` with `backlog_waiting`) and another consumer of the"
+    " subscription, subscribed throughout, had permits (no span of its own) and was"
+    " delivered nothing: the broker keeps a key's messages for the consumer its hash"
+    " belongs to, so the keys hashed to the starved one stalled. Its keys' hashes are"
+    " computed as the broker's (Murmur3 32 of the ordering key, else the partition key,"
+    " into 0..65535); `cause` is the subscription's mode (`AUTO_SPLIT` or `STICKY`)",
     "redelivery": "messages of a subscription delivered again, by cause (`cause`), from"
-    " `redeliveries.trigger` and the REDELIVER_UNACKNOWLEDGED_MESSAGES before them:"
-    " `negative_ack` (the client asked for them again, the youngest it named, or for one"
-    " naming none its latest delivery, delivered less than"
-    f" {_T['ack_timeout_floor_us'] / 1e6:g} s before: no client times acknowledgements out"
-    f" sooner), `ack_timeout` (it asked {_T['ack_timeout_floor_us'] / 1e6:g} s or more"
-    " after; a negative ack redelivered as late, the clients' default delay being 60 s,"
-    " looks the same on the wire and is counted here), `reconnect` (a new SUBSCRIBE or the"
-    " connection ended), `unexplained` (no cause on the wire: the broker's own, or the"
-    " capture missed it). Redeliveries a SEEK asked for are no finding",
+    " `redeliveries.trigger` and the REDELIVER_UNACKNOWLEDGED_MESSAGES before them (no field"
+    " of it says why; its age is how long the youngest delivery it covers, or for one"
+    " naming none the consumer's latest, had been held): `consumer_epoch` (a request naming"
+    " none whose `consumer_epoch` is above the consumer's before: it asked for everything"
+    " unacknowledged again, as the Java client's ack timeout, negative acks and"
+    " application do on Exclusive and Failover subscriptions), `application` (a request"
+    " naming none on a Shared or Key_Shared subscription, where the clients' ack timeouts"
+    " and negative acks name their messages: the application asked), `negative_ack` (its"
+    f" age is under {_T['ack_timeout_floor_us'] / 1e6:g} s, sooner than any client times"
+    " acknowledgements out, or the consumer ever asked that soon; or the consumer then held"
+    " an older delivery neither acknowledged nor asked for, which an ack timeout, taking"
+    " every delivery held that long oldest first, would have asked for; or its age is"
+    f" between {_T['default_nack_delay_us'] / 1e6:g} s, the clients' default negative-ack"
+    " delay, and a third more plus"
+    f" {_T['ack_timeout_floor_us'] / 1e6:g} s, the clients' timer ticks), `ack_timeout`"
+    " (any other request: a negative ack with a delay set between those, from a consumer"
+    " that never asked sooner, looks the same on the wire and is counted here), `reconnect`"
+    " (a new SUBSCRIBE or the connection ended), `unexplained` (no cause on the wire: the"
+    " broker's own, or the capture missed it). Redeliveries a SEEK asked for are no finding",
     "redelivery_storm": f"a subscription redelivered at least {_T['storm_redeliveries']:g}"
     f" messages within {_T['storm_window_s']:g} s (any {_T['storm_window_s']:g} s), and"
     f" redeliveries are {_T['storm_rate']:.0%} or more of its deliveries (seeks apart)",
     "ack_lost_on_reconnect": "messages the client acknowledged that were delivered again"
     " after a reconnect: the acknowledgement did not reach the broker before the connection"
-    " ended",
+    " ended (a batch-index acknowledgement acks only the members its ack_set clears)",
     "ack_hole": "entries a subscription left unacknowledged behind later entries it"
-    " acknowledged, still so when its consumer closed or the capture ended (`unacked`): the"
-    " broker keeps them, and the backlog's start, until they are acknowledged",
+    " acknowledged, still so when its consumer closed or the capture ended (`unacked`),"
+    " and batches acknowledged in part by batch-index acknowledgements (the members every"
+    " ACK of the entry left set in its ack_set, `frames.unacked_in_batch`) that the"
+    " subscription acknowledged past: the broker keeps them, and the backlog's start,"
+    " until they are acknowledged",
     "send_unreceipted": "SENDs no receipt or error answered, though the producer closed,"
     f" its connection ended, or the capture went on {_T['send_timeout_us'] / 1e6:g} s"
     " (the clients' default send timeout) after them; not on a connection the capture"

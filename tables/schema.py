@@ -28,6 +28,7 @@ MESSAGE_IDS = pa.list_(
     pa.struct([("ledger_id", I64), ("entry_id", I64), ("partition", I32), ("batch_index", I32)])
 )
 ACK_SETS = pa.list_(pa.struct([("id", I32), ("word", I32), ("bits", I64)]))
+HASH_RANGES = pa.list_(pa.struct([("start", I32), ("end", I32)]))
 
 
 @dataclass(frozen=True, slots=True)
@@ -102,6 +103,23 @@ FRAMES: list[Column] = [
         "acked_in_batch",
         I32,
         "MESSAGE: batch indexes its ack_set marks acknowledged already (not delivered)",
+    ),
+    Column(
+        "unacked_in_batch",
+        MESSAGE_IDS,
+        "ACK: per listed id with an ack_set (a batch-index acknowledgement), the batch members"
+        " whose bit it leaves set (not acknowledged), as ids with their batch index",
+    ),
+    Column(
+        "consumer_epoch",
+        I64,
+        "consumer epoch of a SUBSCRIBE, REDELIVER_UNACKNOWLEDGED_MESSAGES or MESSAGE",
+    ),
+    Column("key_shared_mode", STR, "SUBSCRIBE to a Key_Shared subscription: AUTO_SPLIT or STICKY"),
+    Column(
+        "hash_ranges",
+        HASH_RANGES,
+        "SUBSCRIBE, STICKY mode: the key hash ranges the consumer asks for (inclusive)",
     ),
     Column("topic", STR, "topic the command concerns, from the command or connection state"),
     Column("subscription", STR, "subscription, from SUBSCRIBE state for consumer commands"),

@@ -1,6 +1,5 @@
-"""Batch-index acknowledgement's ``ack_set``, on a redelivered batch and on an ACK.
-
-A redelivered batch's ``ack_set``: the batch indexes it clears were acknowledged before.
+"""``ack_set``: a redelivered batch's names the members acknowledged before, an ACK's those it
+leaves unacknowledged (``unacked_in_batch``), and both are kept as words (``ack_sets``).
 
 With batch-index acknowledgement on, the broker redelivers a partly acknowledged batch
 whole, and CommandMessage.ack_set (Java BitSet words: bit i of word i // 64 set for a
@@ -146,3 +145,62 @@ def test_both_engines_decode_an_ack_set_alike(tmp_path, write_capture):
     assert [m["batch_index"] for m in messages if m["command"] == "MESSAGE"] == [1, 3]
     [acked] = [f for f in frames if f["command"] == "ACK"]
     assert acked["ack_sets"] == [{"id": 0, "word": 0, "bits": 0b1000}]
+
+
+# -- an ACK's ack_set: the members a batch-index acknowledgement leaves unacknowledged ------
+
+
+def ack(*ids: dict) -> pb.BaseCommand:
+    listed = [pb.MessageIdData(**fields) for fields in ids]
+    return command("ACK", consumer_id=CONSUMER, ack_type=0, message_id=listed)
+
+
+def test_an_acks_ack_set_lists_the_members_it_leaves_unacknowledged():
+    talk = subscribed(10)
+    # Entry 5: members 0, 2, 4 acknowledged of 5 (bits 1 and 3 set); entry 6 acked whole.
+    row = talk(
+        C2B, ack({"ledgerId": 3, "entryId": 5, "ack_set": [0b01010]}, {"ledgerId": 3, "entryId": 6})
+    )
+    assert [(m["entry_id"], m["batch_index"]) for m in row["unacked_in_batch"]] == [(5, 1), (5, 3)]
+    assert [m["entry_id"] for m in row["message_ids"]] == [5, 6]
+
+
+def test_an_ack_set_past_64_members_and_with_the_sign_bit_lists_each_member():
+    talk = subscribed(10)
+    row = talk(C2B, ack({"ledgerId": 3, "entryId": 5, "ack_set": [-(1 << 63), 1]}))
+    assert [m["batch_index"] for m in row["unacked_in_batch"]] == [63, 64]
+
+
+def test_a_subscribes_key_shared_meta_and_a_redelivery_requests_epoch_are_columns():
+    talk = Conversation()
+    subscribe = command(
+        "SUBSCRIBE",
+        topic="t",
+        subscription="s",
+        subType=3,  # Key_Shared
+        consumer_id=CONSUMER,
+        request_id=1,
+        consumer_epoch=0,
+        keySharedMeta={"keySharedMode": 1, "hashRanges": [{"start": 0, "end": 32767}]},
+    )
+    row = talk(C2B, subscribe)
+    assert (row["key_shared_mode"], row["consumer_epoch"]) == ("STICKY", 0)
+    assert row["hash_ranges"] == [{"start": 0, "end": 32767}]
+    talk(B2C, command("SUCCESS", request_id=1))
+    redeliver = command("REDELIVER_UNACKNOWLEDGED_MESSAGES", consumer_id=CONSUMER, consumer_epoch=3)
+    assert talk(C2B, redeliver)["consumer_epoch"] == 3
+
+
+def test_both_engines_decode_an_acks_ack_set_alike(tmp_path, write_capture):
+    wire = b"".join(frame(cmd) for _, cmd in subscribe_frames(10))
+    wire += frame(ack({"ledgerId": 3, "entryId": 5, "ack_set": [0b01010]}))
+    capture = write_capture(tmp_path / "ack.pcap", [(6650, [(0, wire)])])
+    tables = {}
+    for pure_python in (False, True):
+        out = tmp_path / ("interpreted" if pure_python else "compiled")
+        done = run_pwcap("decode", str(capture), "-o", str(out), "-q", pure_python=pure_python)
+        assert done.returncode == 0, done.stderr
+        tables[pure_python] = pq.read_table(out / "frames").to_pylist()
+    assert tables[False] == tables[True]
+    [acked] = [f for f in tables[False] if f["command"] == "ACK"]
+    assert [m["batch_index"] for m in acked["unacked_in_batch"]] == [1, 3]

@@ -196,6 +196,7 @@ _PLAIN_COLUMNS = {
     "messagePermits": "permits",
     "redelivery_count": "redelivery_count",
     "num_messages": "num_messages",
+    "consumer_epoch": "consumer_epoch",
     "txnid_most_bits": "txnid_most_bits",
     "txnid_least_bits": "txnid_least_bits",
     "topic": "topic",
@@ -234,6 +235,11 @@ BATCH_INDEX = position("frames", "batch_index")
 NUM_MESSAGE_IDS = position("frames", "num_message_ids")
 MESSAGE_IDS_COLUMN = position("frames", "message_ids")
 ACK_SETS = position("frames", "ack_sets")
+UNACKED_IN_BATCH = position("frames", "unacked_in_batch")
+# The words of an ack_set read at most: 64 words are 4,096 batch members, past the batches
+# clients build (the Java and Go clients' default limit is 1,000 messages); the bits of a
+# longer one, which only a hostile peer sends, are not listed.
+MAX_ACK_SET_WORDS = 64
 WIRE_LENGTH_DELIMITED = cython.declare(cython.int, LENGTH_DELIMITED)
 # Summaries kept per command type, at most, each for at most this many bytes of fields
 # (C constants beside them when compiled): under 70 types x 256 x (key and summary, under
@@ -446,19 +452,44 @@ def _message_ids(ids: Any, row: ColumnBuffer) -> cython.void:
     word: cython.Py_ssize_t
     for place, m in enumerate(ids):
         ledger, entry, partition, batch_index = m.ledgerId, m.entryId, m.partition, m.batch_index
+        ledger = ledger - U64 if ledger > I63 else ledger
+        entry = entry - U64 if entry > I63 else entry
         row.add_struct(
             MESSAGE_IDS_COLUMN,
-            ledger - U64 if ledger > I63 else ledger,
-            entry - U64 if entry > I63 else entry,
+            ledger,
+            entry,
             partition,
             batch_index,
             id_nulls(partition, batch_index),
         )
-        for word, bits in enumerate(m.ack_set):
+        for word, bits in enumerate(m.ack_set[:MAX_ACK_SET_WORDS]):
             row.add_struct(ACK_SETS, place, word, bits, 0, 0)
+        if len(m.ack_set):
+            _unacked_members(m.ack_set, ledger, entry, partition, row)
     row.set(NUM_MESSAGE_IDS, len(ids))
     if ids:
         _message_id(ids[0], row)
+
+
+@cython.cfunc
+def _unacked_members(
+    ack_set: Any, ledger: object, entry: object, partition: object, row: ColumnBuffer
+) -> cython.void:
+    """The batch members a batch-index acknowledgement leaves unacknowledged: the set bits
+    of its ack_set (bit n of word w is member 64 w + n), into `unacked_in_batch`."""
+    for w in range(min(len(ack_set), MAX_ACK_SET_WORDS)):
+        word = ack_set[w] & 0xFFFFFFFFFFFFFFFF
+        while word:
+            low = word & -word
+            row.add_struct(
+                UNACKED_IN_BATCH,
+                ledger,
+                entry,
+                partition,
+                64 * w + low.bit_length() - 1,
+                id_nulls(partition, 0),
+            )
+            word ^= low
 
 
 @dataclass(frozen=True, slots=True)

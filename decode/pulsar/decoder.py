@@ -13,7 +13,7 @@ from ...tables.schema import position
 from ..api import DecodeOptions, FlipRoles, Row, RowSink
 from ..wire import WireError, read_varint, text
 from . import commands as c
-from ._pb.pulsar_api_pb2 import AuthMethod, BaseCommand
+from ._pb.pulsar_api_pb2 import AuthMethod, BaseCommand, KeySharedMode
 from .framing import TYPE_TAG, PulsarFrames
 from .holdback import HeldRows
 from .sniff import looks_like_command
@@ -67,6 +67,11 @@ PERMITS = cython.declare(cython.Py_ssize_t, position("frames", "permits"))
 NUM_MESSAGES = cython.declare(cython.Py_ssize_t, position("frames", "num_messages"))
 ACKED_IN_BATCH = cython.declare(cython.Py_ssize_t, position("frames", "acked_in_batch"))
 ACK_SETS = cython.declare(cython.Py_ssize_t, position("frames", "ack_sets"))
+KEY_SHARED_MODE = cython.declare(cython.Py_ssize_t, position("frames", "key_shared_mode"))
+HASH_RANGES = cython.declare(cython.Py_ssize_t, position("frames", "hash_ranges"))
+# The hash ranges of a SUBSCRIBE kept at most: a consumer's sticky ranges are few (the
+# whole key space is 65,536 hashes); a frame may list millions, and no row holds them.
+MAX_HASH_RANGES = 1024
 
 
 @cython.cclass
@@ -348,7 +353,7 @@ class PulsarDecoder:
                     if kind.delivery and sub is not None and len(sub.ack_set):
                         words = list(sub.ack_set)
                         self._entries.deliver_only(words)
-                        for word, bits in enumerate(words):  # its own id's: id 0
+                        for word, bits in enumerate(words[: c.MAX_ACK_SET_WORDS]):  # own id: 0
                             rows.add_struct(ACK_SETS, 0, word, bits, 0, 0)
                     self._entries.decode(rows, kind.delivery, buf, command_end, end, side.label)
                 else:
@@ -521,6 +526,12 @@ class PulsarDecoder:
 
     def _on_subscribe(self, sub: Any, rows: ColumnBuffer) -> None:
         self._state.add_consumer(rows)
+        if sub.HasField("keySharedMeta"):
+            meta = sub.keySharedMeta
+            mode = KeySharedMode.DESCRIPTOR.values_by_number.get(meta.keySharedMode)
+            rows.set(KEY_SHARED_MODE, mode.name if mode else str(meta.keySharedMode))
+            for kept in meta.hashRanges[:MAX_HASH_RANGES]:
+                rows.add_struct(HASH_RANGES, kept.start, kept.end, 0, 0, 0)
 
     def _on_flow(self, sub: Any, rows: ColumnBuffer) -> None:
         grant(self._consumers, rows.get(CONSUMER_ID), rows.get(PERMITS))

@@ -303,7 +303,7 @@ class HotReader:
                 value = fields.value & U32_MASK  # a uint32 in an int32 column: null past it
                 if value <= I31:
                     rows.set_int(REDELIVERY_COUNT, value)
-            else:  # ack_set, consumer_epoch (the `info` column): the general path
+            else:  # ack_set, consumer_epoch: the general path
                 return False
         return seen_consumer and seen_id
 

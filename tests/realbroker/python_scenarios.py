@@ -153,9 +153,119 @@ def slow_consumer(client: pulsar.Client, prefix: str, record: RealRecord) -> Non
     consumer.close()
 
 
+def ack_hole(client: pulsar.Client, prefix: str, record: RealRecord) -> None:
+    """Batches of five with batch-index acknowledgement: the application acknowledges
+    every message but the third of each of the first two batches, then closes; the broker
+    keeps those members, the rest of their batches acknowledged."""
+    topic = f"{NAMESPACE}/{prefix}-holes"
+    consumer = client.subscribe(
+        topic,
+        "py-hole-sub",
+        consumer_type=pulsar.ConsumerType.Shared,
+        consumer_name="py-hole-consumer",
+        batch_index_ack_enabled=True,
+    )
+    producer = client.create_producer(
+        topic,
+        producer_name="py-hole-producer",
+        batching_enabled=True,
+        batching_max_messages=5,
+        batching_max_publish_delay_ms=50,
+    )
+    for i in range(20):
+        properties = {"scenario": "ack_hole", "index": str(i)}
+        record.send_async(producer, payload(i), i, properties=properties)
+    producer.flush()
+    for _ in range(20):
+        message = consumer.receive(timeout_millis=RECEIVE_MS)
+        index = int(message.properties()["index"])
+        if index < 10 and index % 5 == 2:
+            record.received_message(consumer, message, "none")
+        else:
+            record.ack(consumer, message)
+    time.sleep(0.5)  # the acks leave the client's grouping before the close
+    producer.close()
+    consumer.close()
+
+
+def key_shared_stall(client: pulsar.Client, prefix: str, record: RealRecord) -> None:
+    """A STICKY Key_Shared subscription split in two halves of the hash range: the low
+    half's consumer has a five-message queue and an application that stops for 1.5 s after
+    every five messages, the high half's drains its keys at once and then has nothing to
+    do while the low half's keys wait for permits."""
+    topic = f"{NAMESPACE}/{prefix}-stall"
+    low, high = (
+        client.subscribe(
+            topic,
+            "py-stall-sub",
+            consumer_type=pulsar.ConsumerType.KeyShared,
+            consumer_name=name,
+            receiver_queue_size=queue,
+            key_shared_policy=pulsar.ConsumerKeySharedPolicy(
+                pulsar.KeySharedMode.Sticky, sticky_ranges=[hashes]
+            ),
+        )
+        for name, queue, hashes in (
+            ("py-stall-low", 5, (0, 32767)),
+            ("py-stall-high", 100, (32768, 65535)),
+        )
+    )
+    producer = client.create_producer(
+        topic, producer_name="py-stall-producer", batching_enabled=False
+    )
+    for i in range(40):
+        properties = {"scenario": "key_shared_stall", "index": str(i)}
+        record.send(producer, payload(i), i, key=f"key-{i % 8}", properties=properties)
+    drain_and_ack(high, record)
+    received = 0
+    while True:
+        try:
+            message = low.receive(timeout_millis=DRAINED_MS)
+        except pulsar.Timeout:
+            break
+        record.ack(low, message)
+        received += 1
+        if received % 5 == 0:
+            time.sleep(1.5)
+    time.sleep(0.5)
+    producer.close()
+    low.close()
+    high.close()
+
+
+def epoch(client: pulsar.Client, prefix: str, record: RealRecord) -> None:
+    """A Failover consumer that takes ten messages without acknowledging them and asks
+    for every unacknowledged message again, then acknowledges the redelivery. (The C++
+    client, 3.13, sends no consumer epoch: the Java client's move of it needs a Java
+    scenario.)"""
+    topic = f"{NAMESPACE}/{prefix}-epoch"
+    consumer = client.subscribe(
+        topic,
+        "py-epoch-sub",
+        consumer_type=pulsar.ConsumerType.Failover,
+        consumer_name="py-epoch-consumer",
+    )
+    producer = client.create_producer(
+        topic, producer_name="py-epoch-producer", batching_enabled=False
+    )
+    for i in range(10):
+        record.send(producer, payload(i), i, properties={"scenario": "epoch", "index": str(i)})
+    for _ in range(10):
+        record.received_message(consumer, consumer.receive(timeout_millis=RECEIVE_MS), "none")
+    consumer.redeliver_unacknowledged_messages()
+    record.events.append({"event": "redeliver_unacknowledged", "t_us": now_us()})
+    drain_and_ack(consumer, record)
+    time.sleep(0.5)
+    producer.close()
+    consumer.close()
+
+
 SCENARIOS: dict[str, Callable[[pulsar.Client, str, RealRecord], None]] = {
     "redelivery": redelivery,
     "slow_consumer": slow_consumer,
+    "ack_hole": ack_hole,
+    "key_shared_stall": key_shared_stall,
+    "epoch": epoch,
 }
 
 

@@ -86,6 +86,21 @@ SCENARIOS = [
         "batch-index acks and negative acks on a Shared subscription: ack_set redeliveries",
     ),
     RealScenario(PYTHON, "slow_consumer", "a 5-message receiver queue behind a 30-message backlog"),
+    RealScenario(
+        PYTHON,
+        "ack_hole",
+        "batch-index acks leaving one member of each of two batches unacknowledged",
+    ),
+    RealScenario(
+        PYTHON,
+        "key_shared_stall",
+        "Key_Shared STICKY halves: a slow low half stalls its keys while the high half idles",
+    ),
+    RealScenario(
+        PYTHON,
+        "epoch",
+        "a Failover consumer asks for every unacknowledged message again (naming none)",
+    ),
 ]
 
 BY_NAME = {s.name: s for s in SCENARIOS}

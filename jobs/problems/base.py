@@ -1,0 +1,102 @@
+"""What every kind of finding shares: the tables they read (:class:`Inputs`), the
+entities' keys, and the pieces of their sentences."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from pyspark.sql import Column, DataFrame, Window
+from pyspark.sql import functions as F
+
+from ...tables.analytics import THRESHOLDS
+from ..common import micros
+
+T = THRESHOLDS
+BUSIEST = ("SEND", "SEND_RECEIPT", "MESSAGE", "ACK", "FLOW", "PING", "PONG")
+CONSUMER = ["capture", "conn_id", "consumer_id"]
+SUBSCRIPTION = ["capture", "topic", "subscription"]
+
+
+class Inputs:
+    """What the findings read: the dataset's tables and the other jobs' tables."""
+
+    def __init__(
+        self,
+        frames: DataFrame,
+        messages: DataFrame,
+        connections: DataFrame,
+        analytics: Mapping[str, DataFrame],
+    ) -> None:
+        self.frames = frames
+        self.messages = messages
+        self.connections = connections
+        self.analytics = analytics
+        # The last frame of each capture: what "the capture went on" is measured against.
+        self.capture_ends = frames.groupBy("capture").agg(F.max("ts").alias("capture_end"))
+        # The frames of every command but the busiest, read once for the kinds that need
+        # only those (errors, closes, lookups, producers, REDELIVER requests): a scan of
+        # the frames for each of them cost as much as all of them together.
+        self.rare = frames.where(~F.col("command").isin(*BUSIEST)).localCheckpoint(eager=True)
+
+    def __getitem__(self, table: str) -> DataFrame:
+        return self.analytics[table]
+
+
+# -- helpers ---------------------------------------------------------------------------------
+
+
+def seconds(us: Column | str) -> Column:
+    """Microseconds as seconds with two decimals, for a sentence."""
+    return F.format_number((F.col(us) if isinstance(us, str) else us) / 1e6, 2)
+
+
+def millis(us: Column | str) -> Column:
+    """Microseconds as milliseconds with one decimal."""
+    return F.format_number((F.col(us) if isinstance(us, str) else us) / 1e3, 1)
+
+
+def percent(fraction: Column | str) -> Column:
+    value = F.col(fraction) if isinstance(fraction, str) else fraction
+    return F.format_string("%.0f%%", value * 100)
+
+
+def shown(column: str, fallback: str) -> Column:
+    """A name for a sentence: the column's value, or what stands for it when unknown."""
+    return F.coalesce(F.col(column), F.lit(fallback))
+
+
+def evidence(*tables: str) -> Column:
+    return F.array(*(F.lit(t) for t in tables))
+
+
+def endpoint(ip: str, port: str) -> Column:
+    """``ip:port``, an IPv6 address in brackets (as ``broker_addresses`` writes them)."""
+    shown = F.when(F.col(ip).contains(":"), F.format_string("[%s]", ip)).otherwise(F.col(ip))
+    return F.concat_ws(":", shown, F.col(port).cast("string"))
+
+
+def severity(high: Column, medium: Column | None = None) -> Column:
+    """``high`` where ``high`` holds, ``medium`` where ``medium`` does (all: None), else low."""
+    chosen = F.when(high, F.lit("high"))
+    if medium is None:
+        return chosen.otherwise(F.lit("medium"))
+    return chosen.when(medium, F.lit("medium")).otherwise(F.lit("low"))
+
+
+def storms(events: DataFrame, key: list[str], threshold: float) -> DataFrame:
+    """Per ``key``, the most events within any ``storm_window_s`` (a range over each
+    event's time), with the first and last events and the total, where it reaches
+    ``threshold``."""
+    span = int(T["storm_window_s"] * 1e6)
+    order = Window.partitionBy(*key).orderBy("us").rangeBetween(-span, 0)
+    counted = events.withColumn("us", micros("ts")).withColumn("within", F.count("*").over(order))
+    return (
+        counted.groupBy(*key)
+        .agg(
+            F.max("within").alias("worst"),
+            F.count("*").alias("count"),
+            F.min("ts").alias("start_ts"),
+            F.max("ts").alias("end_ts"),
+        )
+        .where(F.col("worst") >= threshold)
+    )
