@@ -71,7 +71,7 @@ class Problems:
         self.listed: list[tuple[str, str]] = []
         self.unlisted = 0
 
-    def add(self, kind: str, detail: str) -> None:
+    def report(self, kind: str, detail: str) -> None:
         if len(self.listed) < LISTED_PROBLEMS:
             self.listed.append((kind, detail))
         else:
@@ -165,13 +165,13 @@ def _split(
         (size,) = unpack(view, pos)
         stop = pos + 4 + size
         if size < 0:
-            problems.add("bad_message", f"negative message length {size}")
+            problems.report("bad_message", f"negative message length {size}")
             break
         if stop > end:
             tail.size = end - pos
             break
         if size < MIN_HEADER:
-            problems.add("bad_message", f"message length {size} is below the header")
+            problems.report("bad_message", f"message length {size} is below the header")
             pos = stop
             continue
         magic = view[pos + 4]
@@ -180,13 +180,13 @@ def _split(
         elif magic == 1 and size > MIN_HEADER:
             codec, crc_at = view[pos + 5] & 0x03, pos + 6
         else:
-            problems.add("bad_magic", f"message magic {magic} is not 0 or 1")
+            problems.report("bad_magic", f"message magic {magic} is not 0 or 1")
             pos = stop
             continue
         payload = view[crc_at + 4 : stop]
         ok = crc32(payload) == crc_at_unpack(view, crc_at)[0]
         if not ok:
-            problems.add("bad_checksum", f"CRC32 mismatch in a message of {size} bytes")
+            problems.report("bad_checksum", f"CRC32 mismatch in a message of {size} bytes")
         yield pos, magic, codec, ok, payload
         pos = stop
 
@@ -203,13 +203,13 @@ def _expand(
     """The application messages inside a compressed message, or the message itself with no
     payload when it cannot be expanded."""
     if depth >= MAX_DEPTH:
-        problems.add("decompression_failed", f"compression nested over {MAX_DEPTH}")
+        problems.report("decompression_failed", f"compression nested over {MAX_DEPTH}")
         yield magic, ok, None
         return
     try:
         inner = decompress(codec, payload, budget.left)
     except DecompressionError as exc:
-        problems.add("decompression_failed", str(exc))
+        problems.report("decompression_failed", str(exc))
         yield magic, ok, None
         return
     budget.left -= len(inner)
@@ -225,6 +225,6 @@ def _expand(
         ):
             yield m_magic, m_ok and ok, m_payload
     if tail.size:
-        problems.add(
+        problems.report(
             "bad_message", f"compressed message set ends in {tail.size} bytes of a partial one"
         )
