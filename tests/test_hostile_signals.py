@@ -143,7 +143,7 @@ def test_three_hundred_signals_at_random_moments_never_crash_the_run(
         time.sleep(rng.uniform(0.0, 1.5))
         process.send_signal(signum)
         _, stderr = process.communicate(timeout=120)
-        finished = process.returncode == 0 and left_beside(out) == ["out"]
+        finished = process.returncode == 0 and left_beside(out) == [out.name]
         stopped = process.returncode == 128 + signum and stderr.count("\n") == 1
         if not (finished or stopped) or "Traceback" in stderr:
             outcomes[f"exit {process.returncode} after {signum!r}: {stderr.strip()[-300:]}"] += 1
