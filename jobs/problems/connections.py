@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from pyspark.sql import DataFrame, Window
+from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 
 from ..common import micros
@@ -76,28 +76,8 @@ def connect_storms(data: Inputs) -> DataFrame:
         F.col("first_ts").alias("ts"),
     )
     found = storms(opened, [*CLIENT, "broker"], T["storm_connects"])
-    explanation = F.format_string(
-        "Client %s connected to broker %s %d times in %s s, %d within %s s.",
-        "client_ip",
-        "broker",
-        "count",
-        seconds(micros("end_ts") - micros("start_ts")),
-        "worst",
-        F.lit(f"{T['storm_window_s']:g}"),
-    )
-    return found.select(
-        F.lit("connect_storm").alias("kind"),
-        F.lit("medium").alias("severity"),
-        F.lit(1.0).alias("score"),
-        "capture",
-        F.col("client_ip").alias("client"),
-        "broker",
-        "start_ts",
-        "end_ts",
-        "count",
-        explanation.alias("explanation"),
-        evidence("connections").alias("evidence"),
-    )
+    said = "Client %s connected to broker %s %d times in %s s, %d within %s s."
+    return _storm_rows(found, "connect_storm", said, "broker", F.col("broker"), "connections")
 
 
 def lookup_storms(data: Inputs) -> DataFrame:
@@ -109,27 +89,37 @@ def lookup_storms(data: Inputs) -> DataFrame:
         .select(*CLIENT, "ts", "topic")
     )
     found = storms(lookups, [*CLIENT, "topic"], T["storm_lookups"])
+    said = "Client %s looked %s up %d times in %s s, %d within %s s."
+    topic = shown("topic", "(unknown topic)")
+    return _storm_rows(found, "lookup_storm", said, "topic", topic, "frames")
+
+
+def _storm_rows(
+    found: DataFrame, kind: str, said: str, target: str, named: Column, table: str
+) -> DataFrame:
+    """A storm's finding rows: ``said`` names the client, the ``target`` it went at
+    (``named`` as printed), the count, the span and the worst window."""
     explanation = F.format_string(
-        "Client %s looked %s up %d times in %s s, %d within %s s.",
+        said,
         "client_ip",
-        shown("topic", "(unknown topic)"),
+        named,
         "count",
         seconds(micros("end_ts") - micros("start_ts")),
         "worst",
         F.lit(f"{T['storm_window_s']:g}"),
     )
     return found.select(
-        F.lit("lookup_storm").alias("kind"),
+        F.lit(kind).alias("kind"),
         F.lit("medium").alias("severity"),
         F.lit(1.0).alias("score"),
         "capture",
         F.col("client_ip").alias("client"),
-        "topic",
+        target,
         "start_ts",
         "end_ts",
         "count",
         explanation.alias("explanation"),
-        evidence("frames").alias("evidence"),
+        evidence(table).alias("evidence"),
     )
 
 
