@@ -6,6 +6,7 @@ none. Scenarios: ``tests/corpus/scenarios.py``."""
 from __future__ import annotations
 
 import json
+import random
 from collections import Counter
 from itertools import pairwise
 
@@ -198,6 +199,31 @@ def test_a_redelivery_storm_is_the_window_of_most_redeliveries(analyzed):
     assert storm["count"] == _redeliveries(name) >= THRESHOLDS["storm_redeliveries"]
     assert f"{storm['count']} redeliveries" in storm["explanation"]
     assert len(deliveries) == storm["count"] + len(truth(name)["sent"])
+
+
+def test_a_storm_is_the_most_events_within_any_window_ending_at_one(spark):
+    """Events at the window's two edges, several at one instant, keys apart; the count
+    is the brute-force one: for each event, those at most one window before it."""
+    from pwcap.jobs.problems.base import storms
+
+    span = int(THRESHOLDS["storm_window_s"] * 1_000_000)
+    rng = random.Random(36)
+    times = {
+        "edges": [0, span, span, 2 * span + 1, 2 * span + 1, 2 * span + 1],
+        "dense": sorted(rng.randrange(0, 5 * span) for _ in range(400)),
+        "lone": [7],
+    }
+    rows = [(key, us) for key, stamps in times.items() for us in stamps]
+    events = spark.createDataFrame(rows, "key string, us long").selectExpr(
+        "key", "timestamp_micros(us) AS ts"
+    )
+    got = {r.key: (r.worst, r["count"]) for r in storms(events, ["key"], 1).collect()}
+    expected = {
+        key: (max(sum(t - span <= u <= t for u in stamps) for t in stamps), len(stamps))
+        for key, stamps in times.items()
+    }
+    assert got == expected
+    assert expected["edges"] == (3, 6)
 
 
 def test_an_unload_closes_clients_and_loses_the_ack_in_flight(analyzed):
