@@ -45,8 +45,16 @@ REQUESTED = ("redeliver_ids", "redeliver_all")  # redelivery triggers that are a
 # unackedMessages ends at -2); pwcap counts each member once.
 BROKER_OVERCOUNTS = {"realpulsar_python_redelivery"}
 # An ACK the broker had not counted yet when it answered: 31 ms after a batch-index ACK,
-# 246 ms after a transactional one (the pending ack is logged first); its next sample does.
-BROKER_LATE = {"realpulsar_java_batch_index_ack", "realpulsar_java_transaction"}
+# 246 ms after a transactional one (the pending ack is logged first), about 1 s after the
+# C++ client's second ACK on a loaded machine (its unacked count already had it).
+BROKER_LATE = {
+    "realpulsar_java_batch_index_ack",
+    "realpulsar_java_transaction",
+    "realpulsar_python_ack_hole",
+}
+# A consumer that keeps no pending acks (Failover, Exclusive): the broker's redeliver
+# counter counts the pending acks a redelivery request takes off, so none.
+BROKER_UNCOUNTED = {"realpulsar_python_epoch"}
 
 
 def known(names: set[str], reason: str) -> list:
@@ -58,6 +66,7 @@ def known(names: set[str], reason: str) -> list:
 
 UNACKED = known(BROKER_OVERCOUNTS, "the broker counts two members' acks twice")
 ACKED = known(BROKER_OVERCOUNTS | BROKER_LATE, "the broker counts twice, or late")
+REDELIVERED = known(BROKER_UNCOUNTED, "the broker counts no redelivery without pending acks")
 
 Consumer = tuple[str, str, str, str, str]  # capture, topic, subscription, name, client address
 Timeline = list[tuple[int, int]]  # (time, value from then on)
@@ -284,7 +293,7 @@ def broker_redeliveries(name: str) -> Counter:
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("name", NAMES)
+@pytest.mark.parametrize("name", REDELIVERED)
 def test_requested_redeliveries_equal_the_brokers_count(name, requested_redeliveries):
     capture = truth(name)["capture"]["file"]
     ours = Counter({k: n for k, n in requested_redeliveries.items() if k[0] == capture})
