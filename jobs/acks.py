@@ -5,8 +5,11 @@ is one MESSAGE frame: an entry (``ledger_id``, ``entry_id``) of ``num_messages``
 sent to a consumer of a subscription. It is answered by the first ACK after it, on the same
 topic and subscription and before the entry is delivered again, that either
 
-- names the entry individually (any batch index: the C++ client acks a whole batch once,
-  with batch index -1), or
+- names the entry individually and leaves none of its members owed: an id without an
+  ack_set acknowledges the whole entry (any batch index: the C++ client acks a whole batch
+  once, with batch index -1); with batch-index acknowledgement the ACKs of a batch's
+  members carry ack_sets, and only the one that acknowledges the last member owed
+  answers (:func:`member_acks` keeps the account), or
 - is cumulative at or beyond the entry's position.
 
 Acks are matched per subscription rather than per connection so an ack sent after a
@@ -159,7 +162,7 @@ def _deliveries_and_acks(frames: DataFrame) -> DataFrame:
         .otherwise(INDIVIDUAL)
     )
     kept = [*DELIVERY_ONLY, *SUBSCRIPTION, "num_messages", "ts", "error", "row"]
-    return (
+    rows = (
         frames.where(F.col("command").isin("MESSAGE", "ACK"))
         .select(
             *(F.when(~is_ack, F.col(c)).alias(c) for c in DELIVERY_ONLY),
@@ -169,12 +172,17 @@ def _deliveries_and_acks(frames: DataFrame) -> DataFrame:
             F.when(is_ack, F.col("validation_error")).alias("error"),
             kind.alias("row"),
             listed.alias("listed"),
+            F.when(is_ack, F.col("conn_id")).alias("ack_conn_id"),
+            F.when(is_ack, F.col("stream_offset")).alias("ack_offset"),
             "ledger_id",
             "entry_id",
-            F.explode_outer(F.when(listed, F.col("message_ids"))).alias("_id"),
+            F.posexplode_outer(F.when(listed, F.col("message_ids"))).alias("place", "_id"),
         )
         .select(
             *kept,
+            "ack_conn_id",
+            "ack_offset",
+            "place",
             *(
                 F.when(F.col("listed"), F.col(f"_id.{c}")).otherwise(F.col(c)).alias(c)
                 for c in ("ledger_id", "entry_id")
@@ -182,6 +190,10 @@ def _deliveries_and_acks(frames: DataFrame) -> DataFrame:
         )
         .where(F.col("ledger_id").isNotNull())
     )
+    with_sets = (F.col("command") == "ACK") & (F.size(F.coalesce("ack_sets", F.array())) > 0)
+    if not frames.where(with_sets).limit(1).isEmpty():  # batch-index acks: most captures none
+        rows = rows.join(_partial_acks(frames), list(PARTIAL), "left_anti")
+    return rows.drop("ack_conn_id", "ack_offset", "place")
 
 
 def _deliveries(frames: DataFrame) -> DataFrame:
@@ -302,6 +314,34 @@ def member_acks(frames: DataFrame) -> DataFrame:
     The batch's size is the entry's ``num_messages`` as delivered; ids of entries the
     capture never delivered are left out.
     """
+    return (
+        _member_steps(_member_rows(frames), frames)
+        .where(F.col("row") == INDIVIDUAL)
+        .select(*ENTRY, "conn_id", "consumer_id", "ts", "members")
+    )
+
+
+PARTIAL = (*ENTRY, "ack_conn_id", "ack_offset", "place")  # an id of an ACK frame
+
+
+def _partial_acks(frames: DataFrame) -> DataFrame:
+    """The ids of individual ACKs that leave members of their entry owed (an ack_set with
+    members not acknowledged yet), by ``PARTIAL``: they answer no delivery. Only entries
+    some ack_set names are followed."""
+    rows = _member_rows(frames)
+    named = rows.where((F.col("row") == INDIVIDUAL) & (F.size("words") > 0)).select(*ENTRY)
+    steps = _member_steps(rows.join(named.distinct(), list(ENTRY), "left_semi"), frames)
+    return steps.where((F.col("row") == INDIVIDUAL) & (F.col("owed") > 0)).select(
+        *ENTRY,
+        F.col("conn_id").alias("ack_conn_id"),
+        F.col("stream_offset").alias("ack_offset"),
+        "place",
+    )
+
+
+def _member_rows(frames: DataFrame) -> DataFrame:
+    """Every delivery of a known entry and every id an individual ACK names, with
+    ``place`` (the id's in the ACK's list) and ``words`` (its ack_set, or a delivery's)."""
     individual = F.coalesce("ack_type", F.lit("Individual")) != "Cumulative"
     ack = (F.col("command") == "ACK") & individual & (F.size("message_ids") > 0)
     delivery = (F.col("command") == "MESSAGE") & F.col("ledger_id").isNotNull()
@@ -317,7 +357,7 @@ def member_acks(frames: DataFrame) -> DataFrame:
         F.when(delivery, DELIVERED).otherwise(INDIVIDUAL).alias("row"),
         F.posexplode_outer(F.when(ack, F.col("message_ids"))).alias("place", "_id"),
     )
-    rows = exploded.select(
+    return exploded.select(
         *SUBSCRIPTION,
         "conn_id",
         "consumer_id",
@@ -331,6 +371,11 @@ def member_acks(frames: DataFrame) -> DataFrame:
             "words"
         ),
     ).where(_known(ENTRY))
+
+
+def _member_steps(rows: DataFrame, frames: DataFrame) -> DataFrame:
+    """:func:`_member_rows` per entry in time order, each with ``members`` (what an ack
+    took off the members owed) and ``owed`` (how many are owed after it)."""
     sizes = _deliveries(frames).groupBy(*ENTRY).agg(F.max("num_messages").alias("size"))
     # The members an id or a delivery leaves owed: the set bits of its words below the
     # batch's size; without words, none (an ack) or all (a delivery).
@@ -354,22 +399,30 @@ def member_acks(frames: DataFrame) -> DataFrame:
     # what left.
     left = "array_intersect(done.left, s.owed)"
     members = f"concat(done.members, array(size(done.left) - size({left})))"
-    acked = f"named_struct('left', {left}, 'members', {members})"
-    delivered = "named_struct('left', s.owed, 'members', concat(done.members, array(0)))"
+    still = f"concat(done.still, array(size({left})))"
+    acked = f"named_struct('left', {left}, 'members', {members}, 'still', {still})"
+    delivered = (
+        "named_struct('left', s.owed, 'members', concat(done.members, array(0)),"
+        " 'still', concat(done.still, array(size(s.owed))))"
+    )
     none = "cast(array() as array<int>)"
     counted = F.expr(
-        f"aggregate(steps, named_struct('left', {none}, 'members', {none}),"
-        f" (done, s) -> if(s.row = {DELIVERED}, {delivered}, {acked})).members"
+        f"aggregate(steps, named_struct('left', {none}, 'members', {none}, 'still', {none}),"
+        f" (done, s) -> if(s.row = {DELIVERED}, {delivered}, {acked}))"
     )
     return (
         steps.groupBy(*ENTRY)
         .agg(in_order.alias("steps"))
-        .withColumn("members", counted)
-        .select(*ENTRY, F.explode(F.arrays_zip("steps", "members")).alias("_step"))
-        .where(F.col("_step.steps.row") == INDIVIDUAL)
+        .select(*ENTRY, "steps", counted.alias("counted"))
+        .select(*ENTRY, "steps", "counted.members", "counted.still")
+        .select(*ENTRY, F.explode(F.arrays_zip("steps", "members", "still")).alias("_step"))
         .select(
             *ENTRY,
-            *(F.col(f"_step.steps.{c}").alias(c) for c in ("conn_id", "consumer_id", "ts")),
+            *(
+                F.col(f"_step.steps.{c}").alias(c)
+                for c in ("row", "conn_id", "consumer_id", "ts", "stream_offset", "place")
+            ),
             F.col("_step.members").alias("members"),
+            F.col("_step.still").alias("owed"),
         )
     )
