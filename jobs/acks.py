@@ -10,7 +10,8 @@ topic and subscription and before the entry is delivered again, that either
   once, with batch index -1); with batch-index acknowledgement the ACKs of a batch's
   members carry ack_sets, and only the one that acknowledges the last member owed
   answers (:func:`member_acks` keeps the account), or
-- is cumulative at or beyond the entry's position.
+- is cumulative at or beyond the entry's position; one whose ack_set leaves members of
+  the entry it names owed (batch-index acknowledgement) reaches the entry before it.
 
 Acks are matched per subscription rather than per connection so an ack sent after a
 reconnect (new consumer id, same subscription) still answers the delivery; and per capture
@@ -172,6 +173,7 @@ def _deliveries_and_acks(frames: DataFrame) -> DataFrame:
             F.when(is_ack, F.col("validation_error")).alias("error"),
             kind.alias("row"),
             listed.alias("listed"),
+            _reaches_before().alias("before"),
             F.when(is_ack, F.col("conn_id")).alias("ack_conn_id"),
             F.when(is_ack, F.col("stream_offset")).alias("ack_offset"),
             "ledger_id",
@@ -183,10 +185,13 @@ def _deliveries_and_acks(frames: DataFrame) -> DataFrame:
             "ack_conn_id",
             "ack_offset",
             "place",
-            *(
-                F.when(F.col("listed"), F.col(f"_id.{c}")).otherwise(F.col(c)).alias(c)
-                for c in ("ledger_id", "entry_id")
-            ),
+            F.when(F.col("listed"), F.col("_id.ledger_id"))
+            .otherwise(F.col("ledger_id"))
+            .alias("ledger_id"),
+            (
+                F.when(F.col("listed"), F.col("_id.entry_id")).otherwise(F.col("entry_id"))
+                - F.col("before").cast("long")
+            ).alias("entry_id"),
         )
         .where(F.col("ledger_id").isNotNull())
     )
@@ -208,9 +213,20 @@ def _deliveries(frames: DataFrame) -> DataFrame:
 
 
 def _cumulative_acks(frames: DataFrame) -> DataFrame:
-    """One row per message id a cumulative ACK of a known subscription names."""
+    """One row per message id a cumulative ACK of a known subscription names, at the
+    last entry it acknowledges whole (:func:`_reaches_before`)."""
     cumulative = (F.col("command") == "ACK") & (F.col("ack_type") == "Cumulative")
-    return message_ids(frames.where(cumulative)).where(_known(ENTRY))
+    named = message_ids(frames.where(cumulative)).where(_known(ENTRY))
+    return named.withColumn("entry_id", F.col("entry_id") - _reaches_before().cast("long"))
+
+
+def _reaches_before() -> Column:
+    """A cumulative ACK whose ack_set leaves members of its entry owed (batch-index
+    acknowledgement of a batch's member: its single id's set bits): it acknowledges the
+    entries before that one, and of that one only the members before. False otherwise."""
+    cumulative = (F.col("command") == "ACK") & (F.col("ack_type") == "Cumulative")
+    owed = F.exists(F.coalesce("ack_sets", F.array()), lambda w: w["bits"] != 0)
+    return F.coalesce(cumulative & owed, F.lit(False))
 
 
 def _known(columns: tuple[str, ...]) -> Column:

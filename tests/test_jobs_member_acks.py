@@ -112,3 +112,22 @@ def test_a_batch_is_answered_by_the_ack_of_its_last_member_owed(spark):
     assert answered == {0: 400, 1: 350, 2: 250, 3: None}
     holes = acks.unanswered_last_deliveries(frames).collect()
     assert [r.entry_id for r in holes] == [3]
+
+
+def test_a_cumulative_ack_of_a_batch_member_answers_the_entries_before_it(spark):
+    """A cumulative ACK with an ack_set that leaves members of its entry owed (the Java
+    client's cumulative batch-index ack of a member) acknowledges the entries before that
+    one only; the entry is answered by the cumulative ACK that takes it whole."""
+    rows = [
+        delivery(100, 0, num_messages=5),
+        delivery(100, 1, num_messages=5),
+        delivery(100, 2, num_messages=5),
+        batch_ack(200, (1, [0b11000]), ack_type="Cumulative"),  # 0, 1 and 0-2 of 1
+        batch_ack(300, (1, [0b00000]), ack_type="Cumulative"),  # the rest of 1
+    ]
+    frames = table(spark, "frames", rows)
+    answered = {r.entry_id: us(r.ack_ts) for r in acks.answered_deliveries(frames).collect()}
+    assert answered == {0: 200, 1: 300, 2: None}
+    assert [r.entry_id for r in acks.unanswered_last_deliveries(frames).collect()] == [2]
+    early = table(spark, "frames", rows[:4])
+    assert sorted(r.entry_id for r in acks.unanswered_last_deliveries(early).collect()) == [1, 2]
