@@ -5,9 +5,13 @@ is one MESSAGE frame: an entry (``ledger_id``, ``entry_id``) of ``num_messages``
 sent to a consumer of a subscription. It is answered by the first ACK after it, on the same
 topic and subscription and before the entry is delivered again, that either
 
-- names the entry individually (any batch index: the C++ client acks a whole batch once,
-  with batch index -1), or
-- is cumulative at or beyond the entry's position.
+- names the entry individually and leaves none of its members owed: an id without an
+  ack_set acknowledges the whole entry (any batch index: the C++ client acks a whole batch
+  once, with batch index -1); with batch-index acknowledgement the ACKs of a batch's
+  members carry ack_sets, and only the one that acknowledges the last member owed
+  answers (:func:`member_acks` keeps the account), or
+- is cumulative at or beyond the entry's position; one whose ack_set leaves members of
+  the entry it names owed (batch-index acknowledgement) reaches the entry before it.
 
 Acks are matched per subscription rather than per connection so an ack sent after a
 reconnect (new consumer id, same subscription) still answers the delivery; and per capture
@@ -159,7 +163,7 @@ def _deliveries_and_acks(frames: DataFrame) -> DataFrame:
         .otherwise(INDIVIDUAL)
     )
     kept = [*DELIVERY_ONLY, *SUBSCRIPTION, "num_messages", "ts", "error", "row"]
-    return (
+    rows = (
         frames.where(F.col("command").isin("MESSAGE", "ACK"))
         .select(
             *(F.when(~is_ack, F.col(c)).alias(c) for c in DELIVERY_ONLY),
@@ -169,19 +173,32 @@ def _deliveries_and_acks(frames: DataFrame) -> DataFrame:
             F.when(is_ack, F.col("validation_error")).alias("error"),
             kind.alias("row"),
             listed.alias("listed"),
+            _reaches_before().alias("before"),
+            F.when(is_ack, F.col("conn_id")).alias("ack_conn_id"),
+            F.when(is_ack, F.col("stream_offset")).alias("ack_offset"),
             "ledger_id",
             "entry_id",
-            F.explode_outer(F.when(listed, F.col("message_ids"))).alias("_id"),
+            F.posexplode_outer(F.when(listed, F.col("message_ids"))).alias("place", "_id"),
         )
         .select(
             *kept,
-            *(
-                F.when(F.col("listed"), F.col(f"_id.{c}")).otherwise(F.col(c)).alias(c)
-                for c in ("ledger_id", "entry_id")
-            ),
+            "ack_conn_id",
+            "ack_offset",
+            "place",
+            F.when(F.col("listed"), F.col("_id.ledger_id"))
+            .otherwise(F.col("ledger_id"))
+            .alias("ledger_id"),
+            (
+                F.when(F.col("listed"), F.col("_id.entry_id")).otherwise(F.col("entry_id"))
+                - F.col("before").cast("long")
+            ).alias("entry_id"),
         )
         .where(F.col("ledger_id").isNotNull())
     )
+    with_sets = (F.col("command") == "ACK") & (F.size(F.coalesce("ack_sets", F.array())) > 0)
+    if not frames.where(with_sets).limit(1).isEmpty():  # batch-index acks: most captures none
+        rows = rows.join(_partial_acks(frames), list(PARTIAL), "left_anti")
+    return rows.drop("ack_conn_id", "ack_offset", "place")
 
 
 def _deliveries(frames: DataFrame) -> DataFrame:
@@ -196,9 +213,20 @@ def _deliveries(frames: DataFrame) -> DataFrame:
 
 
 def _cumulative_acks(frames: DataFrame) -> DataFrame:
-    """One row per message id a cumulative ACK of a known subscription names."""
+    """One row per message id a cumulative ACK of a known subscription names, at the
+    last entry it acknowledges whole (:func:`_reaches_before`)."""
     cumulative = (F.col("command") == "ACK") & (F.col("ack_type") == "Cumulative")
-    return message_ids(frames.where(cumulative)).where(_known(ENTRY))
+    named = message_ids(frames.where(cumulative)).where(_known(ENTRY))
+    return named.withColumn("entry_id", F.col("entry_id") - _reaches_before().cast("long"))
+
+
+def _reaches_before() -> Column:
+    """A cumulative ACK whose ack_set leaves members of its entry owed (batch-index
+    acknowledgement of a batch's member: its single id's set bits): it acknowledges the
+    entries before that one, and of that one only the members before. False otherwise."""
+    cumulative = (F.col("command") == "ACK") & (F.col("ack_type") == "Cumulative")
+    owed = F.exists(F.coalesce("ack_sets", F.array()), lambda w: w["bits"] != 0)
+    return F.coalesce(cumulative & owed, F.lit(False))
 
 
 def _known(columns: tuple[str, ...]) -> Column:
@@ -302,6 +330,34 @@ def member_acks(frames: DataFrame) -> DataFrame:
     The batch's size is the entry's ``num_messages`` as delivered; ids of entries the
     capture never delivered are left out.
     """
+    return (
+        _member_steps(_member_rows(frames), frames)
+        .where(F.col("row") == INDIVIDUAL)
+        .select(*ENTRY, "conn_id", "consumer_id", "ts", "members")
+    )
+
+
+PARTIAL = (*ENTRY, "ack_conn_id", "ack_offset", "place")  # an id of an ACK frame
+
+
+def _partial_acks(frames: DataFrame) -> DataFrame:
+    """The ids of individual ACKs that leave members of their entry owed (an ack_set with
+    members not acknowledged yet), by ``PARTIAL``: they answer no delivery. Only entries
+    some ack_set names are followed."""
+    rows = _member_rows(frames)
+    named = rows.where((F.col("row") == INDIVIDUAL) & (F.size("words") > 0)).select(*ENTRY)
+    steps = _member_steps(rows.join(named.distinct(), list(ENTRY), "left_semi"), frames)
+    return steps.where((F.col("row") == INDIVIDUAL) & (F.col("owed") > 0)).select(
+        *ENTRY,
+        F.col("conn_id").alias("ack_conn_id"),
+        F.col("stream_offset").alias("ack_offset"),
+        "place",
+    )
+
+
+def _member_rows(frames: DataFrame) -> DataFrame:
+    """Every delivery of a known entry and every id an individual ACK names, with
+    ``place`` (the id's in the ACK's list) and ``words`` (its ack_set, or a delivery's)."""
     individual = F.coalesce("ack_type", F.lit("Individual")) != "Cumulative"
     ack = (F.col("command") == "ACK") & individual & (F.size("message_ids") > 0)
     delivery = (F.col("command") == "MESSAGE") & F.col("ledger_id").isNotNull()
@@ -317,7 +373,7 @@ def member_acks(frames: DataFrame) -> DataFrame:
         F.when(delivery, DELIVERED).otherwise(INDIVIDUAL).alias("row"),
         F.posexplode_outer(F.when(ack, F.col("message_ids"))).alias("place", "_id"),
     )
-    rows = exploded.select(
+    return exploded.select(
         *SUBSCRIPTION,
         "conn_id",
         "consumer_id",
@@ -331,6 +387,11 @@ def member_acks(frames: DataFrame) -> DataFrame:
             "words"
         ),
     ).where(_known(ENTRY))
+
+
+def _member_steps(rows: DataFrame, frames: DataFrame) -> DataFrame:
+    """:func:`_member_rows` per entry in time order, each with ``members`` (what an ack
+    took off the members owed) and ``owed`` (how many are owed after it)."""
     sizes = _deliveries(frames).groupBy(*ENTRY).agg(F.max("num_messages").alias("size"))
     # The members an id or a delivery leaves owed: the set bits of its words below the
     # batch's size; without words, none (an ack) or all (a delivery).
@@ -354,22 +415,30 @@ def member_acks(frames: DataFrame) -> DataFrame:
     # what left.
     left = "array_intersect(done.left, s.owed)"
     members = f"concat(done.members, array(size(done.left) - size({left})))"
-    acked = f"named_struct('left', {left}, 'members', {members})"
-    delivered = "named_struct('left', s.owed, 'members', concat(done.members, array(0)))"
+    still = f"concat(done.still, array(size({left})))"
+    acked = f"named_struct('left', {left}, 'members', {members}, 'still', {still})"
+    delivered = (
+        "named_struct('left', s.owed, 'members', concat(done.members, array(0)),"
+        " 'still', concat(done.still, array(size(s.owed))))"
+    )
     none = "cast(array() as array<int>)"
     counted = F.expr(
-        f"aggregate(steps, named_struct('left', {none}, 'members', {none}),"
-        f" (done, s) -> if(s.row = {DELIVERED}, {delivered}, {acked})).members"
+        f"aggregate(steps, named_struct('left', {none}, 'members', {none}, 'still', {none}),"
+        f" (done, s) -> if(s.row = {DELIVERED}, {delivered}, {acked}))"
     )
     return (
         steps.groupBy(*ENTRY)
         .agg(in_order.alias("steps"))
-        .withColumn("members", counted)
-        .select(*ENTRY, F.explode(F.arrays_zip("steps", "members")).alias("_step"))
-        .where(F.col("_step.steps.row") == INDIVIDUAL)
+        .select(*ENTRY, "steps", counted.alias("counted"))
+        .select(*ENTRY, "steps", "counted.members", "counted.still")
+        .select(*ENTRY, F.explode(F.arrays_zip("steps", "members", "still")).alias("_step"))
         .select(
             *ENTRY,
-            *(F.col(f"_step.steps.{c}").alias(c) for c in ("conn_id", "consumer_id", "ts")),
+            *(
+                F.col(f"_step.steps.{c}").alias(c)
+                for c in ("row", "conn_id", "consumer_id", "ts", "stream_offset", "place")
+            ),
             F.col("_step.members").alias("members"),
+            F.col("_step.still").alias("owed"),
         )
     )

@@ -49,7 +49,9 @@ LATENCY_PAIRS: list[Column] = [
         STR,
         "the request's command name (`LOOKUP`, `PRODUCER`, `SEND`, `PING`, `ACK` with a request"
         " id, Kafka 0.7 `FETCH`...), `publish_delivery` (a message's first SEND to its first"
-        " MESSAGE on a subscription) or `delivery_ack` (a delivered entry to the ack answering it)",
+        " MESSAGE on a subscription) or `delivery_ack` (a delivered entry to the ack answering"
+        " it: of a batch acknowledged member by member, the one that acknowledges the last"
+        " member owed)",
     ),
     _CAPTURE,
     Column("conn_id", I64, "connection of the pair (of the delivery, for publish_delivery)"),
@@ -212,7 +214,12 @@ UNACKED: list[Column] = [
     Column("conn_id", I64, "connection of the last delivery"),
     Column("consumer_id", I64, "consumer of the last delivery"),
     Column("consumer_name", STR, "its name"),
-    Column("last_delivery_ts", TS, "capture time of the last delivery, which no ack answered"),
+    Column(
+        "last_delivery_ts",
+        TS,
+        "capture time of the last delivery, which no ack answered (a batch acknowledged"
+        " only in part is not answered)",
+    ),
     Column("deliveries", I32, "deliveries of the entry on the subscription"),
     Column("redelivery_count", I32, "redelivery count of the last delivery"),
 ]

@@ -454,12 +454,13 @@ def test_the_key_hash_is_the_one_the_broker_routes_a_sticky_subscription_by(samp
                 hashed = sticky_key_hash(received["key"].encode())
                 assert any(r["start"] <= hashed <= r["end"] for r in declared), received
                 checked.add((name, received["key"]))
-    # Every key of both sticky samples, each on the side of the range its hash says.
+    # Every key of the sticky samples, each on the side of the range its hash says.
     assert {name for name, _ in checked} == {
         "realpulsar_java_key_shared",
+        "realpulsar_java_key_shared_sticky",
         "realpulsar_python_key_shared_stall",
     }
-    assert len(checked) == 16
+    assert len(checked) == 24
 
 
 # -- the real broker: Key_Shared stalls, consumer epochs, batch-index ack holes ---------------

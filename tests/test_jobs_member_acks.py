@@ -89,3 +89,45 @@ def test_cumulative_acks_and_entries_never_delivered_are_left_out(spark):
         batch_ack(300, (5, None)),
     ]
     assert members(spark, rows) == []
+
+
+def test_a_batch_is_answered_by_the_ack_of_its_last_member_owed(spark):
+    """``answered_deliveries``: an ack_set that leaves members owed answers nothing; the
+    ACK that acknowledges the last one does, in either client's style; a batch with a
+    member never acknowledged stays unanswered, for ``unanswered_last_deliveries`` too."""
+    rows = [
+        delivery(100, 0, num_messages=5),  # the Java and Go clients' sets
+        batch_ack(200, (0, [0b10101])),
+        batch_ack(300, (0, [0b00001])),
+        batch_ack(400, (0, [0b00000])),
+        delivery(100, 1, num_messages=3),  # the C++ client's: this ACK's members
+        batch_ack(250, (1, [0b110]), (2, None)),
+        batch_ack(350, (1, [0b101]), (1, [0b011])),
+        delivery(100, 2, num_messages=1),  # acknowledged whole at 250
+        delivery(100, 3, num_messages=4),  # one member never acknowledged
+        batch_ack(450, (3, [0b0100]), (3, [0b0100]), (3, [0b0100])),
+    ]
+    frames = table(spark, "frames", rows)
+    answered = {r.entry_id: us(r.ack_ts) for r in acks.answered_deliveries(frames).collect()}
+    assert answered == {0: 400, 1: 350, 2: 250, 3: None}
+    holes = acks.unanswered_last_deliveries(frames).collect()
+    assert [r.entry_id for r in holes] == [3]
+
+
+def test_a_cumulative_ack_of_a_batch_member_answers_the_entries_before_it(spark):
+    """A cumulative ACK with an ack_set that leaves members of its entry owed (the Java
+    client's cumulative batch-index ack of a member) acknowledges the entries before that
+    one only; the entry is answered by the cumulative ACK that takes it whole."""
+    rows = [
+        delivery(100, 0, num_messages=5),
+        delivery(100, 1, num_messages=5),
+        delivery(100, 2, num_messages=5),
+        batch_ack(200, (1, [0b11000]), ack_type="Cumulative"),  # 0, 1 and 0-2 of 1
+        batch_ack(300, (1, [0b00000]), ack_type="Cumulative"),  # the rest of 1
+    ]
+    frames = table(spark, "frames", rows)
+    answered = {r.entry_id: us(r.ack_ts) for r in acks.answered_deliveries(frames).collect()}
+    assert answered == {0: 200, 1: 300, 2: None}
+    assert [r.entry_id for r in acks.unanswered_last_deliveries(frames).collect()] == [2]
+    early = table(spark, "frames", rows[:4])
+    assert sorted(r.entry_id for r in acks.unanswered_last_deliveries(early).collect()) == [1, 2]

@@ -11,6 +11,7 @@ from collections import Counter, defaultdict
 from functools import cache
 from pathlib import Path
 
+import mmh3
 import pytest
 
 from pwcap.capture import read_streams
@@ -261,3 +262,37 @@ def test_an_aborted_transactions_messages_reach_the_consumer_from_the_go_produce
     assert (aborted & wire) == (aborted if delivered else set())
     received = {tuple(m["message_id"][:2]) for m in truth["received"]}
     assert (aborted & received) == (aborted if delivered else set())
+
+
+def sticky_hash(key: str) -> int:
+    """The hash the broker's sticky selector routes a key by: Murmur3 32 of the key's bytes
+    (``Murmur3_32Hash``), made positive, modulo the 65536 of the hash range."""
+    return (mmh3.hash(key.encode(), 0, signed=False) & 0x7FFFFFFF) % 65536
+
+
+def test_sticky_consumers_get_the_keys_of_the_ranges_their_client_declared() -> None:
+    """``realpulsar_java_key_shared_sticky``: each SUBSCRIBE carries the STICKY hash ranges
+    the client declared (its record's ``consumer_joined`` events), and the broker gave each
+    consumer only keys that hash into its ranges: the high half's keys waited for a
+    consumer of the high half to join, and, after the low half's consumer left, the low
+    half's keys waited for the next one."""
+    name = "realpulsar_java_key_shared_sticky"
+    truth, sink = truth_of(name), decoded(name).sink
+    declared = {
+        e["consumer_name"]: [tuple(r) for r in e["hash_ranges"]]
+        for e in truth["events"]
+        if e["event"] == "consumer_joined"
+    }
+    subscribes = [f for f in sink.frames if f["command"] == "SUBSCRIBE"]
+    assert {f["key_shared_mode"] for f in subscribes} == {"STICKY"}
+    asked = {
+        f["consumer_name"]: [(r["start"], r["end"]) for r in f["hash_ranges"]] for f in subscribes
+    }
+    assert asked == declared
+    ranges = {(f["conn_id"], f["consumer_id"]): asked[f["consumer_name"]] for f in subscribes}
+    delivered = [m for m in sink.messages if m["command"] == "MESSAGE"]
+    assert len(delivered) == len(truth["sent"])
+    assert {m["consumer_name"] for m in delivered} == set(declared)
+    for m in delivered:
+        hashed = sticky_hash(m["key"])
+        assert any(lo <= hashed <= hi for lo, hi in ranges[(m["conn_id"], m["consumer_id"])]), m

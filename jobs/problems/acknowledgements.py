@@ -143,7 +143,10 @@ def ack_holes(data: Inputs) -> DataFrame:
         *acks.RECEIVER,
         F.lit(False).alias("partly"),
     )
-    left = whole.unionByName(_partly_acked(data.frames))
+    # A batch acknowledged in part is a delivery no ack answered too: counted once, in part.
+    partly = _partly_acked(data.frames)
+    entry = [*SUBSCRIPTION, "ledger_id", "entry_id"]
+    left = whole.join(partly.select(*entry), entry, "left_anti").unionByName(partly)
     # The acks of the subscriptions that left entries unacknowledged alone.
     leaving = F.broadcast(left.select(*SUBSCRIPTION).distinct())
     reach = (

@@ -41,6 +41,11 @@ SCENARIOS = [
     ),
     RealScenario(
         JAVA,
+        "key_shared_sticky",
+        "Key_Shared sticky hash ranges: a consumer joins mid-stream, another leaves",
+    ),
+    RealScenario(
+        JAVA,
         "redelivery",
         "ack timeout and negative-ack redelivery by the broker; a dead-letter topic",
     ),

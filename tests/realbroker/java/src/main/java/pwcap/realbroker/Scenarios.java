@@ -52,6 +52,7 @@ public final class Scenarios {
         Scenarios s = new Scenarios(args[1], args[2], args[3]);
         switch (args[0]) {
             case "key_shared" -> new KeyShared(s).run();
+            case "key_shared_sticky" -> new KeySharedSticky(s).run();
             case "redelivery" -> new Redelivery(s).run();
             case "batch_index_ack" -> new BatchIndexAck(s).run();
             case "delayed" -> new Delayed(s).run();
