@@ -44,6 +44,18 @@ JOBS=${SANITIZE_JOBS:-2}
 # its other checks with a wider memory limit).
 read -r -a PYTEST_ARGS <<<"${SANITIZE_PYTEST:---ignore=tests/test_hostile_memory.py --ignore=tests/test_fuzz_campaign.py}"
 command -v "$CC" >/dev/null || { echo "sanitize: $CC is needed (apt-get install $CC)" >&2 && exit 2; }
+if [ "$MODE" = atheris ]; then
+    # libFuzzer and ASan's archives: Debian's clang only recommends the package holding them.
+    for archive in libclang_rt.fuzzer_no_main-x86_64.a libclang_rt.asan-x86_64.a; do
+        [ -f "$(clang -print-file-name=$archive)" ] || {
+            major=$(clang -dumpversion | cut -d. -f1)
+            echo "sanitize: clang's $archive is missing (apt-get install libclang-rt-$major-dev)" >&2
+            exit 2
+        }
+    done
+    "$PYTHON" -c 'import atheris' 2>/dev/null ||
+        { echo "sanitize: atheris is needed (make setup, or pip install atheris)" >&2 && exit 2; }
+fi
 
 # SANITIZE_KEEP=1 runs again on the instrumented copy an earlier run built.
 if [ "${SANITIZE_KEEP:-0}" != 1 ] || [ ! -d "$SAN/src" ]; then
