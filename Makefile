@@ -75,6 +75,9 @@ sanitize: setup
 
 # Coverage-guided fuzzing of the compiled modules (clang, libFuzzer through atheris):
 # make fuzz-compiled TARGET=pulsar ARGS="-max_total_time=600"
+# It needs clang and its runtime archives (Debian: apt-get install clang libclang-rt-14-dev);
+# atheris comes with `make setup`. SANITIZE_KEEP=1 reuses the instrumented build of the
+# previous run (the next TARGET), which otherwise is compiled again from a fresh copy.
 TARGET ?= pulsar
 ARGS ?=
 fuzz-compiled: setup

@@ -44,6 +44,18 @@ JOBS=${SANITIZE_JOBS:-2}
 # its other checks with a wider memory limit).
 read -r -a PYTEST_ARGS <<<"${SANITIZE_PYTEST:---ignore=tests/test_hostile_memory.py --ignore=tests/test_fuzz_campaign.py}"
 command -v "$CC" >/dev/null || { echo "sanitize: $CC is needed (apt-get install $CC)" >&2 && exit 2; }
+if [ "$MODE" = atheris ]; then
+    # libFuzzer and ASan's archives: Debian's clang only recommends the package holding them.
+    for archive in libclang_rt.fuzzer_no_main-x86_64.a libclang_rt.asan-x86_64.a; do
+        [ -f "$(clang -print-file-name=$archive)" ] || {
+            major=$(clang -dumpversion | cut -d. -f1)
+            echo "sanitize: clang's $archive is missing (apt-get install libclang-rt-$major-dev)" >&2
+            exit 2
+        }
+    done
+    "$PYTHON" -c 'import atheris' 2>/dev/null ||
+        { echo "sanitize: atheris is needed (make setup, or pip install atheris)" >&2 && exit 2; }
+fi
 
 # SANITIZE_KEEP=1 runs again on the instrumented copy an earlier run built.
 if [ "${SANITIZE_KEEP:-0}" != 1 ] || [ ! -d "$SAN/src" ]; then
@@ -91,13 +103,18 @@ fi
 rm -rf "$SAN/reports"
 mkdir -p "$SAN/reports"
 # The JVM (Spark) is no place for ASan: its own SIGSEGV handling is how it checks for
-# null, which ASan would report. The java Spark runs from the PATH drops the preload; the
-# Python workers Spark starts (PYSPARK_PYTHON) take it back.
+# null, which ASan would report. Nor is procps's ps, which Spark's launcher runs (`ps -o
+# stat= -p $$`) and which hangs at its start with gcc's ASan runtime preloaded (on a lock
+# in textdomain): every Spark session of the suite waited on it forever. The java and ps
+# found on the PATH drop the preload; the Python workers Spark starts (PYSPARK_PYTHON)
+# take it back.
 rm -rf "$SAN/bin" && mkdir -p "$SAN/bin"
-if java=$(command -v java); then
-    printf '#!/bin/sh\nunset LD_PRELOAD\nexec %s "$@"\n' "$(readlink -f "$java")" >"$SAN/bin/java"
-    chmod +x "$SAN/bin/java"
-fi
+for tool in java ps; do
+    if found=$(command -v "$tool"); then
+        printf '#!/bin/sh\nunset LD_PRELOAD\nexec %s "$@"\n' "$(readlink -f "$found")" >"$SAN/bin/$tool"
+        chmod +x "$SAN/bin/$tool"
+    fi
+done
 printf '#!/bin/sh\nexport LD_PRELOAD=%s\nexec %s "$@"\n' "$PRELOAD" "$PYTHON" >"$SAN/bin/python"
 chmod +x "$SAN/bin/python"
 export PATH=$SAN/bin:$PATH PYSPARK_PYTHON=$SAN/bin/python

@@ -4,6 +4,8 @@ of random damage to those seeds, and the inputs atheris found (``fuzz/corpus/<ta
 from __future__ import annotations
 
 import random
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -58,3 +60,19 @@ def test_a_decoder_target_refuses_rows_that_break_a_promise() -> None:
     with pytest.raises(Broken, match="counts 2 anomalies, 1 rows name it"):
         rows.tables["anomalies"][0]["kind"] = "gap"
         check_rows(rows, {"anomalies": 2}, conn, "pulsar")
+
+
+def test_fuzzing_the_compiled_path_refuses_a_build_libfuzzer_cannot_follow() -> None:
+    """``--compiled`` on the normal build (no libFuzzer preloaded, no coverage counters in
+    the extensions) would fuzz blind: it says so in one line and how to get one."""
+    done = subprocess.run(
+        [sys.executable, "-m", "fuzz.atheris_run", "--compiled", "pulsar", "-runs=1"],
+        cwd=CORPUS.parent.parent,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert done.returncode == 2
+    assert done.stderr.count("\n") == 1, done.stderr
+    assert "no libFuzzer was preloaded" in done.stderr and "make fuzz-compiled" in done.stderr
