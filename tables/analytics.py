@@ -254,7 +254,10 @@ FINDING_KINDS: dict[str, str] = {
     f" `receiver_queue` (the queue, from its first FLOW, is the limit)",
     "key_shared_stall": "a consumer of a Key_Shared subscription had no permits for at"
     f" least {_T['key_shared_stall_us'] / 1e6:g} s while messages for its keys waited (a"
-    " span of `starvation_intervals` with `backlog_waiting`) and another consumer of the"
+    " span of `starvation_intervals` with `backlog_waiting`, or whose first entry delivered"
+    " to it after the span was in the topic before the span began: the topic had delivered"
+    " it or a later entry by then; a Key_Shared dispatcher replaying entries it could not"
+    " dispatch may take longer than 10 ms to deliver) and another consumer of the"
     " subscription, subscribed throughout, had permits (no span of its own) and was"
     " delivered nothing: the broker keeps a key's messages for the consumer its hash"
     " belongs to, so the keys hashed to the starved one stalled. Its keys' hashes are"
