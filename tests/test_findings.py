@@ -53,6 +53,7 @@ PROBLEMS = {
     # admin API up to 0.78 s a stats round), which the capture shows as it is.
     "realpulsar_python_ack_hole": {"ack_hole", "slow_broker"},
     "realpulsar_python_epoch": {"redelivery"},
+    "realpulsar_java_epoch": {"redelivery"},
     "realpulsar_python_key_shared_stall": {"key_shared_stall", "permit_starvation"},
 }
 CLEAN = sorted(p.name for p in sample_captures() if p.name.split(".")[0] not in PROBLEMS)
@@ -495,7 +496,7 @@ def test_a_key_shared_consumer_without_permits_stalls_its_keys_while_another_idl
 def test_a_consumer_asking_for_everything_again_is_redelivered_what_it_held(analyzed):
     """A Failover consumer asks for every unacknowledged message again (a request naming
     none): the broker sends the ten it held again. (The C++ client sends no consumer
-    epoch, so the cause is told by the request's age alone.)"""
+    epoch, so the cause is told by the request's age alone; the Java client's is below.)"""
     name = "realpulsar_python_epoch"
     deliveries = Counter(tuple(r["message_id"]) for r in truth(name)["received"])
     again = sum(n - 1 for n in deliveries.values())
@@ -505,6 +506,25 @@ def test_a_consumer_asking_for_everything_again_is_redelivered_what_it_held(anal
         "py-epoch-consumer",
         "py-epoch-sub",
     )
+
+
+def test_a_java_consumer_asking_for_everything_again_moves_its_epoch(analyzed):
+    """The Java client's Failover consumer asks for every unacknowledged message again: it
+    moves to a new consumer epoch (its record: the epoch before and after), and the broker
+    sends again the ten it held."""
+    name = "realpulsar_java_epoch"
+    (moved,) = [e for e in truth(name)["events"] if e["event"] == "consumer_epoch"]
+    assert moved["after"] > moved["before"]
+    deliveries = Counter(tuple(r["message_id"]) for r in truth(name)["received"])
+    again = sum(n - 1 for n in deliveries.values())
+    finding = one(analyzed, name, "redelivery")
+    assert finding["cause"] == "consumer_epoch"
+    assert finding["count"] == again == 10
+    assert (finding["consumer_name"], finding["subscription"]) == (
+        moved["consumer_name"],
+        "java-epoch-sub",
+    )
+    assert f"moved to consumer epoch {moved['after']} (its latest)" in finding["explanation"]
 
 
 def test_batch_members_never_acknowledged_are_ack_holes_of_their_batches(analyzed):
