@@ -79,18 +79,19 @@ def key_shared_deliveries(data: Inputs) -> DataFrame:
 def held_spans(spans: DataFrame, deliveries: DataFrame) -> DataFrame:
     """The ``spans`` (with ``start_ts``, ``end_ts``) during which the broker held a message
     for the consumer: the first entry it delivered it after the span was in the topic
-    before the span began, as a delivery before then of that entry or a later one of the
-    topic shows (a ledger is written in order, and a later ledger has a greater id). A
+    before the span began, as a delivery (``deliveries``, of the topic's Key_Shared
+    subscriptions) before then of that entry or a later one shows (a ledger is written in
+    order, and a later ledger has a greater id). A
     Key_Shared dispatcher can be slow to deliver after a FLOW (it replays entries it
     could not dispatch, backing off), so this is told apart from the broker's promptness
     (``backlog_waiting``)."""
     span = [*CONSUMER, "start_ts"]
-    keyed = F.broadcast(spans.select(*span, "topic", "subscription", "end_ts"))
+    keyed = F.broadcast(spans.select(*span, "topic", "end_ts"))
     mine = deliveries.select(*CONSUMER, F.col("ts").alias("d_ts"), "position")
     after = (
         keyed.join(mine, CONSUMER)
         .where(F.col("d_ts") >= F.col("end_ts"))
-        .groupBy(*span, "topic")
+        .groupBy(*span)
         .agg(F.min_by("position", "d_ts").alias("next_position"))
     )
     topic = deliveries.select("capture", "topic", F.col("ts").alias("d_ts"), "position")
