@@ -238,7 +238,8 @@ THRESHOLDS: dict[str, float] = {
     "default_nack_delay_us": 60_000_000,  # the Java, Go and C++ clients' negative-ack delay
     "send_timeout_us": 30_000_000,  # the clients' default send timeout
     "storm_connects": 5,  # connections of one client address within `storm_window_s`
-    "storm_lookups": 5,  # LOOKUPs of one topic by one client address within it
+    "storm_lookups": 5,  # LOOKUPs of one topic by one client address within it that...
+    "lookups_per_attach": 2,  # ... the producers and consumers it attached do not explain
     "storm_window_s": 60,
     "chunk_stall_us": 1_000_000,  # between two chunks of one message
     "zero_window_us": 100_000,  # zero-window time of one side of a connection, in all
@@ -260,7 +261,10 @@ FINDING_KINDS: dict[str, str] = {
     f" `receiver_queue` (the queue, from its first FLOW, is the limit)",
     "key_shared_stall": "a consumer of a Key_Shared subscription had no permits for at"
     f" least {_T['key_shared_stall_us'] / 1e6:g} s while messages for its keys waited (a"
-    " span of `starvation_intervals` with `backlog_waiting`) and another consumer of the"
+    " span of `starvation_intervals` with `backlog_waiting`, or whose first entry delivered"
+    " to it after the span was in the topic before the span began: the topic had delivered"
+    " it or a later entry by then; a Key_Shared dispatcher replaying entries it could not"
+    " dispatch may take longer than 10 ms to deliver) and another consumer of the"
     " subscription, subscribed throughout, had permits (no span of its own) and was"
     " delivered nothing: the broker keeps a key's messages for the consumer its hash"
     " belongs to, so the keys hashed to the starved one stalled. Its keys' hashes are"
@@ -311,8 +315,10 @@ FINDING_KINDS: dict[str, str] = {
     f" client address to one broker within {_T['storm_window_s']:g} s (a client keeps one"
     " connection per broker: more is a reconnect loop, or a client made per message)",
     "lookup_storm": f"at least {_T['storm_lookups']:g} LOOKUPs of one topic by one client"
-    f" address within {_T['storm_window_s']:g} s (a client looks a topic up once per"
-    " connection to it: more is a retry loop)",
+    f" address within {_T['storm_window_s']:g} s beyond {_T['lookups_per_attach']:g} per"
+    f" producer or consumer it attached to the topic within {_T['storm_window_s']:g} s"
+    " either side (a client looks a topic up to attach one, a Redirect answer adding a"
+    " lookup of the owner: the others led nowhere, answered with an error or retried)",
     "topic_unload": "the broker closed producers or consumers of a topic itself"
     " (CLOSE_PRODUCER / CLOSE_CONSUMER from the broker: the topic was unloaded or moved),"
     " with the clients' reconnection after it",

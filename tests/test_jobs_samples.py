@@ -37,6 +37,11 @@ REDELIVERY_SCENARIOS = [
 ]
 
 
+def journal(name: str) -> list[dict]:
+    path = SAMPLES / f"{name}.broker.jsonl"
+    return [json.loads(line) for line in path.read_text().splitlines() if line]
+
+
 def rows_of(analyzed: dict, table: str, name: str) -> list[dict]:
     return [r for r in analyzed["rows"][table] if r["capture"] == f"{name}.pcap"]
 
@@ -76,8 +81,13 @@ def test_every_request_and_send_is_paired_once_with_positive_latency(analyzed, n
     ]
     frames = truth(name)["frames"]
     assert Counter(r["kind"] for r in pairs) == expected_request_pairs(frames)
-    # A problem scenario's broker refuses requests (ERROR) or leaves sends unanswered.
+    # A problem scenario's broker refuses requests (ERROR, or a response carrying an error
+    # code, as its journal says) or leaves sends unanswered.
     refused = frames["b2c"].get("ERROR", 0) + frames["b2c"].get("SEND_ERROR", 0)
+    refused += sum(
+        r["dir"] == "b2c" and "error" in r and r["cmd"] not in ("ERROR", "SEND_ERROR")
+        for r in journal(name)
+    )
     answered_sends = frames["b2c"].get("SEND_RECEIPT", 0) + frames["b2c"].get("SEND_ERROR", 0)
     unanswered = frames["c2b"].get("SEND", 0) - answered_sends
     outcomes = Counter(r["outcome"].split(":")[0] for r in pairs)

@@ -76,38 +76,84 @@ def connect_storms(data: Inputs) -> DataFrame:
         F.col("first_ts").alias("ts"),
     )
     found = storms(opened, [*CLIENT, "broker"], T["storm_connects"])
-    said = "Client %s connected to broker %s %d times in %s s, %d within %s s."
-    return _storm_rows(found, "connect_storm", said, "broker", F.col("broker"), "connections")
-
-
-def lookup_storms(data: Inputs) -> DataFrame:
-    """Client addresses that looked one topic up over and over."""
-    clients = F.broadcast(data.connections.select("capture", "conn_id", "client_ip"))
-    lookups = (
-        data.rare.where((F.col("command") == "LOOKUP") & (F.col("direction") == "c2b"))
-        .join(clients, ["capture", "conn_id"])
-        .select(*CLIENT, "ts", "topic")
-    )
-    found = storms(lookups, [*CLIENT, "topic"], T["storm_lookups"])
-    said = "Client %s looked %s up %d times in %s s, %d within %s s."
-    topic = shown("topic", "(unknown topic)")
-    return _storm_rows(found, "lookup_storm", said, "topic", topic, "frames")
-
-
-def _storm_rows(
-    found: DataFrame, kind: str, said: str, target: str, named: Column, table: str
-) -> DataFrame:
-    """A storm's finding rows: ``said`` names the client, the ``target`` it went at
-    (``named`` as printed), the count, the span and the worst window."""
     explanation = F.format_string(
-        said,
+        "Client %s connected to broker %s %d times in %s s, %d within %s s.",
         "client_ip",
-        named,
+        "broker",
         "count",
         seconds(micros("end_ts") - micros("start_ts")),
         "worst",
         F.lit(f"{T['storm_window_s']:g}"),
     )
+    return _storm_rows(found, "connect_storm", explanation, "broker", "connections")
+
+
+def lookup_storms(data: Inputs) -> DataFrame:
+    """Client addresses that looked one topic up more often than the producers and
+    consumers they attached to it needed: a client looks a topic up to attach one (a
+    Redirect answer adds a second lookup, to the owner), so the lookups beyond
+    ``lookups_per_attach`` per attach within ``storm_window_s`` led nowhere (errors,
+    timeouts, a retry loop)."""
+    clients = F.broadcast(data.connections.select("capture", "conn_id", "client_ip"))
+    asked = (F.col("command") == "LOOKUP") & (F.col("direction") == "c2b")
+    refused = (F.col("command") == "LOOKUP_RESPONSE") & F.col("error_code").isNotNull()
+    attached = (F.col("direction") == "b2c") & (
+        (F.col("command") == "PRODUCER_SUCCESS")
+        | ((F.col("command") == "SUCCESS") & (F.col("answers") == "SUBSCRIBE"))
+    )
+    events = (
+        data.rare.where(asked | refused | attached)
+        .join(clients, ["capture", "conn_id"])
+        .select(
+            *CLIENT,
+            "topic",
+            "ts",
+            micros("ts").alias("us"),
+            asked.cast("int").alias("lookup"),
+            refused.cast("int").alias("refused"),
+            attached.cast("int").alias("attach"),
+        )
+    )
+    span = int(T["storm_window_s"] * 1e6)
+    order = Window.partitionBy(*CLIENT, "topic").orderBy("us")
+    # At each lookup: the lookups of the window before it, less those the attaches of
+    # the window on either side of it account for.
+    excess = F.sum("lookup").over(order.rangeBetween(-span, 0)) - T["lookups_per_attach"] * F.sum(
+        "attach"
+    ).over(order.rangeBetween(-span, span))
+    found = (
+        events.withColumn("excess", F.when(F.col("lookup") == 1, excess))
+        .groupBy(*CLIENT, "topic")
+        .agg(
+            F.max("excess").alias("worst"),
+            F.sum("lookup").alias("count"),
+            F.sum("refused").alias("refused"),
+            F.sum("attach").alias("attached"),
+            F.min(F.when(F.col("lookup") == 1, F.col("ts"))).alias("start_ts"),
+            F.max(F.when(F.col("lookup") == 1, F.col("ts"))).alias("end_ts"),
+        )
+        .where(F.col("worst") >= T["storm_lookups"])
+    )
+    explanation = F.format_string(
+        "Client %s looked %s up %d times in %s s (%d answered with an error) and attached"
+        " %d producers and consumers to it: %d lookups within %s s led to none.",
+        "client_ip",
+        shown("topic", "(unknown topic)"),
+        "count",
+        seconds(micros("end_ts") - micros("start_ts")),
+        "refused",
+        "attached",
+        "worst",
+        F.lit(f"{T['storm_window_s']:g}"),
+    )
+    return _storm_rows(found, "lookup_storm", explanation, "topic", "frames")
+
+
+def _storm_rows(
+    found: DataFrame, kind: str, explanation: Column, target: str, table: str
+) -> DataFrame:
+    """A storm's finding rows: the client, the ``target`` it went at, the count, the span
+    and the ``explanation``."""
     return found.select(
         F.lit(kind).alias("kind"),
         F.lit("medium").alias("severity"),

@@ -69,6 +69,7 @@ def _redeliver_requests(data: Inputs) -> DataFrame:
     named = named.join(left_behind, request, "left").select(
         *request_key,
         "youngest_ts",
+        F.lit(None).cast("long").alias("consumer_epoch"),
         F.lit(False).alias("epoch_moved"),
         F.lit(False).alias("everything"),
         F.coalesce("left_behind", F.lit(False)).alias("left_behind"),
@@ -81,6 +82,7 @@ def _redeliver_requests(data: Inputs) -> DataFrame:
         .select(
             *request_key,
             "sub_type",
+            "consumer_epoch",
             F.lit(None).cast("timestamp").alias("delivered_ts"),
         )
         .unionByName(
@@ -91,6 +93,7 @@ def _redeliver_requests(data: Inputs) -> DataFrame:
                 F.col("delivered_ts").alias("ts"),
                 F.lit(-1).cast("long").alias("stream_offset"),
                 F.lit(None).cast("string").alias("sub_type"),
+                F.lit(None).cast("long").alias("consumer_epoch"),
                 "delivered_ts",
             )
         )
@@ -108,6 +111,7 @@ def _redeliver_requests(data: Inputs) -> DataFrame:
         .select(
             *request_key,
             "youngest_ts",
+            "consumer_epoch",
             F.coalesce("epoch_moved", F.lit(False)).alias("epoch_moved"),
             F.col("sub_type").isin("Shared", "Key_Shared").alias("everything"),
             F.lit(False).alias("left_behind"),
@@ -121,7 +125,7 @@ def _redeliver_requests(data: Inputs) -> DataFrame:
         named.unionByName(whole)
         .where(F.col("youngest_ts").isNotNull())
         .withColumn("nacking", nacking)
-        .select(*request_key, age.alias("age_us"), _cause(age).alias("cause"))
+        .select(*request_key, "consumer_epoch", age.alias("age_us"), _cause(age).alias("cause"))
     )
 
 
@@ -245,10 +249,12 @@ def redelivery_causes(data: Inputs) -> DataFrame:
         .where((F.col("delivery_number") > 1) & (F.col("trigger") != "seek"))
         .select(*SUBSCRIPTION, "conn_id", "consumer_id", "consumer_name", "ts", "trigger")
     )
-    requests = _redeliver_requests(data).select(*SUBSCRIPTION, "ts", "cause", "age_us")
+    requests = _redeliver_requests(data).select(
+        *SUBSCRIPTION, "ts", "cause", "age_us", "consumer_epoch"
+    )
     order = Window.partitionBy(*SUBSCRIPTION).orderBy("ts", "is_request")
     running = order.rowsBetween(Window.unboundedPreceding, Window.currentRow)
-    request = F.struct("cause", "age_us")
+    request = F.struct("cause", "age_us", "consumer_epoch")
     rows = again.select("*", F.lit(False).alias("is_request")).unionByName(
         requests.select("*", F.lit(True).alias("is_request")), allowMissingColumns=True
     )
@@ -272,13 +278,15 @@ def redelivery_causes(data: Inputs) -> DataFrame:
             "ts",
             cause.alias("cause"),
             F.col("asked.age_us").alias("age_us"),
+            F.col("asked.consumer_epoch").alias("consumer_epoch"),
         )
     )
 
 
 _CAUSE_TEXT = {
-    "consumer_epoch": "the consumer moved to a new consumer epoch %s ms after their delivery,"
-    " asking for everything it had not acknowledged again (and dropping what it held)",
+    "consumer_epoch": "the consumer moved to consumer epoch %s (its latest) %s ms (median)"
+    " after their delivery, asking for everything it had not acknowledged again (and"
+    " dropping what it held)",
     "negative_ack": "the client asked for them again %s ms (median) after their delivery:"
     " negative acknowledgements",
     "ack_timeout": "the client's ack timeout expired: it asked for them again %s ms (median)"
@@ -291,11 +299,14 @@ _CAUSE_TEXT = {
 }
 
 
-def _because(cause: Column, age_us: Column) -> Column:
-    """The end of a redelivery finding's sentence: why, with the request's age."""
+def _because(cause: Column, age_us: Column, epoch: Column) -> Column:
+    """The end of a redelivery finding's sentence: why, with the request's age (and the
+    consumer epoch it moved to)."""
+    arguments = {0: [], 1: [millis(age_us)], 2: [epoch.cast("string"), millis(age_us)]}
     chosen = F
     for name, text in _CAUSE_TEXT.items():
-        said = F.format_string(text, millis(age_us)) if "%s" in text else F.lit(text)
+        values = arguments[text.count("%s")]
+        said = F.format_string(text, *values) if values else F.lit(text)
         chosen = chosen.when(cause == name, said)
     return chosen
 
@@ -315,6 +326,7 @@ def redeliveries_by_cause(data: Inputs) -> DataFrame:
             F.min("ts").alias("start_ts"),
             F.max("ts").alias("end_ts"),
             F.percentile_approx("age_us", 0.5).alias("age_us"),
+            F.max("consumer_epoch").alias("consumer_epoch"),
             F.countDistinct("conn_id", "consumer_id").alias("consumers"),
             F.min(F.struct("conn_id", "consumer_id", "consumer_name")).alias("consumer"),
         )
@@ -322,7 +334,7 @@ def redeliveries_by_cause(data: Inputs) -> DataFrame:
     )
     rate = F.col("count") / F.greatest(F.col("deliveries"), F.col("count"))
     text = F.col("cause")
-    because = _because(text, F.col("age_us"))
+    because = _because(text, F.col("age_us"), F.col("consumer_epoch"))
     explanation = F.format_string(
         "%d messages of %s / %s were delivered again (%s of its %d deliveries, to %d"
         " consumers) because %s.",

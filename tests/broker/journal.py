@@ -54,6 +54,8 @@ def describe(frame: Frame) -> dict[str, object]:
         for field, value in body.ListFields():
             if field.name in SCALAR_FIELDS and not field.is_repeated:
                 row[SCALAR_FIELDS[field.name]] = value
+            elif field.name == "error" and field.enum_type is pb.ServerError.DESCRIPTOR:
+                row["error"] = pb.ServerError.Name(value)
             elif field.message_type is pb.MessageIdData.DESCRIPTOR:
                 ids = list(value) if field.is_repeated else [value]
                 row.setdefault("message_ids", [message_id_list(m) for m in ids])

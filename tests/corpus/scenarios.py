@@ -400,6 +400,21 @@ def refused_producer(service_url: str) -> ClientRecord:
     return record
 
 
+def refused_lookups(service_url: str) -> ClientRecord:
+    """The broker answers the first seven LOOKUPs with ServiceNotReady (as while nobody
+    owns the topic): the client looks the topic up again, backing off, until it is
+    answered, then attaches its producer and sends."""
+    record = ClientRecord()
+    with client(service_url) as c:
+        producer = c.create_producer(
+            "lookupstorm", producer_name="lookup-storm-producer", batching_enabled=False
+        )
+        for i in range(3):
+            record.send(producer, payload(i), i, properties=properties("lookupstorm", i))
+        producer.close()
+    return record
+
+
 def unload_with_ack_lost(service_url: str) -> ClientRecord:
     """The broker unloads the topic when the fifth ACK arrives: that ACK is lost, the
     producer and consumer are closed by the broker and reconnect, and the messages not
@@ -748,6 +763,12 @@ SCENARIOS = [
         "the broker refuses the first four PRODUCER requests with ServiceNotReady",
         refused_producer,
         broker={"refuse": {"PRODUCER": [4, "ServiceNotReady"]}},
+    ),
+    Scenario(
+        "pulsar_problem_lookup_storm",
+        "the broker refuses the first seven LOOKUPs with ServiceNotReady",
+        refused_lookups,
+        broker={"refuse": {"LOOKUP": [7, "ServiceNotReady"]}},
     ),
     Scenario(
         "pulsar_problem_unload",

@@ -69,6 +69,11 @@ SCENARIOS = [
     RealScenario(JAVA, "slow_consumer", "a 10-message receiver queue behind a 60-message backlog"),
     RealScenario(
         JAVA,
+        "epoch",
+        "a Failover consumer asks for everything unacknowledged again: a new consumer epoch",
+    ),
+    RealScenario(
+        JAVA,
         "entry_metadata",
         "broker entry metadata (broker timestamp and index interceptors) exposed to the consumer",
         broker_config="entry_metadata",

@@ -63,6 +63,7 @@ public final class Scenarios {
             case "unload" -> new Unload(s).run();
             case "slow_consumer" -> new SlowConsumer(s).run();
             case "entry_metadata" -> new EntryMetadata(s).run();
+            case "epoch" -> new Epoch(s).run();
             default -> throw new IllegalArgumentException("no scenario " + args[0]);
         }
         Map<String, Object> header = new LinkedHashMap<>();
