@@ -54,9 +54,6 @@ BROKER_LATE = {
     "realpulsar_java_transaction",
     "realpulsar_python_ack_hole",
 }
-# A consumer that keeps no pending acks (Failover, Exclusive): the broker's redeliver
-# counter counts the pending acks a redelivery request takes off, so none.
-BROKER_UNCOUNTED = {"realpulsar_python_epoch"}
 
 
 def known(names: set[str], reason: str) -> list:
@@ -68,7 +65,6 @@ def known(names: set[str], reason: str) -> list:
 
 UNACKED = known(BROKER_OVERCOUNTS, "the broker counts two members' acks twice")
 ACKED = known(BROKER_OVERCOUNTS | BROKER_LATE, "the broker counts twice, or late")
-REDELIVERED = known(BROKER_UNCOUNTED, "the broker counts no redelivery without pending acks")
 
 Consumer = tuple[str, str, str, str, str]  # capture, topic, subscription, name, client address
 Timeline = list[tuple[int, int]]  # (time, value from then on)
@@ -295,7 +291,7 @@ def broker_redeliveries(name: str) -> Counter:
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("name", REDELIVERED)
+@pytest.mark.parametrize("name", NAMES)
 def test_requested_redeliveries_equal_the_brokers_count(name, requested_redeliveries):
     """On the subscriptions where the broker keeps pending acks (Shared, Key_Shared): on an
     Exclusive or Failover one it rewinds the cursor and counts none
