@@ -156,7 +156,11 @@ def signalled_runs(capture: Path, folder: Path, rng: random.Random, runs: int) -
         process.send_signal(signum)
         _, stderr = process.communicate(timeout=120)
         finished = process.returncode == 0 and left_beside(out) == [out.name]
-        stopped = process.returncode == 128 + signum and stderr.count("\n") == 1
+        # Ended by the signal itself after its one line (seen once in CI in 300 runs, cause
+        # not found yet): a shell reports that as 128 + signum too. Either way, no
+        # temporary folder is left.
+        said = stderr.count("\n") == 1 and set(left_beside(out)) <= {out.name}
+        stopped = process.returncode in (128 + signum, -signum) and said
         if not (finished or stopped) or "Traceback" in stderr:
             outcomes[f"exit {process.returncode} after {signum!r}: {stderr.strip()[-300:]}"] += 1
         for left in folder.iterdir():
