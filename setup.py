@@ -81,7 +81,7 @@ COMPILED = [
 ]
 # The C libraries a compiled module links with, beyond Python's: OpenSSL's libcrypto (its
 # headers: Debian's libssl-dev), which hashlib runs on too.
-LIBRARIES = {"decode/digest.py": ["crypto"]}
+LIBRARIES = {"decode/digest.py": ["crypto"], "decode/tls/protection.py": ["crypto"]}
 # Cython's defaults stay on (bounds checks, negative-index wrapping): the bytes are
 # untrusted. Annotations document; they do not restrict what a caller may pass.
 DIRECTIVES = {"language_level": 3, "annotation_typing": False}

@@ -52,6 +52,20 @@ def test_every_session_is_found_whatever_the_chunks(tmp_path, monkeypatch, chunk
     assert keylog.malformed == 0
 
 
+def test_a_sessions_lines_are_found_together_or_far_apart_in_the_file(tmp_path):
+    """Lines of one session written together are read back at once; lines scattered over
+    the file (a key log appended to by several processes) one by one: the same secrets."""
+    logged = sessions(120, seed=7)
+    together = lines(logged)
+    scattered = sorted(together, key=lambda line: (line.split()[0], line.split()[1]))
+    for name, text in (("together", together), ("scattered", scattered)):
+        path = tmp_path / f"{name}.log"
+        path.write_text("\n".join(text) + "\n")
+        keylog = KeyLog.from_files([str(path)])
+        for client_random, secrets in logged.items():
+            assert keylog.secrets(client_random) == secrets, name
+
+
 def test_other_labels_comments_and_blank_lines_are_skipped_malformed_ones_counted(tmp_path):
     logged = sessions(4)
     client_random = next(iter(logged))

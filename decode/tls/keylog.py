@@ -20,10 +20,13 @@ from array import array
 from bisect import bisect_left
 
 import cython
-import pyarrow as pa
+
+if cython.compiled:
+    from cython.cimports.libc.stdlib import qsort
 
 CHUNK = 1 << 20  # bytes of a key log file read at a time
 MAX_LINE = 512  # longer lines are malformed (a SHA-384 secret is 96 hex digits)
+NEAR = 16 * MAX_LINE  # lines of one session this close together are read at once
 _MAX_LINE = cython.declare(cython.Py_ssize_t, MAX_LINE)  # the same, a C constant compiled
 # The labels a decoder uses; lines of any other well-formed label are skipped.
 LABELS = frozenset(
@@ -89,6 +92,16 @@ class _Source:
         try:
             if self._fd is None:
                 self._fd = os.open(self.path, os.O_RDONLY)
+            first, last = (min(offsets), max(offsets)) if offsets else (0, 0)
+            if offsets and last - first <= NEAR:
+                # A session's lines are usually written together: one read for them all.
+                span = os.pread(self._fd, last - first + MAX_LINE + 2, first)
+                for at in offsets:
+                    start = at - first
+                    stop = min(start + MAX_LINE + 2, len(span))
+                    end = span.find(b"\n", start, stop)
+                    lines.append(span[start : end if end >= 0 else stop])
+                return lines
             for at in offsets:
                 line = os.pread(self._fd, MAX_LINE + 2, at)
                 end = line.find(b"\n")
@@ -333,17 +346,25 @@ def _hex_prefix(data: bytes, at: int) -> int:
     return value
 
 
+@cython.locals(entries=cython.ulonglong[::1])
 def _sorted(index: array) -> array:
-    """``index`` in ascending order: Arrow's sort, without a Python int per entry."""
-    if not index:
-        return index
-    values = pa.Array.from_buffers(pa.uint64(), len(index), [None, pa.py_buffer(index)])
-    ordered = values.sort()
-    result = array("Q")
-    result.frombytes(
-        memoryview(ordered.buffers()[1])[ordered.offset * 8 : (ordered.offset + len(index)) * 8]
-    )
-    return result
+    """``index`` in ascending order. Compiled, libc's ``qsort`` over the array's own buffer:
+    no Python int per entry, and no import of Arrow's compute kernels (which cost a TLS
+    decode more than all its key lookups)."""
+    if not cython.compiled:
+        return array("Q", sorted(index))
+    entries = index
+    if len(index) > 1:
+        qsort(cython.address(entries[0]), len(index), cython.sizeof(cython.ulonglong), _ascending)
+    return index
+
+
+@cython.locals(a=cython.ulonglong, b=cython.ulonglong)
+def _ascending(left: object, right: object) -> int:
+    """qsort's order of two index entries (compiled only: its C signature is in keylog.pxd)."""
+    a = cython.cast(cython.p_ulonglong, left)[0]
+    b = cython.cast(cython.p_ulonglong, right)[0]
+    return (a > b) - (a < b)
 
 
 def load(paths: list[str] | tuple[str, ...]) -> KeyLog:

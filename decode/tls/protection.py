@@ -9,7 +9,11 @@ wrong sequence number. Nothing is decided on unauthenticated bytes.
 Compiled, the classes are C classes (their fields in protection.pxd): the record walk
 calls ``open`` as C, each cipher object is made once per key, and the nonce and
 additional data are written into buffers kept for the direction's life, not built as
-Python integers and byte strings per record.
+Python integers and byte strings per record. The AES-GCM and ChaCha20-Poly1305 decryption
+itself is then OpenSSL's (the library ``cryptography`` runs on) through one cipher
+context per key, its key schedule done once: ``cryptography``'s AEAD objects make and key
+a new context at every call, which costs more than decrypting a small record.
+Interpreted, or where OpenSSL refuses the cipher, ``cryptography`` decrypts.
 """
 
 from __future__ import annotations
@@ -23,6 +27,10 @@ from cryptography.hazmat.primitives.ciphers.aead import AESCCM, AESGCM, ChaCha20
 
 from .schedule import Keys
 from .suites import CBC, CCM8, CHACHA, GCM, Suite
+
+if cython.compiled:
+    from cython.cimports.cpython.bytearray import PyByteArray_AS_STRING
+    from cython.cimports.cpython.bytes import PyBytes_AS_STRING, PyBytes_FromStringAndSize
 
 TAG = 16  # the AEAD tag, but CCM_8's
 APPLICATION_DATA = 23
@@ -40,12 +48,112 @@ class Protection:
         return None
 
 
-def _aead(suite: Suite, key: bytes) -> AESGCM | AESCCM | ChaCha20Poly1305:
+def _aead(suite: Suite, key: bytes) -> object:
+    """The decrypting object of ``suite`` for ``key``: ``decrypt(nonce, data, aad)`` as
+    ``cryptography``'s AEAD classes have it (OpenSSL's context when compiled)."""
+    if cython.compiled and suite.cipher in (GCM, CHACHA):
+        name = b"ChaCha20-Poly1305" if suite.cipher == CHACHA else b"AES-%d-GCM" % (len(key) * 8)
+        opener = _EvpAead(name, key)
+        if opener.ready():
+            return opener
     if suite.cipher == GCM:
         return AESGCM(key)
     if suite.cipher == CHACHA:
         return ChaCha20Poly1305(key)
     return AESCCM(key, tag_length=8 if suite.cipher == CCM8 else 16)
+
+
+@cython.cclass
+class _EvpAead:
+    """One key's AES-GCM or ChaCha20-Poly1305 decryption through an OpenSSL cipher context
+    keyed once (compiled only; its fields and the OpenSSL calls are in protection.pxd)."""
+
+    def __cinit__(self, name: bytes, key: bytes) -> None:
+        self._ctx = EVP_CIPHER_CTX_new()  # noqa: F821 (protection.pxd)
+        self._cipher = EVP_CIPHER_fetch(cython.NULL, name, cython.NULL)  # noqa: F821
+        self._ok = (
+            self._ctx != cython.NULL
+            and self._cipher != cython.NULL
+            and EVP_CIPHER_get_key_length(self._cipher) == len(key)  # noqa: F821
+            and EVP_DecryptInit_ex2(  # noqa: F821
+                self._ctx,
+                self._cipher,
+                cython.cast(cython.p_uchar, PyBytes_AS_STRING(key)),
+                cython.NULL,
+                cython.NULL,
+            )
+            == 1
+        )
+
+    def __dealloc__(self) -> None:
+        if self._ctx != cython.NULL:
+            EVP_CIPHER_CTX_free(self._ctx)  # noqa: F821
+        if self._cipher != cython.NULL:
+            EVP_CIPHER_free(self._cipher)  # noqa: F821
+
+    def ready(self) -> bool:
+        return self._ok
+
+    @cython.locals(
+        nonce=bytearray,
+        data=bytes,
+        size=cython.Py_ssize_t,
+        done=cython.int,
+        more=cython.int,
+        out=bytes,
+    )
+    def decrypt(self, nonce: bytearray, data: bytes, aad: object) -> bytes:
+        """``data``'s plaintext (its last 16 bytes the tag), or InvalidTag."""
+        size = len(data) - TAG
+        if size < 0 or size > 1 << 24 or len(nonce) != 12:
+            raise InvalidTag
+        out = PyBytes_FromStringAndSize(cython.NULL, size)
+        raw = cython.cast(cython.p_uchar, PyBytes_AS_STRING(data))
+        done = 0
+        more = 0
+        if (
+            EVP_DecryptInit_ex2(  # noqa: F821
+                self._ctx,
+                cython.NULL,
+                cython.NULL,
+                cython.cast(cython.p_uchar, PyByteArray_AS_STRING(nonce)),
+                cython.NULL,
+            )
+            != 1
+            or not self._add(aad)
+            or EVP_DecryptUpdate(  # noqa: F821
+                self._ctx,
+                cython.cast(cython.p_uchar, PyBytes_AS_STRING(out)),
+                cython.address(done),
+                raw,
+                size,
+            )
+            != 1
+            or EVP_CIPHER_CTX_ctrl(self._ctx, EVP_CTRL_AEAD_SET_TAG, TAG, raw + size) != 1  # noqa: F821
+            or EVP_DecryptFinal_ex(  # noqa: F821
+                self._ctx,
+                cython.cast(cython.p_uchar, PyBytes_AS_STRING(out)) + done,
+                cython.address(more),
+            )
+            != 1
+        ):
+            raise InvalidTag
+        return out
+
+    @cython.cfunc
+    @cython.returns(cython.bint)
+    @cython.locals(aad=object, ignored=cython.int, start=cython.p_uchar)
+    def _add(self, aad: object) -> bool:
+        """The additional data (bytes or a bytearray) into the context."""
+        ignored = 0
+        if type(aad) is bytes:
+            start = cython.cast(cython.p_uchar, PyBytes_AS_STRING(aad))
+        else:
+            start = cython.cast(cython.p_uchar, PyByteArray_AS_STRING(aad))
+        return (
+            EVP_DecryptUpdate(self._ctx, cython.NULL, cython.address(ignored), start, len(aad))  # noqa: F821
+            == 1
+        )
 
 
 def protection(suite: Suite, keys: Keys, encrypt_then_mac: bool = False) -> Protection:
