@@ -84,6 +84,50 @@ def test_broker_entry_metadata_before_the_checksum():
     assert sink.frames[0]["broker_index"] == 41
 
 
+def _varint(value: int) -> bytes:
+    out = bytearray()
+    while True:
+        out.append(value & 0x7F | (0x80 if value > 0x7F else 0))
+        value >>= 7
+        if not value:
+            return bytes(out)
+
+
+BROKER_ENTRIES = {
+    "both": _varint(8) + _varint(1_700_000_123) + _varint(16) + _varint(41),
+    "index only, the largest an int64 column holds": _varint(16) + _varint(2**63 - 1),
+    "empty": b"",
+    "repeated, the last wins": _varint(8) + _varint(5) + _varint(8) + _varint(7),
+    "an unknown field skipped": _varint(26) + b"\x02ab" + _varint(16) + _varint(3),
+    "an unknown fixed64 skipped": _varint(33) + bytes(8) + _varint(8) + _varint(9),
+    "a known field as bytes": _varint(10) + b"\x01x" + _varint(16) + _varint(3),
+    "a varint cut short": _varint(8) + b"\x80",
+    "a group": _varint(27) + _varint(28),
+    "field number 0": b"\x00\x01",
+}
+
+
+@pytest.mark.parametrize("encoded", list(BROKER_ENTRIES.values()), ids=list(BROKER_ENTRIES))
+def test_broker_entry_metadata_reads_as_the_generated_class_reads_it(encoded):
+    """The wire reader that reads the broker entry metadata agrees with protobuf's on every
+    shape: valid, unusual (repeated and unknown fields), and damaged (an anomaly)."""
+    try:
+        generated = pb.BrokerEntryMetadata.FromString(encoded)
+    except Exception:
+        generated = None
+    cmd = command("MESSAGE", consumer_id=3, message_id={"ledgerId": 5, "entryId": 6})
+    entry = b"\x0e\x02" + struct.pack(">I", len(encoded)) + encoded + entry_bytes(metadata(), b"x")
+    sink = decode(frame(cmd, entry), direction=Direction.B2C)
+    if generated is None:
+        assert not sink.messages
+        assert [a["kind"] for a in sink.anomalies] == ["bad_protobuf"]
+        return
+    [row] = sink.messages
+    timestamp = generated.broker_timestamp if generated.HasField("broker_timestamp") else None
+    assert row["broker_timestamp"] == (None if timestamp is None else timestamp * 1000)
+    assert row["broker_index"] == (generated.index if generated.HasField("index") else None)
+
+
 def batch_of(n):
     members = []
     for i in range(n):

@@ -12,12 +12,15 @@ import crc32c
 import cython
 from google.protobuf.message import DecodeError
 
+from ..wire import VARINT
 from ._pb.pulsar_api_pb2 import BrokerEntryMetadata, MessageMetadata
 from .metadata import EntryMetadata
 
-if cython.compiled:  # the C declarations (metadata.pxd): C calls
+if cython.compiled:  # the C declarations (metadata.pxd, wire.pxd): C calls
     from cython.cimports.pwcap.decode.pulsar.metadata import entry_from_generated, read_metadata
+    from cython.cimports.pwcap.decode.wire import Fields, cursor
 else:
+    from ..wire import Fields, cursor
     from .metadata import entry_from_generated, read_metadata
 
 MAGIC_CHECKSUM = b"\x0e\x01"
@@ -72,17 +75,11 @@ def parse_entry(buf: bytes, start: cython.Py_ssize_t, end: cython.Py_ssize_t) ->
             raise PayloadError(
                 "bad_payload", f"broker entry metadata of {size} bytes overruns the frame"
             )
-        try:
-            broker = BrokerEntryMetadata.FromString(_part(buf, view, pos, pos + size))
-        except DecodeError as exc:
-            raise PayloadError(
-                "bad_protobuf", f"undecodable broker entry metadata: {exc}"
-            ) from None
+        broker = _broker_entry(buf, pos, pos + size)
+        if broker is None:  # not the common shape: the generated class reads it
+            broker = _generated_broker_entry(buf[pos : pos + size])
+        broker_timestamp, broker_index = broker
         pos += size
-        if broker.HasField("broker_timestamp"):
-            broker_timestamp = broker.broker_timestamp
-        if broker.HasField("index"):
-            broker_index = broker.index
         magic = _magic(buf, pos, end)
     if magic == CHECKSUM:
         checksum_ok = _crc32c(_part(buf, view, pos + MAGIC_SIZE + U32_SIZE, end)) == u32(
@@ -103,6 +100,42 @@ def parse_entry(buf: bytes, start: cython.Py_ssize_t, end: cython.Py_ssize_t) ->
             raise PayloadError("bad_protobuf", f"undecodable message metadata: {exc}") from None
         metadata = entry_from_generated(generated)
     return metadata, _part(buf, view, pos + size, end), checksum_ok, broker_timestamp, broker_index
+
+
+@cython.cfunc
+def _broker_entry(buf: bytes, start: cython.Py_ssize_t, end: cython.Py_ssize_t) -> object:
+    """BrokerEntryMetadata's ``(broker_timestamp, index)`` (None where absent) read by the
+    wire cursor, as the generated class reads them (the last of a repeated field wins,
+    unknown fields are skipped); None when the message is not that shape: a field cut
+    short, or a known field with another wire type."""
+    fields: Fields = cursor(buf, start, end)
+    timestamp: object = None
+    index: object = None
+    number: cython.int = fields.next()
+    while number:
+        if number == 1 or number == 2:
+            if fields.wire_type != VARINT:
+                return None
+            if number == 1:
+                timestamp = fields.value
+            else:
+                index = fields.value
+        number = fields.next()
+    if fields.broken:
+        return None
+    return timestamp, index
+
+
+def _generated_broker_entry(data: bytes) -> tuple[int | None, int | None]:
+    """BrokerEntryMetadata's two fields read by the generated class (damage: PayloadError)."""
+    try:
+        broker = BrokerEntryMetadata.FromString(data)
+    except DecodeError as exc:
+        raise PayloadError("bad_protobuf", f"undecodable broker entry metadata: {exc}") from None
+    return (
+        broker.broker_timestamp if broker.HasField("broker_timestamp") else None,
+        broker.index if broker.HasField("index") else None,
+    )
 
 
 @cython.cfunc
