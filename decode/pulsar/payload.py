@@ -12,7 +12,7 @@ import crc32c
 import cython
 from google.protobuf.message import DecodeError
 
-from ..wire import VARINT
+from ..wire import VARINT, field_number
 from ._pb.pulsar_api_pb2 import BrokerEntryMetadata, MessageMetadata
 from .metadata import EntryMetadata
 
@@ -31,6 +31,11 @@ CHECKSUM = cython.declare(cython.int, MAGIC_CHECKSUM[1])
 BROKER_ENTRY = cython.declare(cython.int, MAGIC_BROKER_ENTRY[1])
 MAGIC_SIZE = cython.declare(cython.Py_ssize_t, 2)
 U32_SIZE = cython.declare(cython.Py_ssize_t, 4)
+# BrokerEntryMetadata's fields, numbered by the schema (C constants when compiled).
+BROKER_TIMESTAMP = cython.declare(
+    cython.int, field_number(BrokerEntryMetadata, "broker_timestamp", VARINT)
+)
+BROKER_INDEX = cython.declare(cython.int, field_number(BrokerEntryMetadata, "index", VARINT))
 # Bound once (compiled: a C global): looked up on the module, it cost a dict lookup and an
 # attribute lookup per entry.
 _crc32c = cython.declare(object, crc32c.crc32c)
@@ -113,10 +118,10 @@ def _broker_entry(buf: bytes, start: cython.Py_ssize_t, end: cython.Py_ssize_t) 
     index: object = None
     number: cython.int = fields.next()
     while number:
-        if number == 1 or number == 2:
+        if number in (BROKER_TIMESTAMP, BROKER_INDEX):
             if fields.wire_type != VARINT:
                 return None
-            if number == 1:
+            if number == BROKER_TIMESTAMP:
                 timestamp = fields.value
             else:
                 index = fields.value
