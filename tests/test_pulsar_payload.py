@@ -181,6 +181,72 @@ def test_a_batch_count_its_bytes_cannot_hold_is_one_message_row_and_an_anomaly()
     )
 
 
+def test_each_member_row_has_its_own_fields_only():
+    # The members of the common shape are read one after another into one reading, the
+    # others by the generated class: a member inherits nothing from the one before.
+    first = pb.SingleMessageMetadata(partition_key="k", event_time=5, sequence_id=70)
+    first.properties.add(key="a", value="1")
+    first.properties.add(key="b", value="2")
+    bare = pb.SingleMessageMetadata()
+    # partition_key given twice: the wire reader declines, the generated class keeps the last
+    twice = (
+        pb.SingleMessageMetadata(partition_key="x", payload_size=3).SerializeToString()
+        + pb.SingleMessageMetadata(partition_key="y").SerializePartialToString()
+    )
+    odd = struct.pack(">I", len(twice)) + twice + b"odd"
+    members = batch([(first, b"one"), (bare, b"two")]) + odd + batch([(bare, b"four")])
+    md = metadata(sequence_id=500, num_messages_in_batch=4, event_time=9, partition_key="e")
+    sink = decode(send(md, members))
+    rows = [
+        (r["batch_index"], r["key"], r["event_time"], r["sequence_id"], r["properties"])
+        for r in sink.messages
+    ]
+    assert rows == [
+        (0, "k", 5_000, 70, [("a", "1"), ("b", "2")]),
+        (1, None, None, 501, None),
+        (2, "y", None, 502, None),
+        (3, None, None, 503, None),
+    ]
+    assert [r["payload_sha256"] for r in sink.messages] == [
+        sha(p) for p in (b"one", b"two", b"odd", b"four")
+    ]
+    assert sink.anomalies == []
+
+
+GOOD_MEMBERS = [(pb.SingleMessageMetadata(partition_key=f"k{i}"), b"payload") for i in range(2)]
+
+
+@pytest.mark.parametrize(
+    ("damage", "declared", "detail"),
+    [
+        (b"\x00\x00", 3, "batch ends after 2 of 3 messages"),  # its size cut short
+        (b"", 3, "batch ends after 2 of 3 messages"),  # fewer members than declared
+        (struct.pack(">I", 1000) + b"\x08\x01", 3, "metadata of message 2 overruns the batch"),
+        (
+            struct.pack(">I", 2)
+            + pb.SingleMessageMetadata(payload_size=50).SerializePartialToString()
+            + b"abc",
+            3,
+            "payload of message 2 overruns the batch",
+        ),
+        (struct.pack(">I", 3) + b"\xff\xff\xff", 3, "undecodable metadata of message 2"),
+    ],
+)
+def test_a_damaged_member_ends_the_batch_after_the_members_before_it(damage, declared, detail):
+    sink = decode(send(metadata(num_messages_in_batch=declared), batch(GOOD_MEMBERS) + damage))
+    assert [(r["batch_index"], r["key"]) for r in sink.messages] == [(0, "k0"), (1, "k1")]
+    [anomaly] = sink.anomalies
+    assert anomaly["kind"] == "bad_batch" and anomaly["detail"].startswith(detail)
+
+
+def test_a_batch_damaged_at_its_first_member_is_the_entry_as_one_row():
+    damage = struct.pack(">I", 1000) + b"\x08\x01" * 4
+    sink = decode(send(metadata(num_messages_in_batch=1, partition_key="e"), damage))
+    [entry] = sink.messages
+    assert (entry["batch_index"], entry["key"], entry["payload_size"]) == (None, "e", None)
+    assert [a["detail"] for a in sink.anomalies] == ["metadata of message 0 overruns the batch"]
+
+
 @pytest.mark.parametrize("codec", ["LZ4", "ZLIB", "ZSTD", "SNAPPY"])
 def test_compressed_batch(codec):
     members = batch_of(20)
