@@ -8,9 +8,21 @@ import struct
 import pytest
 
 from pwcap.capture.events import Direction
+from pwcap.decode.api import DecodeOptions, RowSink
 from pwcap.decode.pulsar._pb import pulsar_api_pb2 as pb
 from pwcap.decode.pulsar.chunks import MAX_PENDING_MESSAGES, ChunkAssembler
-from tests.pulsar_frames import batch, command, compress, decoder, entry_bytes, frame
+from pwcap.decode.pulsar.decoder import PulsarDecoder
+from pwcap.tables.columns import ColumnBuffer
+from pwcap.tables.schema import arrow_schema
+from tests.pulsar_frames import (
+    batch,
+    command,
+    compress,
+    connection,
+    decoder,
+    entry_bytes,
+    frame,
+)
 
 
 def sha(data: bytes) -> str:
@@ -211,6 +223,51 @@ def test_each_member_row_has_its_own_fields_only():
         sha(p) for p in (b"one", b"two", b"odd", b"four")
     ]
     assert sink.anomalies == []
+
+
+def delivered_batch(rows_per_buffer: int) -> list[dict]:
+    """The message rows of a batch of 7 delivered with broker entry metadata, built in
+    buffers of ``rows_per_buffer`` rows (each handed on when full, as Arrow batches are)."""
+    taken: dict[str, list[dict]] = {"frames": [], "messages": [], "anomalies": []}
+    buffers: dict[str, ColumnBuffer] = {}
+    for table, rows in taken.items():
+        buffers[table] = ColumnBuffer(
+            arrow_schema(table),
+            rows_per_buffer,
+            0,
+            lambda t=table, r=rows: r.extend(buffers[t].take_rows()),
+        )
+    conn = connection()
+    dec = PulsarDecoder(
+        conn, RowSink(*buffers.values()), DecodeOptions(capture="t.pcap"), conn.flip
+    )
+    md = metadata(sequence_id=10, num_messages_in_batch=7, replicated_from="east", event_time=3)
+    cmd = command("MESSAGE", consumer_id=3, message_id={"ledgerId": 5, "entryId": 6})
+    broker = pb.BrokerEntryMetadata(broker_timestamp=1_700_000_123, index=41)
+    wire = frame(cmd, entry_bytes(md, batch(batch_of(7)), broker_entry=broker))
+    dec.on_data(Direction.B2C, 1_000, 0, wire)
+    dec.on_close(2_000)
+    taken["messages"].extend(buffers["messages"].take_rows())
+    return taken["messages"]
+
+
+@pytest.mark.parametrize("rows_per_buffer", [3, 100])
+def test_the_members_of_a_batch_have_their_entry_whatever_the_buffer(rows_per_buffer):
+    # The other tests build one row at a time; a dataset's buffers hold many, and may
+    # be handed to Arrow in the middle of a batch (3 rows): the rows are the same.
+    one_by_one = delivered_batch(1)
+    assert delivered_batch(rows_per_buffer) == one_by_one
+    assert [r["batch_index"] for r in one_by_one] == list(range(7))
+    entry = {
+        (r["ledger_id"], r["entry_id"], r["consumer_id"], r["producer_name"], r["batch_size"])
+        for r in one_by_one
+    }
+    assert entry == {(5, 6, 3, "prod-a", 7)}
+    broker = {
+        (r["publish_time"], r["broker_timestamp"], r["broker_index"], r["replicated_from"])
+        for r in one_by_one
+    }
+    assert broker == {(1_700_000_000, 1_700_000_123_000, 41, "east")}
 
 
 GOOD_MEMBERS = [(pb.SingleMessageMetadata(partition_key=f"k{i}"), b"payload") for i in range(2)]
