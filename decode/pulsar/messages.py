@@ -274,12 +274,8 @@ class EntryDecoder:
         event_time = single.event_time
         if event_time != 0 and event_time <= MAX_MILLIS_C:  # as micros(event_time) or None
             rows.set_int(M_EVENT_TIME, event_time * 1000)
-        else:
-            rows.set(M_EVENT_TIME, None)
         if single.has(_PARTITION_KEY):
             rows.set_span(M_KEY, single.key_data, single.key_start, single.key_stop)
-        else:
-            rows.set(M_KEY, None)
         if single.has(_ORDERING_KEY):
             rows.set(M_ORDERING_KEY, single.ordering_key)
         if single.pairs is not None:
@@ -314,23 +310,19 @@ class EntryDecoder:
         self._emit(payload)
 
     def _begin(self) -> None:
-        """The columns every message row of the entry has: its frame's, the entry's (a
-        row begins empty: a column the entry leaves null is not set)."""
+        """The columns every message row of the entry has: its frame's, the entry's but
+        those a batch's member has of its own (sequence id, event time, key: see
+        :meth:`_whole`). A row begins empty: a column the entry leaves null is not set."""
         rows: ColumnBuffer = self.messages
         frames: ColumnBuffer = self._frames
         rows.copy_columns(frames, _OF_FRAME)
         if self._delivery:
             rows.copy_columns(frames, _OF_DELIVERY)
         rows.set_text(M_PRODUCER_NAME, self._producer_name)
-        rows.set(M_SEQUENCE_ID, self._sequence_id)
         rows.set(M_PUBLISH_TIME, self._publish_time)
         rows.set_text(M_COMPRESSION, self._compression)
         rows.set(M_BATCH_SIZE, self._count)
         rows.set(M_CHECKSUM_OK, self._checksum_ok)
-        if self._event_time is not None:
-            rows.set(M_EVENT_TIME, self._event_time)
-        if self._key is not None:
-            rows.set(M_KEY, self._key)
         if self._broker_timestamp is not None:
             rows.set(M_BROKER_TIMESTAMP, self._broker_timestamp)
         if self._broker_index is not None:
@@ -344,6 +336,11 @@ class EntryDecoder:
         (the fields most entries leave unset included)."""
         self._begin()
         rows: ColumnBuffer = self.messages
+        rows.set(M_SEQUENCE_ID, self._sequence_id)
+        if self._event_time is not None:
+            rows.set(M_EVENT_TIME, self._event_time)
+        if self._key is not None:
+            rows.set(M_KEY, self._key)
         if md.pairs is not None:
             rows.set_pairs(M_PROPERTIES, md.pairs_data, md.pairs)
         if md.ordering_key:
