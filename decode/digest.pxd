@@ -2,6 +2,8 @@
 # it): OpenSSL's digest interface (EVP), the library hashlib itself uses, and the one
 # context every digest of the process re-initialises.
 
+from pwcap.tables.columns cimport ColumnBuffer
+
 cdef extern from "openssl/evp.h":
     ctypedef struct EVP_MD
     ctypedef struct EVP_MD_CTX
@@ -14,6 +16,12 @@ cdef extern from "openssl/evp.h":
 cdef const EVP_MD *_SHA256
 cdef EVP_MD_CTX *_CONTEXT
 cdef const unsigned char *_HEX
+cdef Py_ssize_t HEX_SIZE
 
 cpdef str sha256_hex(object payload, Py_ssize_t start=*, Py_ssize_t stop=*)
-cdef str _hex(const unsigned char *start, Py_ssize_t size)
+cpdef int set_sha256(ColumnBuffer rows, Py_ssize_t column, object payload, Py_ssize_t start=*,
+                     Py_ssize_t stop=*) except -1
+cdef Py_ssize_t _checked(object payload, Py_ssize_t start, Py_ssize_t stop) except -1
+cdef bint _native()
+cdef const unsigned char *_at(object payload, Py_ssize_t start, Py_ssize_t stop) except? NULL
+cdef int _hex(const unsigned char *start, Py_ssize_t size, char *text) except -1

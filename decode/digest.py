@@ -4,7 +4,8 @@
 Compiled, it is OpenSSL's SHA-256 through its digest interface (EVP), the library hashlib
 runs on: one context, made at import, is re-initialised for each payload. hashlib makes a
 Python object and two OpenSSL contexts per digest (one to hash, a copy to finish), which
-cost more than hashing a small message. Interpreted, or where OpenSSL offers no SHA-256
+cost more than hashing a small message; :func:`set_sha256` writes the hex straight into
+its row's column, with no str made. Interpreted, or where OpenSSL offers no SHA-256
 context (a build that refuses it), hashlib computes it.
 """
 
@@ -17,12 +18,16 @@ import cython
 if cython.compiled:
     from cython.cimports.cpython.bytes import PyBytes_AS_STRING
     from cython.cimports.cpython.unicode import PyUnicode_DecodeASCII
+    from cython.cimports.pwcap.tables.columns import ColumnBuffer
 
     _SHA256 = EVP_MD_fetch(cython.NULL, b"SHA256", cython.NULL)  # noqa: F821 (digest.pxd)
     _CONTEXT = EVP_MD_CTX_new()  # noqa: F821 (digest.pxd)
+else:
+    from ..tables.columns import ColumnBuffer
 
 _HEX = b"0123456789abcdef"  # a C string when compiled (digest.pxd)
 _hashlib_sha256 = hashlib.sha256
+HEX_SIZE = cython.declare(cython.Py_ssize_t, 64)
 
 
 @cython.ccall
@@ -30,26 +35,69 @@ def sha256_hex(payload: object, start: cython.Py_ssize_t = 0, stop: cython.Py_ss
     """The SHA-256 of ``payload[start:stop]`` (bytes, or a memoryview of them; ``stop``
     -1: to the end) in lowercase hex, as ``hashlib.sha256(...).hexdigest()``. A batch's
     members are spans of its bytes: hashed where they are, with no view made of each."""
+    text = cython.declare(cython.char[64])
+    stop = _checked(payload, start, stop)
+    if not _native():
+        return _hashlib_sha256(memoryview(payload)[start:stop]).hexdigest()
+    _hex(_at(payload, start, stop), stop - start, text)
+    return PyUnicode_DecodeASCII(text, HEX_SIZE, cython.NULL)
+
+
+@cython.ccall
+@cython.exceptval(-1, check=False)
+def set_sha256(
+    rows: ColumnBuffer,
+    column: cython.Py_ssize_t,
+    payload: object,
+    start: cython.Py_ssize_t = 0,
+    stop: cython.Py_ssize_t = -1,
+) -> cython.int:
+    """Set string column ``column`` of the row ``rows`` is building to :func:`sha256_hex`
+    of ``payload[start:stop]``. Compiled, the hex goes from the stack into the column's
+    bytes: no str is made per message."""
+    text = cython.declare(cython.char[64])
+    stop = _checked(payload, start, stop)
+    if not _native():
+        return rows.set_text(column, sha256_hex(payload, start, stop))
+    _hex(_at(payload, start, stop), stop - start, text)
+    return rows.set_utf8(column, text, HEX_SIZE, None)
+
+
+@cython.cfunc
+@cython.exceptval(-1, check=False)
+def _checked(
+    payload: object, start: cython.Py_ssize_t, stop: cython.Py_ssize_t
+) -> cython.Py_ssize_t:
+    """``stop`` (-1: the end of ``payload``), once ``start:stop`` is checked to be within it."""
     size: cython.Py_ssize_t = len(payload)
     if stop == -1:
         stop = size
     if start < 0 or stop < start or stop > size:
         raise ValueError(f"bytes {start}:{stop} are not within the {size} given")
-    if not cython.compiled or _SHA256 == cython.NULL or _CONTEXT == cython.NULL:
-        return _hashlib_sha256(memoryview(payload)[start:stop]).hexdigest()
-    if type(payload) is bytes:
-        return _hex(
-            cython.cast(cython.p_const_uchar, PyBytes_AS_STRING(payload)) + start, stop - start
-        )
-    data: cython.const[cython.uchar][::1] = payload
-    return _hex(cython.address(data[start]) if stop > start else _HEX, stop - start)
+    return stop
 
 
 @cython.cfunc
-def _hex(start: cython.p_const_uchar, size: cython.Py_ssize_t) -> str:
-    """OpenSSL's SHA-256 of the ``size`` bytes at ``start``, in hex (compiled only)."""
+def _native() -> cython.bint:
+    """Whether OpenSSL's SHA-256 is called directly (compiled, with a context)."""
+    return cython.compiled and _SHA256 != cython.NULL and _CONTEXT != cython.NULL
+
+
+@cython.cfunc
+def _at(payload: object, start: cython.Py_ssize_t, stop: cython.Py_ssize_t) -> cython.p_const_uchar:
+    """Where the checked span ``start:stop`` of ``payload`` is (compiled only)."""
+    if type(payload) is bytes:
+        return cython.cast(cython.p_const_uchar, PyBytes_AS_STRING(payload)) + start
+    data: cython.const[cython.uchar][::1] = payload
+    return cython.address(data[start]) if stop > start else _HEX
+
+
+@cython.cfunc
+@cython.exceptval(-1, check=False)
+def _hex(start: cython.p_const_uchar, size: cython.Py_ssize_t, text: cython.p_char) -> cython.int:
+    """OpenSSL's SHA-256 of the ``size`` bytes at ``start``, its 64 hex digits written at
+    ``text`` (compiled only)."""
     digest = cython.declare(cython.uchar[32])
-    text = cython.declare(cython.char[64])
     length: cython.uint = 0
     i: cython.Py_ssize_t
     done: cython.bint = (
@@ -62,4 +110,4 @@ def _hex(start: cython.p_const_uchar, size: cython.Py_ssize_t) -> str:
     for i in range(32):
         text[2 * i] = _HEX[digest[i] >> 4]
         text[2 * i + 1] = _HEX[digest[i] & 15]
-    return PyUnicode_DecodeASCII(text, 64, cython.NULL)
+    return 0

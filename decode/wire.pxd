@@ -2,6 +2,10 @@
 # when it compiles it), so that the other compiled readers (hot.py, metadata.py) call
 # its methods and read its fields as C, not through Python attributes.
 
+cimport cython
+
+
+@cython.final  # never subclassed: its methods are direct C calls, not through a vtable
 cdef class Fields:
     cdef readonly bytes data
     cdef readonly Py_ssize_t pos

@@ -34,6 +34,10 @@ cdef class ColumnBuffer:
     cdef inline Py_ssize_t _index(self, Py_ssize_t column, Py_ssize_t storage) except? -1
     cpdef int set_int(self, Py_ssize_t column, long long value) except -1
     cpdef int set_text(self, Py_ssize_t column, str value) except -1
+    cdef int set_utf8(self, Py_ssize_t column, const char *source, Py_ssize_t size,
+                      object encoded) except -1
+    cpdef int set_span(self, Py_ssize_t column, bytes data, Py_ssize_t start,
+                       Py_ssize_t stop) except -1
     cpdef int set(self, Py_ssize_t column, object value) except -1
     cpdef int set_pairs(self, Py_ssize_t column, bytes data, bytearray spans) except -1
     cpdef int add_struct(

@@ -44,6 +44,7 @@ from .schema import Row, arrow_schema
 from .schema import position as schema_position
 
 if cython.compiled:  # the storages' C declarations (slots.pxd, ...): their methods are C calls
+    from cython.cimports.cpython.bytes import PyBytes_AS_STRING
     from cython.cimports.pwcap.tables.nested import IntStructs, ListRows, TextMap, whole_spans
     from cython.cimports.pwcap.tables.slots import SlotColumns
     from cython.cimports.pwcap.tables.tally import Tally
@@ -161,6 +162,42 @@ class ColumnBuffer:
     def set_text(self, column: cython.Py_ssize_t, value: str) -> cython.int:
         """A string column's value."""
         return self._add_text(self._index(column, STRING), column, value)
+
+    @cython.cfunc
+    @cython.exceptval(-1, check=False)
+    def set_utf8(
+        self,
+        column: cython.Py_ssize_t,
+        source: cython.p_const_char,
+        size: cython.Py_ssize_t,
+        encoded: object,
+    ) -> cython.int:
+        """A string column's value given as its UTF-8 (compiled: the ``size`` bytes at
+        ``source``, written where the column keeps them with no str made; interpreted:
+        ``encoded``, bytes)."""
+        index: cython.Py_ssize_t = self._index(column, STRING)
+        if column == self._tallied_column:  # read back, if counted
+            self._tally_value = None
+        self.held_bytes += self._texts.append(index, self.count, source, size, encoded)
+        return 0
+
+    @cython.ccall
+    @cython.exceptval(-1, check=False)  # an error is -1: no PyErr_Occurred() after each call
+    def set_span(
+        self,
+        column: cython.Py_ssize_t,
+        data: bytes,
+        start: cython.Py_ssize_t,
+        stop: cython.Py_ssize_t,
+    ) -> cython.int:
+        """A string column's value that is ``data[start:stop]``, which the caller has made
+        sure is UTF-8 (a reader that checked it as it read): compiled, copied from where
+        it is, with no bytes or str made."""
+        if start < 0 or stop < start or stop > len(data):
+            raise ValueError(f"bytes {start}:{stop} are not within the {len(data)} given")
+        if not cython.compiled:
+            return self.set_utf8(column, None, stop - start, data[start:stop])
+        return self.set_utf8(column, PyBytes_AS_STRING(data) + start, stop - start, None)
 
     @cython.ccall
     @cython.exceptval(-1, check=False)  # an error is -1: no PyErr_Occurred() after each call

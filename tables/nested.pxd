@@ -55,6 +55,7 @@ cdef class IntStructs(ListRows):
 
 
 cdef int whole_spans(bytearray spans) except -1
+cpdef int clear_spans(bytearray spans) except -1
 cpdef int add_span(
     bytearray spans, Py_ssize_t key_start, Py_ssize_t key_stop, Py_ssize_t value_start,
     Py_ssize_t value_stop

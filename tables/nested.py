@@ -81,6 +81,18 @@ def add_span(
     return 0
 
 
+@cython.ccall
+@cython.exceptval(-1, check=False)
+def clear_spans(spans: bytearray) -> cython.int:
+    """Empty ``spans`` for :func:`add_span` to fill again (a reader that reads message
+    after message into one bytearray)."""
+    if not cython.compiled:
+        del spans[:]
+        return 0
+    PyByteArray_Resize(spans, 0)
+    return 0
+
+
 def list_storage(column: pa.Field, limit: cython.Py_ssize_t) -> ListRows:
     """The storage of a nested column, in Arrow's layout: a map of strings to strings
     (properties), or a list of structs of up to four integer fields (message ids), the

@@ -5,7 +5,9 @@ from __future__ import annotations
 
 import pytest
 
-from pwcap.decode.digest import sha256_hex
+from pwcap.decode.digest import set_sha256, sha256_hex
+from pwcap.tables.columns import ColumnBuffer
+from pwcap.tables.schema import arrow_schema, position
 
 VECTORS = [  # FIPS 180-2, appendix B, and the empty message
     (b"", "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855"),
@@ -44,3 +46,20 @@ def test_digest_of_a_span_of_bytes(message, digest):
 def test_a_span_outside_the_bytes_is_refused(start, stop):
     with pytest.raises(ValueError):
         sha256_hex(b"\x00" * 16, start, stop)
+
+
+@pytest.mark.parametrize(("message", "digest"), VECTORS)
+def test_the_digest_set_in_a_row_is_the_published_sha256(message, digest):
+    rows = ColumnBuffer(arrow_schema("messages"), limit=4)
+    column = position("messages", "payload_sha256")
+    rows.set_text(column, "replaced")
+    set_sha256(rows, column, b"\xff" * 7 + message + b"\x00" * 9, 7, 7 + len(message))
+    assert rows.take_row()["payload_sha256"] == digest
+
+
+def test_a_digest_of_a_span_outside_the_bytes_sets_nothing():
+    rows = ColumnBuffer(arrow_schema("messages"), limit=4)
+    column = position("messages", "payload_sha256")
+    with pytest.raises(ValueError):
+        set_sha256(rows, column, b"\x00" * 16, 4, 17)
+    assert rows.take_row()["payload_sha256"] is None

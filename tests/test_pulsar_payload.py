@@ -8,9 +8,21 @@ import struct
 import pytest
 
 from pwcap.capture.events import Direction
+from pwcap.decode.api import DecodeOptions, RowSink
 from pwcap.decode.pulsar._pb import pulsar_api_pb2 as pb
 from pwcap.decode.pulsar.chunks import MAX_PENDING_MESSAGES, ChunkAssembler
-from tests.pulsar_frames import batch, command, compress, decoder, entry_bytes, frame
+from pwcap.decode.pulsar.decoder import PulsarDecoder
+from pwcap.tables.columns import ColumnBuffer
+from pwcap.tables.schema import arrow_schema
+from tests.pulsar_frames import (
+    batch,
+    command,
+    compress,
+    connection,
+    decoder,
+    entry_bytes,
+    frame,
+)
 
 
 def sha(data: bytes) -> str:
@@ -179,6 +191,117 @@ def test_a_batch_count_its_bytes_cannot_hold_is_one_message_row_and_an_anomaly()
         anomaly["detail"]
         == f"declares 1000 messages in {len(members)} bytes, room for at most {len(members) // 6}"
     )
+
+
+def test_each_member_row_has_its_own_fields_only():
+    # The members of the common shape are read one after another into one reading, the
+    # others by the generated class: a member inherits nothing from the one before.
+    first = pb.SingleMessageMetadata(partition_key="k", event_time=5, sequence_id=70)
+    first.properties.add(key="a", value="1")
+    first.properties.add(key="b", value="2")
+    bare = pb.SingleMessageMetadata()
+    # partition_key given twice: the wire reader declines, the generated class keeps the last
+    twice = (
+        pb.SingleMessageMetadata(partition_key="x", payload_size=3).SerializeToString()
+        + pb.SingleMessageMetadata(partition_key="y").SerializePartialToString()
+    )
+    odd = struct.pack(">I", len(twice)) + twice + b"odd"
+    members = batch([(first, b"one"), (bare, b"two")]) + odd + batch([(bare, b"four")])
+    md = metadata(sequence_id=500, num_messages_in_batch=4, event_time=9, partition_key="e")
+    sink = decode(send(md, members))
+    rows = [
+        (r["batch_index"], r["key"], r["event_time"], r["sequence_id"], r["properties"])
+        for r in sink.messages
+    ]
+    assert rows == [
+        (0, "k", 5_000, 70, [("a", "1"), ("b", "2")]),
+        (1, None, None, 501, None),
+        (2, "y", None, 502, None),
+        (3, None, None, 503, None),
+    ]
+    assert [r["payload_sha256"] for r in sink.messages] == [
+        sha(p) for p in (b"one", b"two", b"odd", b"four")
+    ]
+    assert sink.anomalies == []
+
+
+def delivered_batch(rows_per_buffer: int) -> list[dict]:
+    """The message rows of a batch of 7 delivered with broker entry metadata, built in
+    buffers of ``rows_per_buffer`` rows (each handed on when full, as Arrow batches are)."""
+    taken: dict[str, list[dict]] = {"frames": [], "messages": [], "anomalies": []}
+    buffers: dict[str, ColumnBuffer] = {}
+    for table, rows in taken.items():
+        buffers[table] = ColumnBuffer(
+            arrow_schema(table),
+            rows_per_buffer,
+            0,
+            lambda t=table, r=rows: r.extend(buffers[t].take_rows()),
+        )
+    conn = connection()
+    dec = PulsarDecoder(
+        conn, RowSink(*buffers.values()), DecodeOptions(capture="t.pcap"), conn.flip
+    )
+    md = metadata(sequence_id=10, num_messages_in_batch=7, replicated_from="east", event_time=3)
+    cmd = command("MESSAGE", consumer_id=3, message_id={"ledgerId": 5, "entryId": 6})
+    broker = pb.BrokerEntryMetadata(broker_timestamp=1_700_000_123, index=41)
+    wire = frame(cmd, entry_bytes(md, batch(batch_of(7)), broker_entry=broker))
+    dec.on_data(Direction.B2C, 1_000, 0, wire)
+    dec.on_close(2_000)
+    taken["messages"].extend(buffers["messages"].take_rows())
+    return taken["messages"]
+
+
+@pytest.mark.parametrize("rows_per_buffer", [3, 100])
+def test_the_members_of_a_batch_have_their_entry_whatever_the_buffer(rows_per_buffer):
+    # The other tests build one row at a time; a dataset's buffers hold many, and may
+    # be handed to Arrow in the middle of a batch (3 rows): the rows are the same.
+    one_by_one = delivered_batch(1)
+    assert delivered_batch(rows_per_buffer) == one_by_one
+    assert [r["batch_index"] for r in one_by_one] == list(range(7))
+    entry = {
+        (r["ledger_id"], r["entry_id"], r["consumer_id"], r["producer_name"], r["batch_size"])
+        for r in one_by_one
+    }
+    assert entry == {(5, 6, 3, "prod-a", 7)}
+    broker = {
+        (r["publish_time"], r["broker_timestamp"], r["broker_index"], r["replicated_from"])
+        for r in one_by_one
+    }
+    assert broker == {(1_700_000_000, 1_700_000_123_000, 41, "east")}
+
+
+GOOD_MEMBERS = [(pb.SingleMessageMetadata(partition_key=f"k{i}"), b"payload") for i in range(2)]
+
+
+@pytest.mark.parametrize(
+    ("damage", "declared", "detail"),
+    [
+        (b"\x00\x00", 3, "batch ends after 2 of 3 messages"),  # its size cut short
+        (b"", 3, "batch ends after 2 of 3 messages"),  # fewer members than declared
+        (struct.pack(">I", 1000) + b"\x08\x01", 3, "metadata of message 2 overruns the batch"),
+        (
+            struct.pack(">I", 2)
+            + pb.SingleMessageMetadata(payload_size=50).SerializePartialToString()
+            + b"abc",
+            3,
+            "payload of message 2 overruns the batch",
+        ),
+        (struct.pack(">I", 3) + b"\xff\xff\xff", 3, "undecodable metadata of message 2"),
+    ],
+)
+def test_a_damaged_member_ends_the_batch_after_the_members_before_it(damage, declared, detail):
+    sink = decode(send(metadata(num_messages_in_batch=declared), batch(GOOD_MEMBERS) + damage))
+    assert [(r["batch_index"], r["key"]) for r in sink.messages] == [(0, "k0"), (1, "k1")]
+    [anomaly] = sink.anomalies
+    assert anomaly["kind"] == "bad_batch" and anomaly["detail"].startswith(detail)
+
+
+def test_a_batch_damaged_at_its_first_member_is_the_entry_as_one_row():
+    damage = struct.pack(">I", 1000) + b"\x08\x01" * 4
+    sink = decode(send(metadata(num_messages_in_batch=1, partition_key="e"), damage))
+    [entry] = sink.messages
+    assert (entry["batch_index"], entry["key"], entry["payload_size"]) == (None, "e", None)
+    assert [a["detail"] for a in sink.anomalies] == ["metadata of message 0 overruns the batch"]
 
 
 @pytest.mark.parametrize("codec", ["LZ4", "ZLIB", "ZSTD", "SNAPPY"])

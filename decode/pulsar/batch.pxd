@@ -14,5 +14,6 @@ cdef class Members:
     cdef readonly MemberMetadata single
     cdef readonly Py_ssize_t start
     cdef readonly Py_ssize_t stop
+    cdef MemberMetadata _reading
 
     cpdef bint next(self) except -1

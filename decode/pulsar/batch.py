@@ -13,14 +13,10 @@ from ..wire import VARINT, field_number
 from ._pb.pulsar_api_pb2 import SingleMessageMetadata
 
 if cython.compiled:  # the C declarations (metadata.pxd, payload.pxd): C calls and C fields
-    from cython.cimports.pwcap.decode.pulsar.metadata import (
-        MemberMetadata,
-        member_from_generated,
-        read_single,
-    )
+    from cython.cimports.pwcap.decode.pulsar.metadata import MemberMetadata, member_from_generated
     from cython.cimports.pwcap.decode.pulsar.payload import u32
 else:
-    from .metadata import MemberMetadata, member_from_generated, read_single
+    from .metadata import MemberMetadata, member_from_generated
     from .payload import u32
 
 # A member's one required field, by number from the schema (a C global when compiled).
@@ -41,8 +37,9 @@ class Members:
     """The messages of a batch, read one at a time by :meth:`next`: a batch of a million
     bytes can hold a hundred thousand empty messages, and their rows leave for Arrow as
     they come. After a :meth:`next` that returned True, ``index`` is the message's place,
-    ``single`` its metadata and ``data[start:stop]`` its payload; no object is made per
-    message but its metadata's reading."""
+    ``single`` its metadata (until the next :meth:`next`: every member of the common shape
+    is read into the same reading) and ``data[start:stop]`` its payload; no object is made
+    per message."""
 
     @cython.locals(end=cython.Py_ssize_t)
     def __init__(self, data: bytes, count: int) -> None:
@@ -59,12 +56,14 @@ class Members:
         self.index = -1
         self.single = None
         self.start = self.stop = 0
+        self._reading = MemberMetadata()
 
     @cython.ccall
     @cython.returns(cython.bint)
     @cython.exceptval(-1, check=False)
     @cython.locals(data=bytes, end=cython.Py_ssize_t, pos=cython.Py_ssize_t)
     @cython.locals(index=cython.Py_ssize_t, size=cython.Py_ssize_t, single=MemberMetadata)
+    @cython.locals(payload_size=cython.int)
     def next(self) -> cython.bint:
         """Read the next message; False after the last. Raise :class:`BadBatch` where a
         damaged batch stops."""
@@ -80,8 +79,8 @@ class Members:
         pos += 4
         if size > end - pos:
             raise BadBatch(f"metadata of message {index} overruns the batch")
-        single = read_single(data, pos, pos + size)
-        if single is None:  # not the common shape: the generated class reads it
+        single = self._reading
+        if not single.reread(data, pos, pos + size):  # the generated class reads the rest
             try:
                 generated = SingleMessageMetadata.FromString(data[pos : pos + size])
             except DecodeError as exc:

@@ -22,14 +22,14 @@ from .compression import CODEC_NAMES, DecompressionError, decompress
 from .payload import PayloadError
 
 if cython.compiled:  # C declarations (payload.pxd, metadata.pxd, columns.pxd): C calls
-    from cython.cimports.pwcap.decode.digest import sha256_hex
+    from cython.cimports.pwcap.decode.digest import set_sha256, sha256_hex
     from cython.cimports.pwcap.decode.pulsar.batch import Members
     from cython.cimports.pwcap.decode.pulsar.metadata import EntryMetadata, MemberMetadata
     from cython.cimports.pwcap.decode.pulsar.payload import parse_entry
     from cython.cimports.pwcap.tables.columns import ColumnBuffer
 else:
     from ...tables.columns import ColumnBuffer
-    from ..digest import sha256_hex
+    from ..digest import set_sha256, sha256_hex
     from .batch import Members
     from .metadata import EntryMetadata, MemberMetadata
     from .payload import parse_entry
@@ -42,8 +42,9 @@ AnomalyFn = Callable[[str, ColumnBuffer, str], None]  # kind, frame row being bu
 _CODEC_NAMES = cython.declare(dict, CODEC_NAMES)
 I63 = cython.declare(object, (1 << 63) - 1)
 U64 = cython.declare(object, 1 << 64)
-# The largest millisecond time a microsecond int64 holds.
+# The largest millisecond time a microsecond int64 holds (and as a C integer).
 MAX_MILLIS = cython.declare(object, ((1 << 63) - 1) // 1000)
+MAX_MILLIS_C = cython.declare(cython.ulonglong, MAX_MILLIS)
 # The metadata fields whose presence is asked, by number, from the schema.
 _NUM_MESSAGES_IN_BATCH = cython.declare(
     cython.int, field_number(MessageMetadata, "num_messages_in_batch", VARINT)
@@ -259,19 +260,22 @@ class EntryDecoder:
                 self._whole(md)
                 self.messages.end_row()
 
-    @cython.locals(index=cython.Py_ssize_t, single=MemberMetadata)
+    @cython.locals(index=cython.Py_ssize_t, single=MemberMetadata, event_time=cython.ulonglong)
     def _member(self, index: int, single: MemberMetadata) -> None:
-        """The row of a batch's message ``index``: its own metadata, not the entry's."""
+        """The row of a batch's message ``index``: its own metadata, not the entry's (its
+        fields are C integers and a span: set with no Python object made)."""
         self._begin()
         rows: ColumnBuffer = self.messages
         rows.set_int(M_BATCH_INDEX, index)
         if single.has(_SEQUENCE_ID):
-            sequence_id = single.sequence_id
-            rows.set(M_SEQUENCE_ID, sequence_id - U64 if sequence_id > I63 else sequence_id)
+            rows.set_int(M_SEQUENCE_ID, int64(single.sequence_id))
         else:
             rows.set(M_SEQUENCE_ID, self._sequence_id + index)
-        rows.set(M_EVENT_TIME, micros(single.event_time) or None)
-        rows.set(M_KEY, single.partition_key if single.has(_PARTITION_KEY) else None)
+        event_time = single.event_time
+        if event_time != 0 and event_time <= MAX_MILLIS_C:  # as micros(event_time) or None
+            rows.set_int(M_EVENT_TIME, event_time * 1000)
+        if single.has(_PARTITION_KEY):
+            rows.set_span(M_KEY, single.key_data, single.key_start, single.key_stop)
         if single.has(_ORDERING_KEY):
             rows.set(M_ORDERING_KEY, single.ordering_key)
         if single.pairs is not None:
@@ -306,23 +310,19 @@ class EntryDecoder:
         self._emit(payload)
 
     def _begin(self) -> None:
-        """The columns every message row of the entry has: its frame's, the entry's (a
-        row begins empty: a column the entry leaves null is not set)."""
+        """The columns every message row of the entry has: its frame's, the entry's but
+        those a batch's member has of its own (sequence id, event time, key: see
+        :meth:`_whole`). A row begins empty: a column the entry leaves null is not set."""
         rows: ColumnBuffer = self.messages
         frames: ColumnBuffer = self._frames
         rows.copy_columns(frames, _OF_FRAME)
         if self._delivery:
             rows.copy_columns(frames, _OF_DELIVERY)
         rows.set_text(M_PRODUCER_NAME, self._producer_name)
-        rows.set(M_SEQUENCE_ID, self._sequence_id)
         rows.set(M_PUBLISH_TIME, self._publish_time)
         rows.set_text(M_COMPRESSION, self._compression)
         rows.set(M_BATCH_SIZE, self._count)
         rows.set(M_CHECKSUM_OK, self._checksum_ok)
-        if self._event_time is not None:
-            rows.set(M_EVENT_TIME, self._event_time)
-        if self._key is not None:
-            rows.set(M_KEY, self._key)
         if self._broker_timestamp is not None:
             rows.set(M_BROKER_TIMESTAMP, self._broker_timestamp)
         if self._broker_index is not None:
@@ -336,6 +336,11 @@ class EntryDecoder:
         (the fields most entries leave unset included)."""
         self._begin()
         rows: ColumnBuffer = self.messages
+        rows.set(M_SEQUENCE_ID, self._sequence_id)
+        if self._event_time is not None:
+            rows.set(M_EVENT_TIME, self._event_time)
+        if self._key is not None:
+            rows.set(M_KEY, self._key)
         if md.pairs is not None:
             rows.set_pairs(M_PROPERTIES, md.pairs_data, md.pairs)
         if md.ordering_key:
@@ -352,7 +357,7 @@ class EntryDecoder:
         if stop == -1:
             stop = len(payload)
         rows.set_int(M_PAYLOAD_SIZE, stop - start)
-        rows.set_text(M_PAYLOAD_SHA256, sha256_hex(payload, start, stop))
+        set_sha256(rows, M_PAYLOAD_SHA256, payload, start, stop)
         if self._payloads:
             rows.set(M_PAYLOAD, kept_payload(memoryview(payload)[start:stop]))
         rows.end_row()
@@ -368,6 +373,17 @@ def _acked_indexes(ack_set: object, count: int) -> frozenset | None:
         for index in range(count)
         if index // 64 >= len(words) or not (words[index // 64] >> (index % 64)) & 1
     )
+
+
+@cython.cfunc
+@cython.locals(value=cython.ulonglong)
+@cython.returns(cython.longlong)
+@cython.exceptval(check=False)
+def int64(value: int) -> int:
+    """A uint64 field as its int64 column holds it: the same 64 bits (as Java reads it)."""
+    if not cython.compiled:
+        return value - U64 if value > I63 else value
+    return cython.cast(cython.longlong, value)
 
 
 @cython.ccall

@@ -13,7 +13,10 @@ cdef class _Reading:
     cdef unsigned long long _required
     cdef unsigned long long _repeated
     cdef Fields _pair
+    cdef Fields _fields
+    cdef bytearray _spans
 
+    cdef void _new(self)
     cdef void _start(self, unsigned long long required, int properties_field)
     cpdef bint read(self, bytes data, Py_ssize_t start, Py_ssize_t end)
     cpdef bint put(self, int number, Fields fields, bytes data)
@@ -44,14 +47,17 @@ cdef class EntryMetadata(_Reading):
 
 
 cdef class MemberMetadata(_Reading):
-    cdef readonly object payload_size
-    cdef readonly str partition_key
-    cdef readonly object event_time
+    cdef readonly int payload_size
+    cdef readonly bytes key_data
+    cdef readonly Py_ssize_t key_start
+    cdef readonly Py_ssize_t key_stop
+    cdef readonly unsigned long long event_time
     cdef readonly bytes ordering_key
-    cdef readonly object sequence_id
+    cdef readonly unsigned long long sequence_id
     cdef readonly bint null_value
 
     cdef void _defaults(self)
+    cpdef bint reread(self, bytes data, Py_ssize_t start, Py_ssize_t end)
 
 
 cpdef EntryMetadata read_metadata(bytes data, Py_ssize_t start, Py_ssize_t end)

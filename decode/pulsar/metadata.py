@@ -35,9 +35,9 @@ if cython.compiled:  # the C declarations (wire.pxd, hot.pxd): these are C calls
     from cython.cimports.cpython.unicode import PyUnicode_DecodeUTF8
     from cython.cimports.pwcap.decode.pulsar.hot import int32
     from cython.cimports.pwcap.decode.wire import Fields, cursor
-    from cython.cimports.pwcap.tables.nested import add_span
+    from cython.cimports.pwcap.tables.nested import add_span, clear_spans
 else:
-    from ...tables.nested import add_span
+    from ...tables.nested import add_span, clear_spans
     from ..wire import Fields, cursor
     from .hot import int32
 
@@ -193,20 +193,30 @@ class _Reading:
     """
 
     @cython.cfunc
+    def _new(self) -> cython.void:
+        """No read yet: the cursors and the property spans, kept from one read to the next
+        (a batch's members are read into one reading), are made at the first."""
+        self._fields = self._pair = None
+        self._spans = None
+
+    @cython.cfunc
     def _start(self, required: cython.ulonglong, properties_field: cython.int) -> cython.void:
-        """Nothing read yet (a C call: a reading is made per entry and per batch member)."""
+        """Nothing read yet (a C call: a reading is made per entry, or read again)."""
         self.seen = 0
         self.pairs_data = None
         self.pairs = None
         self._required = required
         self._repeated = cython.cast(cython.ulonglong, 1) << properties_field
-        self._pair = None
 
     @cython.ccall
     def read(self, data: bytes, start: cython.Py_ssize_t, end: cython.Py_ssize_t) -> cython.bint:
         """Fill in from ``data[start:end]``; False when these bytes are not this shape
         (a field twice, one :meth:`put` declines, a required one missing, damage)."""
-        fields: Fields = cursor(data, start, end)
+        fields: Fields = self._fields
+        if fields is None:
+            fields = self._fields = cursor(data, start, end)
+        else:
+            fields.place(data, start, end)
         number: cython.int
         bit: cython.ulonglong
         while True:
@@ -236,8 +246,12 @@ class _Reading:
             self._pair = cursor(data, fields.start, fields.stop)
         else:
             self._pair.place(data, fields.start, fields.stop)
-        if self.pairs is None:
-            self.pairs = bytearray()
+        if self.pairs is None:  # the first: the spans of the last read are forgotten
+            if self._spans is None:
+                self._spans = bytearray()
+            else:
+                clear_spans(self._spans)
+            self.pairs = self._spans
             self.pairs_data = data
         return _key_value(self._pair, data, self.pairs)
 
@@ -285,6 +299,7 @@ class EntryMetadata(_Reading):
     (:func:`entry_from_generated`). Text fields are str (escaped when not UTF-8)."""
 
     def __init__(self) -> None:
+        self._new()
         self._defaults()
 
     @cython.cfunc
@@ -363,21 +378,39 @@ class EntryMetadata(_Reading):
 @cython.cclass
 class MemberMetadata(_Reading):
     """A batch member's SingleMessageMetadata as the entry decoder reads it: from the wire
-    bytes (:func:`read_single`) unless a field the decoder reads is in another shape than
-    the common one, else from the generated class's reading
-    (:func:`member_from_generated`)."""
+    bytes (:meth:`reread`, :func:`read_single`) unless a field the decoder reads is in
+    another shape than the common one, else from the generated class's reading
+    (:func:`member_from_generated`). Its integers are C integers when compiled, and its
+    partition key is where it was read (``key_data[key_start:key_stop]``, UTF-8): a
+    member read makes no Python object."""
 
     def __init__(self) -> None:
+        self._new()
         self._defaults()
 
     @cython.cfunc
     def _defaults(self) -> cython.void:
         """Every field at its default, nothing read (a C call, as EntryMetadata's)."""
         self.payload_size = self.event_time = self.sequence_id = 0
-        self.partition_key = ""
+        self.key_data = None
+        self.key_start = self.key_stop = 0
         self.ordering_key = b""
         self.null_value = False
         self._start(_MEMBER_REQUIRED, MEMBER_PROPERTIES)
+
+    @cython.ccall
+    def reread(self, data: bytes, start: cython.Py_ssize_t, end: cython.Py_ssize_t) -> cython.bint:
+        """Forget the last member read and read the one in ``data[start:end]``: False when
+        it is not of the common shape (this reading is then not to be used)."""
+        self._defaults()
+        return self.read(data, start, end)
+
+    @property
+    def partition_key(self) -> str:
+        """The partition key ("" when absent)."""
+        if self.key_data is None:
+            return ""
+        return self.key_data[self.key_start : self.key_stop].decode()
 
     def HasField(self, name: str) -> bool:
         return self.has(_SINGLE_NUMBERS[name])
@@ -388,10 +421,11 @@ class MemberMetadata(_Reading):
         if wire_type == WIRE_LENGTH_DELIMITED and number == MEMBER_PROPERTIES:
             return self._property(fields, data)
         if wire_type == WIRE_LENGTH_DELIMITED and number == MEMBER_PARTITION_KEY:
-            decoded = _utf8(data, fields.start, fields.stop)
-            if decoded is None:
+            if not _is_utf8(data, fields.start, fields.stop):
                 return False
-            self.partition_key = decoded
+            self.key_data = data
+            self.key_start = fields.start
+            self.key_stop = fields.stop
         elif wire_type == WIRE_LENGTH_DELIMITED and number == MEMBER_ORDERING_KEY:
             self.ordering_key = data[fields.start : fields.stop]
         elif wire_type != WIRE_VARINT:
@@ -441,6 +475,7 @@ def read_metadata(data: bytes, start: cython.Py_ssize_t, end: cython.Py_ssize_t)
     """The MessageMetadata in ``data[start:end]`` read from its wire bytes, or None when
     it is not of the common shape."""
     md: EntryMetadata = EntryMetadata.__new__(EntryMetadata)
+    md._new()
     md._defaults()
     return md if md.read(data, start, end) else None
 
@@ -450,8 +485,8 @@ def read_single(data: bytes, start: cython.Py_ssize_t, end: cython.Py_ssize_t) -
     """The SingleMessageMetadata in ``data[start:end]`` read from its wire bytes, or None
     when it is not of the common shape."""
     single: MemberMetadata = MemberMetadata.__new__(MemberMetadata)
-    single._defaults()
-    return single if single.read(data, start, end) else None
+    single._new()
+    return single if single.reread(data, start, end) else None
 
 
 @cython.ccall
@@ -485,7 +520,9 @@ def member_from_generated(single: Any) -> MemberMetadata:
     member = MemberMetadata()
     member._adopt(single, _SINGLE_NUMBERS)
     member.payload_size = single.payload_size
-    member.partition_key = text(single.partition_key)
+    key = text(single.partition_key).encode("utf-8", "backslashreplace")
+    member.key_data = key
+    member.key_stop = len(key)
     member.event_time = single.event_time
     member.ordering_key = single.ordering_key
     member.sequence_id = single.sequence_id
