@@ -19,6 +19,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.decode_workers import decode_workers
 from tests.pulsar_frames import command, frame
 
 FLOWS = b"".join(frame(command("FLOW", consumer_id=i, messagePermits=1000)) for i in range(2000))
@@ -176,21 +177,13 @@ def test_a_decode_worker_killed_by_sigkill_fails_the_run_in_one_line_and_writes_
     out = tmp_path / "out"
     process = start_decode(busy_capture, out, jobs=2)
     wait_for_writing(out)
-    workers = children(process.pid, 2)
+    workers = decode_workers(process.pid, 2)
     os.kill(workers[0], signal.SIGKILL)
     _, stderr = process.communicate(timeout=120)
     assert process.returncode == 1
     assert stderr.count("\n") == 1, stderr
     assert "decode worker" in stderr and "killed by SIGKILL" in stderr
     assert left_beside(out) == []
-
-
-def children(pid: int, count: int) -> list[int]:
-    """The ``count`` processes ``pid`` starts, once it has started them."""
-    listed = Path(f"/proc/{pid}/task/{pid}/children")
-    while len(found := listed.read_text().split()) < count:
-        time.sleep(0.02)
-    return [int(child) for child in found]
 
 
 def test_a_killed_run_leaves_a_temporary_folder_the_next_run_removes_and_names(
