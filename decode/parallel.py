@@ -16,7 +16,9 @@ The workers start as fresh interpreters (multiprocessing's "spawn"), never as fo
 this process: a fork copies every lock that another thread holds at that moment (the C
 allocator's under AddressSanitizer, any library's) into a child where no thread will
 ever release it, and a worker that then needs it waits forever. The process running a
-decode may well have other threads: pyarrow's, or a Spark session's gateway.
+decode may well have other threads: pyarrow's, or a Spark session's gateway. A worker
+runs the main script of the process before its task, so a script that decodes with
+workers keeps its work under ``if __name__ == "__main__":`` (as with any spawn).
 """
 
 from __future__ import annotations
