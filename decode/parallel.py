@@ -11,12 +11,21 @@ Each worker writes a dataset of its own inside ``OUT.tmp-XXXX``; the parent adds
 capture-wide rows of the shared captures (they need every share's end), moves the part
 files of all of them into one set of tables and renames the whole to ``OUT`` only when
 every worker succeeded. Ctrl-C or SIGTERM stops every worker and deletes ``OUT.tmp-XXXX``.
+
+The workers start as fresh interpreters (multiprocessing's "spawn"), never as forks of
+this process: a fork copies every lock that another thread holds at that moment (the C
+allocator's under AddressSanitizer, any library's) into a child where no thread will
+ever release it, and a worker that then needs it waits forever. The process running a
+decode may well have other threads: pyarrow's, or a Spark session's gateway. A worker
+runs the main script of the process before its task, so a script that decodes with
+workers keeps its work under ``if __name__ == "__main__":`` (as with any spawn).
 """
 
 from __future__ import annotations
 
 import multiprocessing
 import multiprocessing.connection
+import multiprocessing.resource_tracker
 import os
 import shutil
 import signal
@@ -119,7 +128,7 @@ def decode_parallel(
     workers = plan(captures, jobs)
     if len(workers) <= 1:
         return decode_captures(inputs, out, options, overwrite, progress)
-    keylog = load_keylog(options)  # read here once: the workers fork with it
+    keylog = load_keylog(options)  # an unreadable one fails before any worker starts
     out = Path(out)
     progress = progress or Progress()
     check_output(out, overwrite)
@@ -159,7 +168,7 @@ def _run_workers(
 ) -> list[WorkerResult]:
     """Start one process per worker, show their joint progress, gather their results;
     the first error (or an interruption) stops them all."""
-    context = multiprocessing.get_context("fork" if hasattr(os, "fork") else "spawn")
+    context = multiprocessing.get_context("spawn")
     done = context.Array("d", len(workers), lock=False)  # bytes each worker got through
     # One pipe per worker, not a Queue: a Queue's feeder thread can hang a worker's exit.
     pipes = [context.Pipe(duplex=False) for _ in workers]
@@ -181,10 +190,14 @@ def _run_workers(
     try:
         # Signals are only recorded while the workers start, then raised: an interruption
         # inside a start (Python runs handlers in the main thread, whichever thread took
-        # the signal) could come after the fork and before the process knows its child,
+        # the signal) could come after the child exists and before the process knows it,
         # which would then run on, unseen, into a folder already deleted. They are also
-        # blocked, so a child holds one sent early until its own handlers are in place.
+        # blocked, a mask a child keeps through its exec: it holds one sent early (Ctrl-C
+        # reaches the whole process group) until its own handlers are in place.
+        # (Launching multiprocessing's resource tracker, which the first start does,
+        # unblocks them after: it is launched before.)
         with interrupts_deferred() as received:
+            multiprocessing.resource_tracker.ensure_running()
             blocked = signal.pthread_sigmask(signal.SIG_BLOCK, _STOPPING)
             try:
                 for process in processes:
@@ -266,8 +279,8 @@ def _worker(task: _Task, done: list[float], answer: Connection) -> None:
     """One worker process: its units into its own dataset. Ctrl-C is the parent's to
     handle: it stops the workers itself."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
-    signal.signal(signal.SIGTERM, signal.SIG_DFL)  # the parent's handler came with fork
-    signal.pthread_sigmask(signal.SIG_UNBLOCK, _STOPPING)  # blocked by the parent to fork
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)  # the parent's stop, even if it ignores it
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, _STOPPING)  # blocked by the parent to start
     try:
         answer.send(_decode_units(task, done))
     except Interrupted as interrupted:  # held back by the writer while it made its folder

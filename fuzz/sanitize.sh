@@ -97,7 +97,10 @@ if [ "$MODE" = atheris ]; then
         -lpthread -ldl -lrt -lm
     PRELOAD=$SAN/runtime/asan_with_fuzzer.so
 else
-    PRELOAD=$(gcc -print-file-name=libasan.so)
+    # With the C++ runtime: ASan finds the __cxa_throw it intercepts when it starts, or
+    # the first C++ exception thrown in the process (greenlet's, under Playwright) stops
+    # it with "CHECK failed: ... real___cxa_throw".
+    PRELOAD="$(gcc -print-file-name=libasan.so) $(gcc -print-file-name=libstdc++.so)"
 fi
 
 rm -rf "$SAN/reports"
@@ -115,11 +118,11 @@ for tool in java ps; do
         chmod +x "$SAN/bin/$tool"
     fi
 done
-printf '#!/bin/sh\nexport LD_PRELOAD=%s\nexec %s "$@"\n' "$PRELOAD" "$PYTHON" >"$SAN/bin/python"
+printf '#!/bin/sh\nexport LD_PRELOAD="%s"\nexec %s "$@"\n' "$PRELOAD" "$PYTHON" >"$SAN/bin/python"
 chmod +x "$SAN/bin/python"
 export PATH=$SAN/bin:$PATH PYSPARK_PYTHON=$SAN/bin/python
 unset JAVA_HOME
-export LD_PRELOAD=$PRELOAD
+export LD_PRELOAD="$PRELOAD"
 export ASAN_OPTIONS=detect_leaks=0:allocator_may_return_null=1:log_path=$SAN/reports/asan
 export UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1:log_path=$SAN/reports/ubsan
 export PYTHONMALLOC=malloc

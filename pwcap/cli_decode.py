@@ -60,7 +60,7 @@ def run(args: argparse.Namespace) -> int:
     from pwcap.decode.inputs import InputError
     from pwcap.decode.parallel import WorkerDied, decode_parallel
     from pwcap.tables.dataset import DatasetError
-    from pwcap.tables.interrupts import exit_status, terminate_as_interrupt
+    from pwcap.tables.interrupts import exit_status, signals_as_interrupt
 
     from .progress import ProgressBar, wanted
 
@@ -74,7 +74,7 @@ def run(args: argparse.Namespace) -> int:
     gc.freeze()
     gc.set_threshold(YOUNG_OBJECTS, *gc.get_threshold()[1:])
     try:
-        with terminate_as_interrupt():
+        with signals_as_interrupt():
             summary = decode_parallel(
                 args.inputs, args.output, args.jobs, options, args.overwrite, progress
             )

@@ -5,13 +5,20 @@ either a whole dataset or none. :func:`terminate_as_interrupt` turns SIGTERM int
 same :class:`KeyboardInterrupt` Ctrl-C raises, and :func:`interrupts_deferred` holds both
 back while a dataset is being moved into place, so no interruption can land between the
 rename and the message that says whether the dataset was written.
+
+:func:`signals_as_interrupt` has Ctrl-C raise :class:`Interrupted` too, never Python's
+own KeyboardInterrupt: that one, raised while code made by ``exec`` or ``eval`` from a
+string runs (dataclasses and namedtuple make their methods so), marks the interpreter as
+ended by an unhandled Ctrl-C even when it is handled, and a program run with ``python
+-m`` then kills itself with SIGINT once it has exited with its own status.
 """
 
 from __future__ import annotations
 
+import contextlib
 import signal
 import threading
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from types import FrameType
 
@@ -36,10 +43,17 @@ def _in_main_thread() -> bool:
     return threading.current_thread() is threading.main_thread()
 
 
-@contextmanager
-def terminate_as_interrupt() -> Iterator[None]:
+def terminate_as_interrupt() -> contextlib.AbstractContextManager[None]:
     """Within the block, SIGTERM raises :class:`Interrupted` as Ctrl-C raises
-    KeyboardInterrupt (signal handlers can only be set from the main thread)."""
+    KeyboardInterrupt."""
+    return signals_as_interrupt((signal.SIGTERM,))
+
+
+@contextmanager
+def signals_as_interrupt(signums: Iterable[int] = _SIGNALS) -> Iterator[None]:
+    """Within the block, each of ``signums`` raises :class:`Interrupted` (signal handlers
+    can only be set from the main thread). One the process ignores stays ignored: a shell
+    starts a background command with Ctrl-C ignored."""
     if not _in_main_thread():
         yield
         return
@@ -47,11 +61,16 @@ def terminate_as_interrupt() -> Iterator[None]:
     def interrupt(signum: int, frame: FrameType | None) -> None:
         raise Interrupted(signum)
 
-    previous = signal.signal(signal.SIGTERM, interrupt)
+    previous = {
+        signum: signal.signal(signum, interrupt)
+        for signum in signums
+        if signal.getsignal(signum) is not signal.SIG_IGN
+    }
     try:
         yield
     finally:
-        signal.signal(signal.SIGTERM, previous)
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
 
 
 @contextmanager

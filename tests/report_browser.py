@@ -7,6 +7,7 @@ marks each chart drew. Also writes the README's screenshots:
 
 from __future__ import annotations
 
+import os
 import sys
 import tempfile
 from dataclasses import dataclass, field
@@ -99,6 +100,9 @@ def visit(page_path: Path, screenshots: Path | None = None) -> Visit:
             executable_path=str(CHROMIUM),
             args=FLAGS,
             viewport={"width": WIDTH, "height": 1000},
+            # The browser is not pwcap's: under `make sanitize` it runs without the ASan
+            # runtime preloaded into Python (as Spark's JVM does), which it spins under.
+            env={name: value for name, value in os.environ.items() if name != "LD_PRELOAD"},
         )
         try:
             page = browser.new_page()

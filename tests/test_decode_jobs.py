@@ -24,21 +24,19 @@ from fuzz.stream_sink import RecordingSink
 from pwcap.capture import read_streams
 from pwcap.capture.shares import FlowShare, flow_hash
 from pwcap.cli import main
-from pwcap.decode import parallel
 from pwcap.decode.driver import Progress, decode_captures
 from pwcap.decode.inputs import CaptureInput
 from pwcap.decode.parallel import (
     MIN_WORKER_BYTES,
     Unit,
-    WorkerDied,
     decode_parallel,
     default_jobs,
     plan,
 )
-from pwcap.tables.interrupts import Interrupted
 from pwcap.tables.schema import TABLES
 from tests.bench_scripts import load_bench
 from tests.conftest import sample_captures
+from tests.decode_workers import decode_workers
 from tests.pulsar_frames import command, frame
 from tests.test_decode_cli import pwcap
 from tests.test_hostile_captures import pcapng_with
@@ -250,7 +248,8 @@ def test_stopping_the_run_stops_every_worker_and_leaves_no_dataset(tmp_path, how
             text=True,
             start_new_session=True,  # its own process group, as a shell gives a command
         )
-    workers = _wait_for_workers(run.pid, 2)
+    workers = decode_workers(run.pid, 2)
+    time.sleep(1.0)  # past their start: reading the capture
     if how == "sigterm":
         run.send_signal(signal.SIGTERM)
     elif how == "ctrl-c":
@@ -278,23 +277,11 @@ def _sigint_not_ignored() -> Iterator[None]:
         signal.signal(signal.SIGINT, previous)
 
 
-def _wait_for_workers(pid: int, count: int) -> list[int]:
-    """The worker processes of ``pid``, once ``count`` of them are decoding."""
-    deadline = time.monotonic() + 30
-    while time.monotonic() < deadline:
-        children = Path(f"/proc/{pid}/task/{pid}/children").read_text().split()
-        if len(children) >= count:
-            time.sleep(0.5)  # past their start: reading the capture
-            return [int(child) for child in children]
-        time.sleep(0.05)
-    raise AssertionError("the workers never started")
-
-
 def test_an_interruption_between_two_worker_starts_stops_the_started_one(tmp_path, monkeypatch):
     """Python runs a signal's handler in the main thread whichever thread took it, so it
     may raise between two starts: the started worker is stopped, the interruption is what
     surfaces, and no dataset is left."""
-    process_class = multiprocessing.get_context("fork").Process
+    process_class = multiprocessing.get_context("spawn").Process
     start = process_class.start
     started: list[multiprocessing.process.BaseProcess] = []
 
@@ -312,18 +299,86 @@ def test_an_interruption_between_two_worker_starts_stops_the_started_one(tmp_pat
     assert list(tmp_path.iterdir()) == []  # no dataset, no temporary folder
 
 
-def test_a_worker_stopped_while_its_writer_holds_signals_ends_without_a_traceback(
-    tmp_path, monkeypatch, capfd
-):
+# A worker is a fresh interpreter that runs the main script (as ``__mp_main__``) before its
+# task: what the script replaces at its top level, it replaces in the workers too.
+_WRITER_INTERRUPTED = """
+import signal, sys
+from pwcap.decode import parallel
+from pwcap.tables.interrupts import Interrupted
+
+def interrupted(*args, **kwargs):
+    raise Interrupted(signal.SIGTERM)
+
+parallel.DatasetWriter = interrupted
+
+if __name__ == "__main__":
+    try:
+        parallel.decode_parallel([sys.argv[1]], sys.argv[2], jobs=2)
+    except parallel.WorkerDied as error:
+        sys.exit(str(error))
+"""
+
+
+def test_a_worker_stopped_while_its_writer_holds_signals_ends_without_a_traceback(tmp_path):
     """The writer holds SIGTERM back while it makes its folder and raises it after: in a
     worker, that ends the worker as the signal would, not with a Python traceback."""
-
-    def interrupted(*args, **kwargs):
-        raise Interrupted(signal.SIGTERM)
-
-    monkeypatch.setattr(parallel, "DatasetWriter", interrupted)  # the forked workers' too
+    script, folder = tmp_path / "interrupted.py", tmp_path / "run"
+    script.write_text(_WRITER_INTERRUPTED)
+    folder.mkdir()
     capture = SAMPLES / "pulsar_shared_two_consumers.pcap"
-    with pytest.raises(WorkerDied, match="killed by SIGTERM"):
-        decode_parallel([capture], tmp_path / "out", jobs=2)
-    assert "Traceback" not in capfd.readouterr().err
-    assert list(tmp_path.iterdir()) == []
+    done = subprocess.run(
+        [sys.executable, str(script), str(capture), str(folder / "out")],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert done.returncode == 1 and "killed by SIGTERM" in done.stderr
+    assert "Traceback" not in done.stderr
+    assert list(folder.iterdir()) == []
+
+
+# Another thread of the process that runs the decode holds a lock all along, as another
+# thread may hold the C allocator's (AddressSanitizer's) or a library's at the moment a
+# worker starts. A worker forked then has that lock taken by a thread it does not have,
+# for ever, and waits for it as soon as it needs it: here at once, in a fork handler, as
+# a library's own does.
+_LOCK_HELD_ELSEWHERE = """
+import os, sys, threading
+from pwcap.decode.parallel import decode_parallel
+
+if __name__ == "__main__":
+    held, holding = threading.Lock(), threading.Event()
+
+    def hold():
+        with held:
+            holding.set()
+            threading.Event().wait()
+
+    threading.Thread(target=hold, daemon=True).start()
+    holding.wait()
+    os.register_at_fork(after_in_child=held.acquire)
+    decode_parallel([sys.argv[1]], sys.argv[2], jobs=2)
+"""
+
+
+def test_workers_start_while_another_thread_holds_a_lock_they_would_need(tmp_path):
+    """Forked, the workers of a decode run from a test process hung in the sanitized build:
+    Spark's gateway thread held the allocator's lock. Started fresh, they inherit none."""
+    script = tmp_path / "held.py"
+    script.write_text(_LOCK_HELD_ELSEWHERE)
+    capture = SAMPLES / "pulsar_shared_two_consumers.pcap"
+    run = subprocess.Popen(
+        [sys.executable, str(script), str(capture), str(tmp_path / "two")],
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,  # its workers too can be stopped, if they hang
+    )
+    try:
+        _, stderr = run.communicate(timeout=180)
+    except subprocess.TimeoutExpired:
+        os.killpg(run.pid, signal.SIGKILL)
+        run.wait()
+        pytest.fail("the decode hung: its workers wait for a lock no thread of theirs holds")
+    assert run.returncode == 0, stderr
+    decode_captures([capture], tmp_path / "one")
+    assert_same_dataset(tmp_path / "two", tmp_path / "one")

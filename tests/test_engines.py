@@ -179,8 +179,10 @@ def checkout_copy(root: Path) -> Path:
     extensions included, under ``root``: a checkout of its own to make stale."""
     here = Path(__file__).resolve().parent.parent
     package = root / "pwcap"
-    shutil.copytree(here / "pwcap", package)
-    for folder in ("capture", "decode", "tables", "jobs"):
+    folders = ("capture", "decode", "tables", "jobs")
+    # Not the links to them that the sanitizers' scratch copy has in pwcap/.
+    shutil.copytree(here / "pwcap", package, ignore=lambda _, names: set(folders) & set(names))
+    for folder in folders:
         shutil.copytree(here / folder, package / folder)
     return root
 

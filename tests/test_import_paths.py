@@ -52,12 +52,13 @@ def by_path(folder: Path, dotted: str) -> Path | None:
 
 
 def by_import(module: str) -> Path | None:
-    """Where Python's import system finds ``module`` (its source, compiled or not)."""
+    """Where Python's import system finds ``module`` (its source, compiled or not), links
+    followed: the sanitizers' scratch copy reaches ``capture/`` as ``pwcap/capture``."""
     spec = importlib.util.find_spec(module)
     if spec is None or spec.origin is None:
         return None
     origin = Path(spec.origin)
-    return origin.with_name(origin.name.split(".", 1)[0] + ".py")  # name.cpython-...so too
+    return origin.with_name(origin.name.split(".", 1)[0] + ".py").resolve()  # ...so too
 
 
 def relative_targets(path: Path) -> Iterator[tuple[int, str, Path | None, str]]:
