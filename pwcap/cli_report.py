@@ -24,10 +24,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from pwcap.tables.interrupts import exit_status, terminate_as_interrupt
+    from pwcap.tables.interrupts import exit_status, signals_as_interrupt
 
     try:
-        with terminate_as_interrupt():
+        with signals_as_interrupt():
             return _report(args)
     except KeyboardInterrupt as interrupt:
         written = "was written" if getattr(interrupt, "written", False) else "was not written"

@@ -99,7 +99,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from pwcap.tables.interrupts import exit_status, terminate_as_interrupt
+    from pwcap.tables.interrupts import exit_status, signals_as_interrupt
 
     path = Path(args.file)
     unknown = sorted({c.upper() for c in args.commands or ()} - command_names())
@@ -123,7 +123,7 @@ def run(args: argparse.Namespace) -> int:
             printer.anomaly(row)
 
     try:
-        with terminate_as_interrupt():
+        with signals_as_interrupt():
             if path.is_dir():
                 for is_frame, row in _dataset_rows(path):
                     (show if is_frame else expert_info)(row)

@@ -143,3 +143,48 @@ def test_an_interrupted_report_writes_no_page_or_a_whole_one(busy_capture, tmp_p
         assert stderr == f"pwcap report: error: interrupted; {page} was not written\n"
         assert not page.exists()
     assert [p.name for p in tmp_path.iterdir() if "report" in p.name] in ([], ["report.html"])
+
+
+# Ctrl-C reaches a command while it runs code that exec() made from a string (as the
+# decode's test in test_hostile_signals.py): the command wraps the function named here.
+_CTRL_C_IN_EXEC = """
+import importlib, signal, sys
+from pwcap.cli import entry
+
+signal.signal(signal.SIGINT, signal.default_int_handler)  # even if started with it ignored
+module = importlib.import_module(sys.argv[1])
+original = getattr(module, sys.argv[2])
+
+def interrupted_in_exec(*args, **kwargs):
+    exec("signal.raise_signal(signal.SIGINT)")
+    return original(*args, **kwargs)
+
+setattr(module, sys.argv[2], interrupted_in_exec)
+sys.argv = ["pwcap", *sys.argv[3:]]
+sys.exit(entry())
+"""
+
+
+@pytest.mark.parametrize("command", ["show", "report"])
+def test_ctrl_c_during_code_made_by_exec_ends_a_command_with_130(tmp_path, command):
+    """Python's own KeyboardInterrupt leaving exec'd code marks the interpreter as ended by
+    Ctrl-C even when the command handles it: run with `-m`, it said its one line and then
+    killed itself with SIGINT (exit -2). Every command raises pwcap's own Interrupted."""
+    sample = SAMPLES / "pulsar_plain.pcap"
+    (tmp_path / "ctrl_c_in_exec.py").write_text(_CTRL_C_IN_EXEC)
+    if command == "show":
+        wrapped, arguments = ("pwcap.cli_show", "_capture_frames"), ["show", str(sample)]
+        said = "pwcap show: error: interrupted\n"
+    else:
+        dataset, page = tmp_path / "dataset", tmp_path / "report.html"
+        assert main(["decode", "-q", "--jobs", "1", str(sample), "-o", str(dataset)]) == 0
+        wrapped, arguments = ("pwcap.report", "render"), ["report", str(dataset), "-o", str(page)]
+        said = f"pwcap report: error: interrupted; {page} was not written\n"
+    done = subprocess.run(
+        [sys.executable, "-m", "ctrl_c_in_exec", *wrapped, *arguments],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=tmp_path,
+    )
+    assert (done.returncode, done.stderr) == (128 + signal.SIGINT, said)
