@@ -126,7 +126,8 @@ def decode_parallel(
     if jobs is None:
         jobs = default_jobs(sum(capture.size for capture in captures))
     workers = plan(captures, jobs)
-    if len(workers) <= 1:
+    # Standard input can be read once, by this process: a run that reads it has no workers.
+    if len(workers) <= 1 or any(capture.path is None for capture in captures):
         return decode_captures(inputs, out, options, overwrite, progress)
     keylog = load_keylog(options)  # an unreadable one fails before any worker starts
     out = Path(out)

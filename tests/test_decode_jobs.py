@@ -181,6 +181,25 @@ def test_a_folder_spread_over_workers_gives_the_rows_of_one_process(tmp_path):
     assert two.skipped == one.skipped
 
 
+def test_a_capture_on_standard_input_beside_files_is_decoded_whole(tmp_path):
+    """Standard input can be read once: with ``-`` among the inputs the run decodes in one
+    process (a worker's standard input is empty), and gives the rows of the files."""
+    piped, other = SAMPLES / "pulsar_shared_two_consumers.pcap", SAMPLES / "pulsar_plain.pcap"
+    decode_captures([piped, other], tmp_path / "files")
+    command = [sys.executable, "-m", "pwcap.cli", "decode", "-q", "--jobs", "2"]
+    with piped.open("rb") as stdin:
+        done = subprocess.run(
+            [*command, "-", str(other), "-o", str(tmp_path / "piped")],
+            stdin=stdin,
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+    assert (done.returncode, done.stderr) == (0, "")
+    for table in ("frames", "messages", "anomalies"):  # rows name their capture: counted
+        assert len(rows(tmp_path / "piped", table)) == len(rows(tmp_path / "files", table))
+
+
 @pytest.mark.parametrize("inputs", [[SAMPLES], [SAMPLES / "pulsar_shared_two_consumers.pcap"]])
 def test_the_printed_summary_of_workers_is_the_one_of_one_process(tmp_path, inputs, capsys):
     """Spread whole or split in shares, the counts a person reads add up to --jobs 1's."""
