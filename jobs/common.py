@@ -37,7 +37,7 @@ from ..tables.interrupts import (
     Interrupted,
     exit_status,
     interrupts_deferred,
-    terminate_as_interrupt,
+    signals_as_interrupt,
 )
 from ..tables.schema import arrow_schema
 from .args import add_arguments
@@ -171,7 +171,7 @@ def run_job(
         parser.exit(2, f"{name}: not a decoded dataset (no frames/): {', '.join(missing)}\n")
     written: dict[str, str] = {}
     try:
-        with terminate_as_interrupt():
+        with signals_as_interrupt():
             spark = start(name, args.output, args.overwrite, args.verbose)
 
             def work() -> dict[str, str]:

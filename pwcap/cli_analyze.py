@@ -47,11 +47,11 @@ def _spark_setting(text: str) -> tuple[str, str]:
 
 def run(args: argparse.Namespace) -> int:
     from pwcap.jobs.common import interrupted
-    from pwcap.tables.interrupts import terminate_as_interrupt
+    from pwcap.tables.interrupts import signals_as_interrupt
 
     written: dict[str, str] = {}
     try:
-        with terminate_as_interrupt():
+        with signals_as_interrupt():
             return _analyze(args, written)
     except KeyboardInterrupt as interrupt:
         return interrupted("pwcap analyze", args.output, interrupt, bool(written))

@@ -165,7 +165,7 @@ sys.exit(entry())
 """
 
 
-@pytest.mark.parametrize("command", ["show", "report"])
+@pytest.mark.parametrize("command", ["show", "report", "analyze"])
 def test_ctrl_c_during_code_made_by_exec_ends_a_command_with_130(tmp_path, command):
     """Python's own KeyboardInterrupt leaving exec'd code marks the interpreter as ended by
     Ctrl-C even when the command handles it: run with `-m`, it said its one line and then
@@ -175,11 +175,19 @@ def test_ctrl_c_during_code_made_by_exec_ends_a_command_with_130(tmp_path, comma
     if command == "show":
         wrapped, arguments = ("pwcap.cli_show", "_capture_frames"), ["show", str(sample)]
         said = "pwcap show: error: interrupted\n"
-    else:
+    elif command == "report":
         dataset, page = tmp_path / "dataset", tmp_path / "report.html"
         assert main(["decode", "-q", "--jobs", "1", str(sample), "-o", str(dataset)]) == 0
         wrapped, arguments = ("pwcap.report", "render"), ["report", str(dataset), "-o", str(page)]
         said = f"pwcap report: error: interrupted; {page} was not written\n"
+    else:  # Ctrl-C as Spark's session starts
+        dataset, out = tmp_path / "dataset", tmp_path / "analytics"
+        assert main(["decode", "-q", "--jobs", "1", str(sample), "-o", str(dataset)]) == 0
+        wrapped, arguments = (
+            ("pwcap.jobs.common", "session"),
+            ["analyze", str(dataset), "-o", str(out)],
+        )
+        said = f"pwcap analyze: error: interrupted; {out}: no table was written, it is as it was\n"
     done = subprocess.run(
         [sys.executable, "-m", "ctrl_c_in_exec", *wrapped, *arguments],
         capture_output=True,
