@@ -118,6 +118,22 @@ def busy_capture(tmp_path_factory: pytest.TempPathFactory, write_capture) -> Pat
     return write_capture(path, [(6650, [(0, FLOWS)])] * 200)
 
 
+@pytest.mark.slow
+@SIGNALS
+def test_an_interrupted_spark_decode_says_so_in_one_line_and_writes_nothing(
+    busy_capture, tmp_path, signum
+):
+    out = tmp_path / "dataset"
+    decode = ROOT / "jobs" / "decode.py"
+    process = start(sys.executable, str(decode), str(busy_capture), "-o", str(out))
+    wait_for_temporary(tmp_path, process)
+    stderr = interrupt(process, signum)
+    assert process.returncode == 128 + signum, stderr
+    said = f"decode: error: interrupted; {out}: no table was written, it is as it was"
+    assert stderr.splitlines() == [said], stderr  # no traceback, no Spark warning
+    assert list(tmp_path.iterdir()) == []
+
+
 @SIGNALS
 def test_an_interrupted_show_says_so_in_one_line(busy_capture, signum):
     process = start(sys.executable, "-m", "pwcap.cli", "show", str(busy_capture))

@@ -10,11 +10,12 @@ from pathlib import Path
 
 from pwcap.terminal import printable
 
-from ...jobs.common import no_java, session
+from ...jobs.common import at_once, interrupted, no_java, session, stopped_quietly
 from ...tables.dataset import (
     DatasetError,
     check_output,
 )
+from ...tables.interrupts import interrupts_deferred, signals_as_interrupt
 from ..inputs import InputError
 from ..options import add_decode_options, decode_options
 from .cluster import check_uri_output, interpreter_problem, unshared_output
@@ -62,16 +63,26 @@ def main(argv: list[str] | None = None) -> int:
     # The tasks run pwcap: local Python workers are this interpreter, which has it (a
     # cluster's are what PYSPARK_PYTHON names: see the README).
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-    spark = session("pwcap-decode", args.verbose)
-    problem = None if args.shared_output else unshared_output(spark, args.output)
-    problem = problem or interpreter_problem(spark, "INFO" if args.verbose else "WARN")
-    if problem is not None:
-        parser.exit(1, f"decode: error: {printable(problem, None)}\n")
-    output = Output(spark, args.output, args.overwrite)
+    output: Output | None = None
     try:
-        written = output.write(partial(write_dataset, spark, captures, options))
+        with signals_as_interrupt():  # Ctrl-C and SIGTERM: one line, no dataset
+            spark = session("pwcap-decode", args.verbose)
+            problem = None if args.shared_output else unshared_output(spark, args.output)
+            problem = problem or interpreter_problem(spark, "INFO" if args.verbose else "WARN")
+            if problem is not None:
+                parser.exit(1, f"decode: error: {printable(problem, None)}\n")
+            output = Output(spark, args.output, args.overwrite)
+            write = partial(output.write, partial(write_dataset, spark, captures, options))
+            with stopped_quietly():  # the writing in a thread: the main thread waits
+                written = at_once([write])[0]
     except DatasetError as error:
         parser.exit(1, f"decode: error: {printable(error, None)}\n")
+    except KeyboardInterrupt as interrupt:
+        if output is not None:
+            with interrupts_deferred():  # its tasks end with Spark: then nothing is left
+                spark.stop()
+                output.discard()
+        return interrupted("decode", args.output, interrupt, False)
     for table, path in written.items():
         print(f"{table}: {printable(path, None)}")
     return 0

@@ -220,6 +220,14 @@ class Output:
         self._fs = path.getFileSystem(context._jsc.hadoopConfiguration())
         self.path = self._fs.makeQualified(path)
         self._overwrite = overwrite
+        self._temporary: JavaObject | None = None
+
+    def discard(self) -> None:
+        """Remove the temporary folder of an interrupted write again, once Spark has
+        stopped: a task killed by the interruption may still have written into it after
+        :meth:`write` removed it."""
+        if self._temporary is not None:
+            self._fs.delete(self._temporary, True)
 
     def check(self) -> None:
         """Raise :class:`DatasetError` when the folder may not be written."""
@@ -235,7 +243,7 @@ class Output:
         """Have ``write`` write the dataset into a temporary folder (named by the string it
         is given), then put it in place; return where each table is."""
         self.check()  # first: decoding starts with the writing
-        temporary = self._beside("tmp")
+        temporary = self._temporary = self._beside("tmp")
         old = None
         try:
             write(temporary.toString())
