@@ -92,6 +92,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     add_options(parser, size="50M", runs=3)
     args = parser.parse_args()
+    print(engine_checked(args.allow_interpreted))
     args.data.mkdir(parents=True, exist_ok=True)
     replica = plan(real_client_samples(), args.size)
     plain = args.data / f"real_clients_{replica.copies}x.pcap"
@@ -101,7 +102,6 @@ def main() -> None:
     keylog = tls.with_suffix(".keylog")
     if not tls.exists() or not keylog.exists():
         encrypt_capture(plain, tls, keylog)
-    print(engine_checked(args.allow_interpreted))
     keylog_load(args.data / "million_lines.keylog", KEYLOG_LINES)
     megabytes = tls.stat().st_size / 1e6
     plain_mb, keylog_mb = plain.stat().st_size / 1e6, keylog.stat().st_size / 1e6

@@ -90,6 +90,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     add_options(parser, size="50M", runs=3)
     args = parser.parse_args()
+    print(engine_checked(args.allow_interpreted))
     args.data.mkdir(parents=True, exist_ok=True)
     replica = plan(real_client_samples(), args.size)
     bare = args.data / f"real_clients_{replica.copies}x.pcap"
@@ -103,7 +104,6 @@ def main() -> None:
         shapes[name] = args.data / f"real_clients_{replica.copies}x_{suffix}.pcap"
         if not shapes[name].exists():
             wrap(bare, shapes[name], fragmented)
-    print(engine_checked(args.allow_interpreted))
     contenders = []
     for name, capture in shapes.items():
         contender = pwcap_decode(

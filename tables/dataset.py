@@ -116,8 +116,8 @@ class TableWriter:
             path: "DELTA_BINARY_PACKED" for path, _ in leaves if path in DELTA_ENCODED
         }
         self._counted_column = COUNTED.get(table)
-        if self._counted_column is not None:  # counted as rows end (C counters, no import
-            # of pyarrow.compute: a twentieth of a second of every run's start)
+        if self._counted_column is not None:  # counted as rows end (C counters, so that no
+            # run's start pays for importing pyarrow.compute)
             self.buffer.tally(position(table, self._counted_column))
         self._added: Counter[str | None] = Counter()  # of the batches given whole
         self._filesystem.create_dir(self.directory)  # another writer's parts may be there
