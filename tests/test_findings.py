@@ -506,6 +506,10 @@ def test_a_key_shared_consumer_without_permits_stalls_its_keys_while_another_idl
     assert stall["duration_us"] <= stall["count"] * (max(pauses) + slack)
     keys = {r["key"] for r in low}
     assert f"for the {len(keys)} keys hashed to it" in stall["explanation"]
+    # The same pauses starve the consumer of permits while its messages wait.
+    starved = one(analyzed, name, "permit_starvation")
+    assert starved["consumer_name"] == "py-stall-low"
+    assert starved["count"] == len(pauses)
     assert "1 other consumers (py-stall-high)" in stall["explanation"]
     start, end = (stall[k].timestamp() * 1e6 for k in ("start_ts", "end_ts"))
     within = [

@@ -114,3 +114,57 @@ def storms(events: DataFrame, key: list[str], threshold: float) -> DataFrame:
         )
         .where(F.col("worst") >= threshold)
     )
+
+
+# -- spans without permits while messages waited ---------------------------------------------
+
+
+def entry_deliveries(frames: DataFrame, topics: DataFrame) -> DataFrame:
+    """Every entry delivered (one MESSAGE frame) on the ``topics`` (``capture``, ``topic``),
+    to any subscription: its consumer, ``ts`` and ``position`` (ledger, entry)."""
+    return (
+        frames.where(F.col("command") == "MESSAGE")
+        .join(F.broadcast(topics.distinct()), ["capture", "topic"], "left_semi")
+        .select(*CONSUMER, "topic", "ts", F.struct("ledger_id", "entry_id").alias("position"))
+    )
+
+
+def with_messages_waiting(spans: DataFrame, deliveries: DataFrame) -> DataFrame:
+    """The ``starvation_intervals`` rows ``spans`` during which the broker had messages for
+    the consumer: it delivered at once when permits came (``backlog_waiting``), or it held
+    an entry for the consumer throughout (:func:`_held`: a dispatcher can be slow to
+    deliver after a FLOW, as a Key_Shared one replaying what it could not dispatch is)."""
+    late = spans.where(~F.col("backlog_waiting"))
+    return (
+        spans.join(_held(late, deliveries), [*CONSUMER, "start_ts"], "left")
+        .where(F.col("backlog_waiting") | F.coalesce("held", F.lit(False)))
+        .drop("held")
+    )
+
+
+def _held(spans: DataFrame, deliveries: DataFrame) -> DataFrame:
+    """The ``spans`` (``start_ts``, ``end_ts``) the first entry delivered to the consumer
+    after which was in the topic before the span began, as a delivery (``deliveries``: to
+    any subscription of the topic) of that entry or a later one before then shows: a ledger
+    is written in order, and a later ledger has a greater id."""
+    span = [*CONSUMER, "start_ts"]
+    keyed = F.broadcast(spans.select(*span, "topic", "end_ts"))
+    mine = deliveries.select(*CONSUMER, F.col("ts").alias("d_ts"), "position")
+    after = (
+        keyed.join(mine, CONSUMER)
+        .where(F.col("d_ts") >= F.col("end_ts"))
+        .groupBy(*span)
+        .agg(F.min_by("position", "d_ts").alias("next_position"))
+    )
+    topic = deliveries.select("capture", "topic", F.col("ts").alias("d_ts"), "position")
+    before = (
+        keyed.join(topic, ["capture", "topic"])
+        .where(F.col("d_ts") < F.col("start_ts"))
+        .groupBy(*span)
+        .agg(F.max("position").alias("written"))
+    )
+    return (
+        after.join(before, span)
+        .where(F.col("next_position") <= F.col("written"))
+        .select(*span, F.lit(True).alias("held"))
+    )
