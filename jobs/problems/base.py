@@ -13,6 +13,36 @@ from ..common import micros
 
 T = THRESHOLDS
 BUSIEST = ("SEND", "SEND_RECEIPT", "MESSAGE", "ACK", "FLOW", "PING", "PONG")
+# The frame columns the kinds read from the other commands' frames (``Inputs.rare``): a
+# kind that reads another fails at once, as Spark knows no such column.
+RARE_COLUMNS = (
+    "capture",
+    "conn_id",
+    "stream_offset",
+    "ts",
+    "direction",
+    "command",
+    "answers",
+    "request_ts",
+    "error_code",
+    "error_message",
+    "topic",
+    "subscription",
+    "sub_type",
+    "key_shared_mode",
+    "hash_ranges",
+    "producer_id",
+    "producer_name",
+    "consumer_id",
+    "consumer_name",
+    "consumer_epoch",
+    "num_message_ids",
+    "message_ids",
+    "ledger_id",
+    "entry_id",
+    "partition",
+    "batch_index",
+)
 CONSUMER = ["capture", "conn_id", "consumer_id"]
 SUBSCRIPTION = ["capture", "topic", "subscription"]
 
@@ -35,8 +65,10 @@ class Inputs:
         self.capture_ends = frames.groupBy("capture").agg(F.max("ts").alias("capture_end"))
         # The frames of every command but the busiest, read once for the kinds that need
         # only those (errors, closes, lookups, producers, REDELIVER requests): a scan of
-        # the frames for each of them cost as much as all of them together.
-        self.rare = frames.where(~F.col("command").isin(*BUSIEST)).localCheckpoint(eager=True)
+        # the frames for each of them cost as much as all of them together. Only the
+        # columns they read are kept: the others would be read and held for nothing.
+        rare = frames.where(~F.col("command").isin(*BUSIEST)).select(*RARE_COLUMNS)
+        self.rare = rare.localCheckpoint(eager=True)
 
     def __getitem__(self, table: str) -> DataFrame:
         return self.analytics[table]
