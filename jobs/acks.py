@@ -220,6 +220,16 @@ def _cumulative_acks(frames: DataFrame) -> DataFrame:
     return named.withColumn("entry_id", F.col("entry_id") - _reaches_before().cast("long"))
 
 
+def cumulative_reach(frames: DataFrame) -> DataFrame:
+    """Per subscription, ``whole_reach``: the last entry (``ledger_id``, ``entry_id``) its
+    cumulative ACKs acknowledged whole; every entry up to it is acknowledged."""
+    return (
+        _cumulative_acks(frames)
+        .groupBy(*SUBSCRIPTION)
+        .agg(F.max(F.struct("ledger_id", "entry_id")).alias("whole_reach"))
+    )
+
+
 def _reaches_before() -> Column:
     """A cumulative ACK whose ack_set leaves members of its entry owed (batch-index
     acknowledgement of a batch's member: its single id's set bits): it acknowledges the

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import json
 import struct
-from collections import defaultdict
+from collections import Counter, defaultdict
 from functools import cache
 from pathlib import Path
 
@@ -23,6 +23,7 @@ from fuzz.stream_sink import RecordingSink
 from pwcap.capture import ClientBy, Direction, read_streams
 from tests.conftest import SAMPLES, sample_captures
 from tests.corpus.streams import read_packets, reassemble
+from tests.corpus.truth import clean_recording
 
 
 def _journal_path(capture: Path) -> Path:
@@ -38,7 +39,15 @@ TLS = [p for p in sample_captures() if "tls" in _truth(p)]
 REAL = [
     p
     for p in sample_captures()
-    if _journal_path(p).exists() and "snaplen" not in p.name and p not in TLS
+    if _journal_path(p).exists()
+    and "snaplen" not in p.name
+    and p not in TLS
+    and clean_recording(_truth(p))
+]
+# Captures in which a client was killed while it wrote (tests/corpus/scenarios.py
+# ``kills_a_client``): the journal holds answers the wire never carried to it.
+KILLED = [
+    p for p in sample_captures() if _journal_path(p).exists() and not clean_recording(_truth(p))
 ]
 # Captures of the real Pulsar broker (tests/realbroker): it keeps no journal, so their
 # witnesses are dpkt's reassembly and the frames per connection the truth read with it.
@@ -91,7 +100,8 @@ def _ids(paths: list[Path]) -> list[str]:
 
 
 def test_every_sample_is_checked_once() -> None:
-    assert sorted(REAL + REAL_BROKER + DERIVED + SNAPLEN + TLS + OVERLAY) == sample_captures()
+    checked = REAL + KILLED + REAL_BROKER + DERIVED + SNAPLEN + TLS + OVERLAY
+    assert sorted(checked) == sample_captures()
     kinds = {_truth(p)["manifest"]["kind"] for p in DERIVED}
     assert kinds == {"lost", "duplicated", "reordered", "midstream", "pcapng"}
 
@@ -140,6 +150,21 @@ def test_real_capture_connections_are_the_journals(capture: Path) -> None:
         assert recorded.close_reason == "fin"
         assert recorded.conn.client_by is ClientBy.SYN
         assert recorded.conn.gaps == 0
+
+
+@pytest.mark.parametrize("capture", KILLED, ids=_ids(KILLED))
+def test_a_killed_clients_connection_ends_reset_with_dpkts_bytes(capture: Path) -> None:
+    sink = streams_of(capture)
+    witness = reassemble(capture)
+    delivered = sink.directed_streams()
+
+    assert set(delivered) == set(witness)
+    for sender, stream in delivered.items():
+        assert not stream.gaps, f"{sender}: gaps in a capture that lost nothing"
+        assert stream.data == witness[sender], f"{sender}: bytes differ from dpkt's"
+    assert set(sink.by_endpoints()) == {(row["client"], row["broker"]) for row in journal(capture)}
+    ends = Counter(recorded.close_reason for recorded in sink.connections.values())
+    assert ends == {"fin": len(sink.connections) - 1, "rst": 1}
 
 
 def _first_carriers(capture: Path) -> dict[tuple[str, str], list[tuple[int, int]]]:

@@ -20,7 +20,7 @@ from tests.corpus.streams import (
     read_packets,
     reassemble,
 )
-from tests.corpus.truth import read_journal
+from tests.corpus.truth import clean_recording, read_journal
 
 SAMPLES = Path(__file__).resolve().parents[1] / "sample_pcaps"
 TRUTHS = {
@@ -28,8 +28,11 @@ TRUTHS = {
 }
 LIVE = [n for n in TRUTHS if "derived" not in n]
 DERIVED = [n for n in TRUTHS if "derived" in n]
-# Live captures whose packets carry every byte (snaplen truncation cuts payloads).
-COMPLETE = [n for n in LIVE if "snaplen" not in n]
+# Live captures whose packets carry every byte (snaplen truncation cuts payloads), no
+# client killed in the middle of a frame.
+COMPLETE = [
+    n for n in LIVE if "snaplen" not in n and clean_recording(json.loads(TRUTHS[n].read_text()))
+]
 
 
 def truth_of(name: str) -> dict:

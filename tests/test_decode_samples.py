@@ -19,6 +19,7 @@ import pytest
 
 from fuzz.pcapfile import read_pcap
 from pwcap.tables.schema import TABLES, arrow_schema
+from tests.corpus.truth import clean_recording
 from tests.test_kafka07_samples import message_fields as kafka_fields
 from tests.test_kafka07_samples import truth_fields as kafka_truth
 from tests.test_pulsar_samples import (
@@ -44,6 +45,7 @@ def _recorded(prefix: str) -> list[str]:
         if name.startswith(prefix)
         and "derived_from" not in truth
         and truth["capture"]["snaplen"] >= 65535
+        and clean_recording(truth)
     ]
 
 

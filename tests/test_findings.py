@@ -31,6 +31,8 @@ PROBLEMS = {
     "pulsar_problem_nack_storm": {"redelivery", "redelivery_storm"},
     "pulsar_problem_ack_hole": {"ack_hole"},
     "pulsar_problem_stalled_broker": {"zero_window", "chunk_stall"},
+    # The broker stalls each connection after its first SEND, the survivor's too.
+    "pulsar_problem_crashed_producer": {"chunk_incomplete", "zero_window", "slow_broker"},
     "kafka07_errors": {"error"},
     "pulsar_problem_lossy_link": {"retransmission_burst"},
     "pulsar_problem_slow_broker": {"slow_broker"},
@@ -351,6 +353,17 @@ def test_a_broker_that_stops_reading_advertises_a_zero_window_and_chunks_stall(a
     assert stall["count"] == len(stalled) >= 1
 
 
+def test_a_chunked_message_its_producer_died_in_is_never_completed(analyzed):
+    name = "pulsar_problem_crashed_producer"
+    chunks = [r for r in journal(name) if "chunk_id" in r]
+    (uuid,) = {(r["meta_producer_name"], r["meta_sequence_id"]) for r in chunks}
+    assert max(r["chunk_id"] for r in chunks) < chunks[0]["num_chunks"] - 1
+    incomplete = one(analyzed, name, "chunk_incomplete")
+    assert (incomplete["producer_name"], incomplete["count"]) == (uuid[0], 1)
+    seen = f"as few as {len(chunks)} of {chunks[0]['num_chunks']} chunks seen"
+    assert seen in incomplete["explanation"]
+
+
 def test_segments_lost_past_the_capture_point_are_seen_sent_again(analyzed):
     name = "pulsar_problem_lossy_link"
     dropped = truth(name)["loss"]["dropped_data_segments"]
@@ -506,6 +519,10 @@ def test_a_key_shared_consumer_without_permits_stalls_its_keys_while_another_idl
     assert stall["duration_us"] <= stall["count"] * (max(pauses) + slack)
     keys = {r["key"] for r in low}
     assert f"for the {len(keys)} keys hashed to it" in stall["explanation"]
+    # The same pauses starve the consumer of permits while its messages wait.
+    starved = one(analyzed, name, "permit_starvation")
+    assert starved["consumer_name"] == "py-stall-low"
+    assert starved["count"] == len(pauses)
     assert "1 other consumers (py-stall-high)" in stall["explanation"]
     start, end = (stall[k].timestamp() * 1e6 for k in ("start_ts", "end_ts"))
     within = [

@@ -11,13 +11,20 @@ from tests.test_jobs_units import SUB, delivery, frame, table, us
 
 
 def batch_ack(when: int, *ids: tuple[int, list[int] | None], ack_type: str = "Individual"):
-    """An ACK of entries of ledger 7, each with its ack_set's words (None: none)."""
+    """An ACK of entries of ledger 7, each with its ack_set's words (None: none), and the
+    members each set leaves owed (its set bits: bit n of word w is member 64 w + n)."""
     message_ids: list[dict[str, Any]] = []
     ack_sets: list[dict[str, int]] = []
+    owed: list[dict[str, int]] = []
     for place, (entry, ack_set) in enumerate(ids):
         message_ids.append({"ledger_id": 7, "entry_id": entry, "partition": -1, "batch_index": -1})
         for word, bits in enumerate(ack_set or []):
             ack_sets.append({"id": place, "word": word, "bits": bits})
+            owed += [
+                {"ledger_id": 7, "entry_id": entry, "partition": -1, "batch_index": 64 * word + n}
+                for n in range(64)
+                if bits >> n & 1
+            ]
     return frame(
         when,
         "ACK",
@@ -29,6 +36,7 @@ def batch_ack(when: int, *ids: tuple[int, list[int] | None], ack_type: str = "In
         num_message_ids=len(ids),
         message_ids=message_ids,
         ack_sets=ack_sets or None,
+        unacked_in_batch=owed,
         **SUB,
     )
 

@@ -143,8 +143,19 @@ def ack_holes(data: Inputs) -> DataFrame:
         *acks.RECEIVER,
         F.lit(False).alias("partly"),
     )
-    # A batch acknowledged in part is a delivery no ack answered too: counted once, in part.
+    # A batch acknowledged in part is a delivery no ack answered too: counted once, in part;
+    # unless a cumulative ACK took it whole, before or after.
     partly = _partly_acked(data.frames)
+    reached = acks.cumulative_reach(
+        data.frames.join(
+            F.broadcast(partly.select(*SUBSCRIPTION).distinct()), SUBSCRIPTION, "left_semi"
+        )
+    )
+    partly = (
+        partly.join(reached, SUBSCRIPTION, "left")
+        .where(F.col("whole_reach").isNull() | (position > F.col("whole_reach")))
+        .drop("whole_reach")
+    )
     entry = [*SUBSCRIPTION, "ledger_id", "entry_id"]
     left = whole.join(partly.select(*entry), entry, "left_anti").unionByName(partly)
     # The acks of the subscriptions that left entries unacknowledged alone.

@@ -13,6 +13,36 @@ from ..common import micros
 
 T = THRESHOLDS
 BUSIEST = ("SEND", "SEND_RECEIPT", "MESSAGE", "ACK", "FLOW", "PING", "PONG")
+# The frame columns the kinds read from the other commands' frames (``Inputs.rare``): a
+# kind that reads another fails at once, as Spark knows no such column.
+RARE_COLUMNS = (
+    "capture",
+    "conn_id",
+    "stream_offset",
+    "ts",
+    "direction",
+    "command",
+    "answers",
+    "request_ts",
+    "error_code",
+    "error_message",
+    "topic",
+    "subscription",
+    "sub_type",
+    "key_shared_mode",
+    "hash_ranges",
+    "producer_id",
+    "producer_name",
+    "consumer_id",
+    "consumer_name",
+    "consumer_epoch",
+    "num_message_ids",
+    "message_ids",
+    "ledger_id",
+    "entry_id",
+    "partition",
+    "batch_index",
+)
 CONSUMER = ["capture", "conn_id", "consumer_id"]
 SUBSCRIPTION = ["capture", "topic", "subscription"]
 
@@ -35,8 +65,10 @@ class Inputs:
         self.capture_ends = frames.groupBy("capture").agg(F.max("ts").alias("capture_end"))
         # The frames of every command but the busiest, read once for the kinds that need
         # only those (errors, closes, lookups, producers, REDELIVER requests): a scan of
-        # the frames for each of them cost as much as all of them together.
-        self.rare = frames.where(~F.col("command").isin(*BUSIEST)).localCheckpoint(eager=True)
+        # the frames for each of them cost as much as all of them together. Only the
+        # columns they read are kept: the others would be read and held for nothing.
+        rare = frames.where(~F.col("command").isin(*BUSIEST)).select(*RARE_COLUMNS)
+        self.rare = rare.localCheckpoint(eager=True)
 
     def __getitem__(self, table: str) -> DataFrame:
         return self.analytics[table]
@@ -113,4 +145,58 @@ def storms(events: DataFrame, key: list[str], threshold: float) -> DataFrame:
             F.max("ts").alias("end_ts"),
         )
         .where(F.col("worst") >= threshold)
+    )
+
+
+# -- spans without permits while messages waited ---------------------------------------------
+
+
+def entry_deliveries(frames: DataFrame, topics: DataFrame) -> DataFrame:
+    """Every entry delivered (one MESSAGE frame) on the ``topics`` (``capture``, ``topic``),
+    to any subscription: its consumer, ``ts`` and ``position`` (ledger, entry)."""
+    return (
+        frames.where(F.col("command") == "MESSAGE")
+        .join(F.broadcast(topics.distinct()), ["capture", "topic"], "left_semi")
+        .select(*CONSUMER, "topic", "ts", F.struct("ledger_id", "entry_id").alias("position"))
+    )
+
+
+def with_messages_waiting(spans: DataFrame, deliveries: DataFrame) -> DataFrame:
+    """The ``starvation_intervals`` rows ``spans`` during which the broker had messages for
+    the consumer: it delivered at once when permits came (``backlog_waiting``), or it held
+    an entry for the consumer throughout (:func:`_held`: a dispatcher can be slow to
+    deliver after a FLOW, as a Key_Shared one replaying what it could not dispatch is)."""
+    late = spans.where(~F.col("backlog_waiting"))
+    return (
+        spans.join(_held(late, deliveries), [*CONSUMER, "start_ts"], "left")
+        .where(F.col("backlog_waiting") | F.coalesce("held", F.lit(False)))
+        .drop("held")
+    )
+
+
+def _held(spans: DataFrame, deliveries: DataFrame) -> DataFrame:
+    """The ``spans`` (``start_ts``, ``end_ts``) the first entry delivered to the consumer
+    after which was in the topic before the span began, as a delivery (``deliveries``: to
+    any subscription of the topic) of that entry or a later one before then shows: a ledger
+    is written in order, and a later ledger has a greater id."""
+    span = [*CONSUMER, "start_ts"]
+    keyed = F.broadcast(spans.select(*span, "topic", "end_ts"))
+    mine = deliveries.select(*CONSUMER, F.col("ts").alias("d_ts"), "position")
+    after = (
+        keyed.join(mine, CONSUMER)
+        .where(F.col("d_ts") >= F.col("end_ts"))
+        .groupBy(*span)
+        .agg(F.min_by("position", "d_ts").alias("next_position"))
+    )
+    topic = deliveries.select("capture", "topic", F.col("ts").alias("d_ts"), "position")
+    before = (
+        keyed.join(topic, ["capture", "topic"])
+        .where(F.col("d_ts") < F.col("start_ts"))
+        .groupBy(*span)
+        .agg(F.max("position").alias("written"))
+    )
+    return (
+        after.join(before, span)
+        .where(F.col("next_position") <= F.col("written"))
+        .select(*span, F.lit(True).alias("held"))
     )

@@ -18,7 +18,16 @@ from pyspark.sql import functions as F
 from pyspark.sql.types import IntegerType
 
 from ..common import micros
-from .base import CONSUMER, SUBSCRIPTION, Inputs, T, evidence, seconds, shown
+from .base import (
+    CONSUMER,
+    SUBSCRIPTION,
+    Inputs,
+    T,
+    evidence,
+    seconds,
+    shown,
+    with_messages_waiting,
+)
 
 KEY_HASH_RANGE = 65536  # StickyKeyConsumerSelector.DEFAULT_RANGE_SIZE: hashes 0..65535
 NONE_KEY = b"NONE_KEY"  # the sticky key of an entry with neither key
@@ -76,42 +85,9 @@ def key_shared_deliveries(data: Inputs) -> DataFrame:
     )
 
 
-def held_spans(spans: DataFrame, deliveries: DataFrame) -> DataFrame:
-    """The ``spans`` (with ``start_ts``, ``end_ts``) during which the broker held a message
-    for the consumer: the first entry it delivered it after the span was in the topic
-    before the span began, as a delivery (``deliveries``, of the topic's Key_Shared
-    subscriptions) before then of that entry or a later one shows (a ledger is written in
-    order, and a later ledger has a greater id). A
-    Key_Shared dispatcher can be slow to deliver after a FLOW (it replays entries it
-    could not dispatch, backing off), so this is told apart from the broker's promptness
-    (``backlog_waiting``)."""
-    span = [*CONSUMER, "start_ts"]
-    keyed = F.broadcast(spans.select(*span, "topic", "end_ts"))
-    mine = deliveries.select(*CONSUMER, F.col("ts").alias("d_ts"), "position")
-    after = (
-        keyed.join(mine, CONSUMER)
-        .where(F.col("d_ts") >= F.col("end_ts"))
-        .groupBy(*span)
-        .agg(F.min_by("position", "d_ts").alias("next_position"))
-    )
-    topic = deliveries.select("capture", "topic", F.col("ts").alias("d_ts"), "position")
-    before = (
-        keyed.join(topic, ["capture", "topic"])
-        .where(F.col("d_ts") < F.col("start_ts"))
-        .groupBy(*span)
-        .agg(F.max("position").alias("written"))
-    )
-    return (
-        after.join(before, span)
-        .where(F.col("next_position") <= F.col("written"))
-        .select(*span, F.lit(True).alias("held"))
-    )
-
-
 def key_shared_stalls(data: Inputs) -> DataFrame:
-    """Spans a Key_Shared consumer had no permits while messages for its keys waited (the
-    broker delivered at once when permits came, `starvation_intervals.backlog_waiting`, or
-    held an entry for it throughout: :func:`held_spans`) and another consumer of the
+    """Spans a Key_Shared consumer had no permits while messages for its keys waited
+    (:func:`~.base.with_messages_waiting`) and another consumer of the
     subscription had permits (no span of its own then) and was delivered nothing."""
     subscribed = data.rare.where(
         (F.col("command") == "SUBSCRIBE") & (F.col("sub_type") == "Key_Shared")
@@ -127,10 +103,8 @@ def key_shared_stalls(data: Inputs) -> DataFrame:
         .where(F.col("duration_us") >= T["key_shared_stall_us"])
     )
     deliveries = key_shared_deliveries(data)
-    spans = (
-        long.join(held_spans(long, deliveries), [*CONSUMER, "start_ts"], "left")
-        .where(F.col("backlog_waiting") | F.coalesce("held", F.lit(False)))
-        .select(*CONSUMER, "topic", "subscription", "consumer_name", "start_ts", "end_ts")
+    spans = with_messages_waiting(long, deliveries).select(
+        *CONSUMER, "topic", "subscription", "consumer_name", "start_ts", "end_ts"
     )
     others = life.select(
         *(F.col(c).alias(f"other_{c}") for c in ("conn_id", "consumer_id", "consumer_name")),

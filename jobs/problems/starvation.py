@@ -7,23 +7,33 @@ from pyspark.sql import functions as F
 
 from .. import latency, permits
 from ..common import micros
-from .base import CONSUMER, Inputs, T, evidence, millis, percent, seconds, severity, shown
+from .base import (
+    CONSUMER,
+    Inputs,
+    T,
+    entry_deliveries,
+    evidence,
+    millis,
+    percent,
+    seconds,
+    severity,
+    shown,
+    with_messages_waiting,
+)
 
 
 def permit_starvation(data: Inputs) -> DataFrame:
     """Consumers starved of permits while the broker had messages for them, with the
     likely cause: batches as large as the queue, slow acknowledgements, or the queue."""
-    spans = (
-        data["starvation_intervals"]
-        .where(F.col("backlog_waiting"))
-        .groupBy(*CONSUMER)
-        .agg(
-            F.count("*").alias("spans"),
-            F.sum("duration_us").alias("waiting_us"),
-            F.max("duration_us").alias("longest_us"),
-            F.min("start_ts").alias("start_ts"),
-            F.max("end_ts").alias("end_ts"),
-        )
+    intervals = data["starvation_intervals"]
+    late = intervals.where(~F.col("backlog_waiting")).select("capture", "topic")
+    waiting = with_messages_waiting(intervals, entry_deliveries(data.frames, late))
+    spans = waiting.groupBy(*CONSUMER).agg(
+        F.count("*").alias("spans"),
+        F.sum("duration_us").alias("waiting_us"),
+        F.max("duration_us").alias("longest_us"),
+        F.min("start_ts").alias("start_ts"),
+        F.max("end_ts").alias("end_ts"),
     )
     acks_median = (
         data["latency_pairs"]

@@ -126,6 +126,8 @@ def capture_once(scenario: Scenario, out_dir: Path) -> dict:
         "packets": stats.captured,
         "dropped_by_kernel": stats.dropped_by_kernel,
     }
+    if scenario.kills_a_client:  # its connection ends with a reset, in the middle of a frame
+        capture["client_killed"] = True
     truth = build_truth(
         scenario.name, scenario.description, read_journal(journal_path), record, capture
     )

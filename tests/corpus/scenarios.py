@@ -6,11 +6,14 @@ received, and closes everything so the capture ends with clean connection teardo
 
 from __future__ import annotations
 
+import subprocess
+import sys
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from functools import partial
+from pathlib import Path
 
 import pulsar
 
@@ -609,6 +612,43 @@ def stalled_broker(service_url: str) -> ClientRecord:
     return record
 
 
+def send_one_chunked_message(service_url: str) -> None:
+    """A producer sending one message of twenty chunks, then waiting for its receipt
+    (:func:`crashed_producer` kills the process in the meantime)."""
+    with client(service_url) as c:
+        producer = c.create_producer(
+            "crashed",
+            producer_name="crashed-producer",
+            batching_enabled=False,
+            chunking_enabled=True,
+        )
+        producer.send(payload(0, 400_000), properties=properties("crashed", 0))
+
+
+def crashed_producer(service_url: str) -> ClientRecord:
+    """The application of a producer is killed in the middle of a chunked message, while
+    another goes on sending. The broker stops reading a connection after its first SEND
+    (a small receive buffer, as in :func:`stalled_broker`), so the client could hand its
+    socket only the first chunks; the kernel sends those when the broker reads again, and
+    the rest are lost with the process: the message is never completed."""
+    command = f"import {__name__} as s; s.send_one_chunked_message({service_url!r})"
+    sender = subprocess.Popen([sys.executable, "-c", command], cwd=Path(__file__).parents[2])
+    record = ClientRecord()
+    with client(service_url) as c:
+        producer = c.create_producer(
+            "survivor", producer_name="survivor-producer", batching_enabled=False
+        )
+        for i in range(12):
+            if i == 4:  # the crashed client connected, and filled its socket
+                sender.kill()
+                sender.wait()
+            record.send_async(producer, payload(i), i, properties=properties("survivor", i))
+            time.sleep(0.5)
+        producer.flush()
+        producer.close()
+    return record
+
+
 def slow_broker(service_url: str) -> ClientRecord:
     """Three producers on a broker that takes 1.2 s to create each."""
     record = ClientRecord()
@@ -678,6 +718,9 @@ class Scenario:
     # Percent of the client's packets to the broker dropped after the capture point saw
     # them (in a network namespace of its own): the client sends them again.
     loss_percent: int = 0
+    # A client is killed while it writes: the broker's journal has frames the wire never
+    # carried (answers to the dead client), and its connection ends cut, with a reset.
+    kills_a_client: bool = False
     folder: str = "sample_pcaps"  # where it is kept, below the repository
 
 
@@ -802,6 +845,13 @@ SCENARIOS = [
         "the broker stops reading for 1.5 s with a 4 KiB receive buffer: zero windows",
         stalled_broker,
         broker={"max_message_size": 20_000, "stall_reading": 1.5, "receive_buffer": 4096},
+    ),
+    Scenario(
+        "pulsar_problem_crashed_producer",
+        "a producer killed in the middle of a chunked message, another sending on",
+        crashed_producer,
+        broker={"max_message_size": 20_000, "stall_reading": 3.0, "receive_buffer": 4096},
+        kills_a_client=True,
     ),
     Scenario(
         "pulsar_problem_slow_broker",

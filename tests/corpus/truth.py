@@ -125,3 +125,9 @@ def build_truth(
         ),
         "zero_permit_intervals": zero_permit_intervals(journal),
     }
+
+
+def clean_recording(truth: dict) -> bool:
+    """A live recording whose connections all end as the journal says, with every frame
+    whole: no client was killed in the middle of one (``capture.client_killed``)."""
+    return not truth["capture"].get("client_killed", False)
