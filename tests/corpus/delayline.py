@@ -54,11 +54,13 @@ class Way:
                 return
 
     def release(self, delay_ns: int) -> None:
-        """Write the packets held ``delay_ns`` or longer, oldest first."""
-        while self.held and time.monotonic_ns() - self.held[0][0] >= delay_ns:
+        """Write the packets held ``delay_ns`` or longer, oldest first. A packet's delay
+        ends as its write begins: the write runs the receiving side's stack, whose answer
+        (a SYN-ACK, an ACK) may leave before it returns."""
+        while self.held and (now := time.monotonic_ns()) - self.held[0][0] >= delay_ns:
             read_at, packet = self.held.popleft()
+            self.delays_us.append((now - read_at) // 1000)
             os.write(self.sink, packet)
-            self.delays_us.append((time.monotonic_ns() - read_at) // 1000)
 
 
 def forward(ways: tuple[Way, Way], delay_ns: int, stopping: list[bool]) -> None:
