@@ -4,8 +4,9 @@ Each scenario is written into its own folder (the hostile-names one into ``tests
 
 For each scenario: start the test broker on loopback, start tcpdump on the scenario's
 port, run the official client, stop tcpdump, check it dropped nothing, and write
-``NAME.pcap``, ``NAME.truth.json`` and ``NAME.broker.jsonl``. Then the
-derived captures are rebuilt from ``pulsar_plain``.
+``NAME.pcap``, ``NAME.truth.json`` and ``NAME.broker.jsonl``. A scenario with a lossy
+or a slow link runs again inside network namespaces built for it (``capture_with_loss``,
+``capture_with_delay``). Then the derived captures are rebuilt from ``pulsar_plain``.
 """
 
 from __future__ import annotations

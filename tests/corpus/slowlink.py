@@ -46,10 +46,7 @@ class DelayedLink:
         try:
             self._build()
         except BaseException:
-            if self._forwarder is not None:
-                self._forwarder.kill()
-                self._forwarder.wait()
-            self._delete_namespaces()
+            self._tear_down()
             raise
         return self
 
@@ -80,13 +77,19 @@ class DelayedLink:
     def __exit__(self, *exc: object) -> None:
         assert self._forwarder is not None
         self._forwarder.send_signal(signal.SIGTERM)
-        out, _ = self._forwarder.communicate(timeout=30)
-        self._delete_namespaces()
+        try:
+            out, _ = self._forwarder.communicate(timeout=30)
+        finally:
+            self._tear_down()
         if self._forwarder.returncode != 0:
             raise RuntimeError(f"the delay line failed ({self._forwarder.returncode})")
         self.measured = json.loads(out)
 
-    def _delete_namespaces(self) -> None:
+    def _tear_down(self) -> None:
+        """Stop the delay line if it still runs, and remove both namespaces."""
+        if self._forwarder is not None and self._forwarder.poll() is None:
+            self._forwarder.kill()
+            self._forwarder.wait()
         for namespace in (self.client_namespace, self.broker_namespace):
             subprocess.run(
                 ["ip", "netns", "del", namespace], check=False, stderr=subprocess.DEVNULL
