@@ -36,6 +36,7 @@ PROBLEMS = {
     "kafka07_errors": {"error"},
     "pulsar_problem_lossy_link": {"retransmission_burst"},
     "pulsar_problem_slow_broker": {"slow_broker"},
+    "pulsar_problem_slow_network": {"slow_network"},
     "pulsar_problem_send_error": {"send_error"},
     "pulsar_problem_slow_receipt": {"slow_receipt", "slow_broker"},
     # The real broker's scenarios that make a problem on purpose.
@@ -387,6 +388,44 @@ def test_a_slow_broker_is_told_apart_from_a_slow_network(analyzed):
     assert abs(shown - max(took) / 1e6) < 0.01
 
 
+def test_a_slow_network_is_told_apart_from_a_slow_broker(analyzed):
+    """A link held every packet 60 ms each way, and recorded how long it held each; the
+    capture is at the client's end of it. The broker's round trip is the link's two ways,
+    and what each SEND took beyond it is the broker's own time (its journal): the finding
+    blames the network, and no slow_broker finding blames the broker."""
+    name = "pulsar_problem_slow_network"
+    link = truth(name)["link"]
+    there, back = link["client_to_broker_us"], link["broker_to_client_us"]
+    assert min(there + back) >= link["delay_ms"] * 1000
+    assert 2 * link["delay_ms"] * 1000 >= THRESHOLDS["slow_rtt_us"]
+    assert len(there) + len(back) == truth(name)["capture"]["packets"]  # all crossed it
+    (connection,) = truth(name)["connections"]
+    finding = one(analyzed, name, "slow_network")
+    assert (finding["client"], finding["broker"]) == (connection["client"], connection["broker"])
+    assert "to the broker of connection" in finding["explanation"]
+    shown_us = 1000 * float(finding["explanation"].split(" and back is ")[1].split(" ms")[0])
+    # Shown to a tenth of a millisecond: at least the link's shortest holds both ways, at
+    # most the handshake's (the first packet each way) and a millisecond for the broker's
+    # kernel and the link waking.
+    assert min(there) + min(back) - 50 <= shown_us <= there[0] + back[0] + 1_050
+    rows = journal(name)
+    sent_at = {r["meta_sequence_id"]: r["t_us"] for r in rows if r["cmd"] == "SEND"}
+    own = {
+        r["sequence_id"]: r["t_us"] - sent_at[r["sequence_id"]]
+        for r in rows
+        if r["cmd"] == "SEND_RECEIPT"
+    }
+    pairs = analyzed["rows"]["latency_pairs"]
+    sends = [r for r in pairs if r["kind"] == "SEND" and r["capture"].split(".")[0] == name]
+    assert len(sends) == len(own) == len(truth(name)["sent"])
+    jitter = max(there) + max(back) - min(there) - min(back)
+    for send in sends:
+        assert abs(send["network_us"] - shown_us) <= 50
+        assert abs(send["remote_us"] - own[send["sequence_id"]]) <= jitter + 1_000
+        assert send["remote_us"] < send["network_us"]
+    assert not found(analyzed, name, "slow_broker")
+
+
 # -- where people read them ------------------------------------------------------------------
 
 
@@ -411,6 +450,7 @@ def test_a_report_of_a_capture_without_findings_says_no_problem_was_found(tmp_pa
 SPLIT = [
     "pulsar_problem_connect_storm",
     "pulsar_problem_lossy_link",
+    "pulsar_problem_slow_network",
     "pulsar_problem_stalled_broker",
     "pulsar_problem_unload",
     "realpulsar_python_ack_hole",
@@ -443,7 +483,13 @@ def test_the_findings_are_the_same_decoded_in_shares_or_by_spark_tasks(spark, tm
     split_above = -(-min(c.size for c in listed) // 3)  # every capture read by three tasks
     write_dataset(spark, listed, DecodeOptions(), str(tmp_path / "tasks"), split_above=split_above)
     expected = _findings_of(spark, tmp_path / "one")
-    kinds = {"connect_storm", "retransmission_burst", "ack_hole", "key_shared_stall"}
+    kinds = {
+        "connect_storm",
+        "retransmission_burst",
+        "slow_network",
+        "ack_hole",
+        "key_shared_stall",
+    }
     assert {r["kind"] for r in expected} >= kinds
     assert _findings_of(spark, tmp_path / "shares") == expected
     assert _findings_of(spark, tmp_path / "tasks") == expected

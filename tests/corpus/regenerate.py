@@ -4,8 +4,9 @@ Each scenario is written into its own folder (the hostile-names one into ``tests
 
 For each scenario: start the test broker on loopback, start tcpdump on the scenario's
 port, run the official client, stop tcpdump, check it dropped nothing, and write
-``NAME.pcap``, ``NAME.truth.json`` and ``NAME.broker.jsonl``. Then the
-derived captures are rebuilt from ``pulsar_plain``.
+``NAME.pcap``, ``NAME.truth.json`` and ``NAME.broker.jsonl``. A scenario with a lossy
+or a slow link runs again inside network namespaces built for it (``capture_with_loss``,
+``capture_with_delay``). Then the derived captures are rebuilt from ``pulsar_plain``.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from pathlib import Path
 from fuzz.pcapfile import read_pcap, write_pcap, write_pcapng
 from tests.corpus import derive
 from tests.corpus.scenarios import BENCH_SCENARIOS, HOSTILE, SCENARIOS, Scenario
+from tests.corpus.slowlink import DelayedLink, namespaces
 from tests.corpus.tcpdump import Tcpdump
 from tests.corpus.truth import build_truth, read_journal
 
@@ -53,6 +55,8 @@ class BrokerProcess:
 
     def __init__(self, scenario: Scenario, journal: Path) -> None:
         command = [sys.executable, "-m", "tests.broker", "--host", scenario.host]
+        if scenario.delay_ms:  # across the slow link from the client (capture_with_delay)
+            command = ["ip", "netns", "exec", namespaces(scenario.name)[1], *command]
         command += ["--port", str(scenario.port), "--journal", str(journal)]
         options = scenario.broker
         if "max_message_size" in options:
@@ -191,9 +195,7 @@ def capture_with_loss(scenario: Scenario, out_dir: Path) -> dict:
     try:
         for command in setup:
             subprocess.run(command, check=True)
-        inner = [sys.executable, "-m", "tests.corpus.regenerate", scenario.name]
-        inner += ["--out", str(out_dir), "--inside-namespace"]
-        subprocess.run(["ip", "netns", "exec", namespace, *inner], check=True, cwd=REPO)
+        capture_inside(namespace, scenario, out_dir)
         listed = subprocess.run(
             ["ip", "netns", "exec", namespace, "nft", "list", "chain", "inet", "loss", "input"],
             check=True,
@@ -203,9 +205,32 @@ def capture_with_loss(scenario: Scenario, out_dir: Path) -> dict:
     finally:
         subprocess.run(["ip", "netns", "del", namespace], check=False)
     dropped = int(listed.split("counter packets ")[1].split()[0])
+    loss = {"percent": scenario.loss_percent, "dropped_data_segments": dropped}
+    return add_to_truth(out_dir, scenario, "loss", loss)
+
+
+def capture_with_delay(scenario: Scenario, out_dir: Path) -> dict:
+    """Run the scenario again with the client in a network namespace and the broker in
+    another, joined by a link that holds every packet ``delay_ms`` each way
+    (``tests/corpus/slowlink.py``), tcpdump on the client's side of it. The truth gets the
+    delay asked for and the one the link measured for each packet (``link``)."""
+    with DelayedLink(scenario.name, scenario.delay_ms) as link:
+        capture_inside(link.client_namespace, scenario, out_dir)
+    return add_to_truth(out_dir, scenario, "link", {"delay_ms": scenario.delay_ms, **link.measured})
+
+
+def capture_inside(namespace: str, scenario: Scenario, out_dir: Path) -> None:
+    """This program capturing ``scenario`` alone, run in ``namespace``."""
+    inner = [sys.executable, "-m", "tests.corpus.regenerate", scenario.name]
+    inner += ["--out", str(out_dir), "--inside-namespace"]
+    subprocess.run(["ip", "netns", "exec", namespace, *inner], check=True, cwd=REPO)
+
+
+def add_to_truth(out_dir: Path, scenario: Scenario, key: str, value: object) -> dict:
+    """The scenario's truth file with ``key`` set to what only the outer run knows."""
     path = out_dir / f"{scenario.name}.truth.json"
     truth = json.loads(path.read_text())
-    truth["loss"] = {"percent": scenario.loss_percent, "dropped_data_segments": dropped}
+    truth[key] = value
     write_json(path, truth)
     return truth
 
@@ -227,6 +252,8 @@ def main() -> None:
         out.mkdir(parents=True, exist_ok=True)
         if scenario.loss_percent and not args.inside_namespace:
             truth = capture_with_loss(scenario, out)
+        elif scenario.delay_ms and not args.inside_namespace:
+            truth = capture_with_delay(scenario, out)
         else:
             truth = capture_scenario(scenario, out)
         packets, frames = truth["capture"]["packets"], truth["frames_total"]

@@ -18,6 +18,7 @@ from pathlib import Path
 import pulsar
 
 from tests.corpus.record import ClientRecord, quiet_logger
+from tests.corpus.slowlink import BROKER_ADDRESS, CLIENT_DEVICE
 from tests.corpus.tcpdump import CaptureOptions
 
 RECEIVE_TIMEOUT_MS = 10_000
@@ -675,6 +676,24 @@ def lossy_link(service_url: str) -> ClientRecord:
     return record
 
 
+def slow_network(service_url: str) -> ClientRecord:
+    """Twenty messages sent one at a time and received by a consumer, across a link that
+    holds every packet 60 ms each way: each request waits a round trip the broker is not
+    to blame for."""
+    record = ClientRecord()
+    with client(service_url) as c:
+        consumer = c.subscribe("slownet", "slownet-sub", consumer_name="slownet-consumer")
+        producer = c.create_producer(
+            "slownet", producer_name="slownet-producer", batching_enabled=False
+        )
+        for i in range(20):
+            record.send(producer, payload(i), i, properties=properties("slownet", i))
+        receive_and_ack(record, consumer, 20)
+        producer.close()
+        consumer.close()
+    return record
+
+
 def refused_sends(service_url: str) -> ClientRecord:
     """The broker answers the first two SENDs with SEND_ERROR (PersistenceError): the
     client reconnects and sends them again."""
@@ -721,6 +740,9 @@ class Scenario:
     # A client is killed while it writes: the broker's journal has frames the wire never
     # carried (answers to the dead client), and its connection ends cut, with a reset.
     kills_a_client: bool = False
+    # Milliseconds each packet takes each way between the client and the broker, each in
+    # a network namespace of its own (tests/corpus/slowlink.py); captured at the client.
+    delay_ms: float = 0
     folder: str = "sample_pcaps"  # where it is kept, below the repository
 
 
@@ -864,6 +886,14 @@ SCENARIOS = [
         "a fifth of the client's packets to the broker dropped past the capture point",
         lossy_link,
         loss_percent=20,
+    ),
+    Scenario(
+        "pulsar_problem_slow_network",
+        "a link that holds every packet 60 ms each way between the client and the broker",
+        slow_network,
+        host=BROKER_ADDRESS,
+        capture=CaptureOptions(interface=CLIENT_DEVICE),
+        delay_ms=60,
     ),
     Scenario(
         "pulsar_problem_send_error",

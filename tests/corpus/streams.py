@@ -20,10 +20,20 @@ import dpkt
 from pwcap.decode.pulsar._pb import pulsar_api_pb2 as pb
 
 CHECKSUM_MAGIC = b"\x0e\x01"  # a payload command's checksum follows its command
+
+
+class RawIP:
+    """LINKTYPE_RAW (a TUN device's capture): no link header, the IP packet is ``data``."""
+
+    def __init__(self, raw: bytes) -> None:
+        self.data = dpkt.ip6.IP6(raw) if raw[0] >> 4 == 6 else dpkt.ip.IP(raw)
+
+
 LINK_LAYERS = {
     dpkt.pcap.DLT_EN10MB: dpkt.ethernet.Ethernet,
     dpkt.pcap.DLT_LINUX_SLL: dpkt.sll.SLL,
     276: dpkt.sll2.SLL2,  # LINKTYPE_LINUX_SLL2
+    101: RawIP,  # LINKTYPE_RAW
 }
 
 
