@@ -119,6 +119,34 @@ def test_every_real_client_sample_wrapped_gives_its_bare_tables(
     assert_wrapped_like_bare(bare(ALL), tmp_path / "out", wrapping.encapsulation, summary)
 
 
+def with_flow_label(capture: Capture, label: int) -> Capture:
+    """Every IPv6 packet of an Ethernet capture given the flow label ``label``."""
+    records = []
+    for record in capture.records:
+        data = bytearray(record.data)
+        first = struct.unpack_from(">I", data, 14)[0]
+        struct.pack_into(">I", data, 14, first & 0xFFF00000 | label)
+        records.append(Record(record.ts_sec, record.ts_usec, record.orig_len, bytes(data)))
+    return Capture(capture.linktype, capture.snaplen, records)
+
+
+@pytest.mark.parametrize("label", [0x10800, 0x186DD, 0x18100, 0x18847, 0x16558], ids=hex)
+@pytest.mark.parametrize("wrapping", ["mpls_pseudowire", "mpls_pseudowire_control_word"])
+def test_a_pseudowire_s_control_word_is_told_by_the_frame_it_would_leave(
+    label: int, wrapping: str, tmp_path: Path
+) -> None:
+    """After the label stack, a destination address starting with a 0 nibble looks like a
+    control word. Taken for one, the frame would name its EtherType where this frame's
+    IPv6 header has the low bits of its flow label (random per flow on Linux): a label
+    that reads as an EtherType must not lose the flow, with or without a control word."""
+    sample = with_flow_label(load(SAMPLES / "pulsar_ipv6.pcap"), label)
+    decode([write(tmp_path / "bare" / "pulsar_ipv6.pcap", sample)], tmp_path / "bare_out")
+    expected, _ = tables(tmp_path / "bare_out")
+    path = write(tmp_path / "in" / "pulsar_ipv6.pcap", wrapped(sample, BY_NAME[wrapping]))
+    summary = decode([path], tmp_path / "out")
+    assert_wrapped_like_bare(expected, tmp_path / "out", "mpls", summary)
+
+
 def test_a_vxlan_port_not_named_decodes_nothing_and_says_why(tmp_path: Path, capsys) -> None:
     (path,) = tunnels.wrap_samples(
         samples(("pulsar_plain",)), BY_NAME["vxlan_other_port"], tmp_path / "in"
