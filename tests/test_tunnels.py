@@ -22,6 +22,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 from scapy.layers.inet import IP, TCP, UDP, fragment
+from scapy.layers.inet6 import IPv6, IPv6ExtHdrFragment, fragment6
 from scapy.layers.l2 import Dot1Q, Ether
 from scapy.layers.vxlan import VXLAN
 from scapy.packet import Raw
@@ -29,8 +30,9 @@ from scapy.packet import Raw
 from fuzz import tunnels
 from fuzz.pcapfile import Capture, Record
 from fuzz.stream_sink import RecordingSink
-from fuzz.tunnels import BY_NAME, ETHERNET, WRAPPINGS, Wrapping, load, wrapped, write
+from fuzz.tunnels import BY_NAME, ETHERNET, MACS, WRAPPINGS, Wrapping, load, wrapped, write
 from pwcap.capture import CaptureStats, read_streams
+from pwcap.capture.layers import fragments
 from pwcap.capture.shares import FlowShare, flow_hash
 from pwcap.cli import main
 from pwcap.decode.api import DecodeOptions
@@ -304,6 +306,34 @@ def test_overlapping_fragments_drop_their_datagram_as_receivers_do() -> None:
     assert stats.fragments_overlapping == 1
     assert stats.fragments_dropped >= 1
     assert stats.tcp_segments == 0
+
+
+def test_a_datagram_in_more_pieces_than_are_held_is_dropped_not_called_overlapping() -> None:
+    """Fragments of 8 bytes, none overlapping another, more of them than a datagram may
+    wait for: the datagram is given up, and not for overlapping."""
+    pieces = fragment(segment(b"F" * 8 * (fragments.MAX_PIECES + 8), ident=15), fragsize=8)
+    assert len(pieces) > fragments.MAX_PIECES
+    _, stats = read([Ether() / piece for piece in pieces])
+    assert stats.fragments_overlapping == 0
+    assert stats.fragments_dropped >= 1 and stats.tcp_segments == 0
+
+
+def test_overlapping_ipv6_fragments_drop_their_datagram_too() -> None:
+    """RFC 5722: IPv6 fragments that overlap make the whole datagram invalid."""
+    whole = (
+        IPv6(src="fd00::1", dst="fd00::2")
+        / IPv6ExtHdrFragment(id=77)
+        / TCP(sport=40000, dport=6650, flags="PA", seq=1000, ack=1)
+        / Raw(b"G" * 200)
+    )
+    pieces = fragment6(whole, 100)
+    overlapping = pieces[1].copy()
+    overlapping[IPv6ExtHdrFragment].offset -= 1  # 8 bytes over the first fragment's end
+    _, stats = read([Ether(**MACS) / piece for piece in (pieces[0], overlapping, *pieces[1:])])
+    assert stats.fragments_overlapping == 1
+    assert stats.fragments_reassembled == 0 and stats.tcp_segments == 0
+    _, whole_stats = read([Ether(**MACS) / piece for piece in reversed(pieces)])
+    assert whole_stats.fragments_reassembled == 1 and whole_stats.tcp_segments == 1
 
 
 def test_a_datagram_never_completed_is_an_anomaly(tmp_path: Path) -> None:

@@ -162,11 +162,13 @@ class Fragments:
         if offset == 0 and version == 6:
             datagram.protocol = protocol
         before: cython.Py_ssize_t = datagram.size
-        if not datagram.add(offset, piece, not more) or len(datagram.starts) > _MAX_PIECES:
-            self.stats.fragments_overlapping += 1
+        placed: cython.bint = datagram.add(offset, piece, not more)
+        self._bytes += datagram.size - before
+        if not placed or len(datagram.starts) > _MAX_PIECES:
+            if not placed:
+                self.stats.fragments_overlapping += 1
             self._drop(datagram)
             return None
-        self._bytes += datagram.size - before
         while self._bytes > _MAX_BYTES:
             self._drop(self._pending[next(iter(self._pending))])
         if datagram.gone:
