@@ -336,6 +336,28 @@ def test_overlapping_ipv6_fragments_drop_their_datagram_too() -> None:
     assert whole_stats.fragments_reassembled == 1 and whole_stats.tcp_segments == 1
 
 
+def test_a_pair_of_hosts_waits_for_no_more_than_its_share_of_datagrams() -> None:
+    """One pair opens more datagrams than a pair may hold while other pairs' wait: its
+    oldest give up their places (their last fragments, sent last, then wait alone in
+    vain); its latest and the other pairs' are put back together."""
+    extra = 36
+    others = [fragment(segment(b"H" * 64, ident=index), fragsize=48) for index in range(10)]
+    for index, pieces in enumerate(others):
+        for piece in pieces:
+            piece.src = f"10.9.1.{index}"
+    ours = [
+        fragment(segment(b"I" * 64, ident=100 + index), fragsize=48)
+        for index in range(fragments.MAX_PER_PAIR + extra)
+    ]
+    assert {len(pieces) for pieces in (*others, *ours)} == {2}
+    firsts = [pieces[0] for pieces in (*others, *ours)]
+    lasts = [pieces[1] for pieces in (*others, *ours[extra:], *ours[:extra])]
+    _, stats = read([Ether() / piece for piece in (*firsts, *lasts)])
+    assert stats.fragments_reassembled == stats.tcp_segments == 10 + fragments.MAX_PER_PAIR
+    assert stats.fragments_dropped == 2 * extra
+    assert stats.fragments_overlapping == 0
+
+
 def test_a_datagram_never_completed_is_an_anomaly(tmp_path: Path) -> None:
     pieces = fragment(segment(b"B" * 64, ident=9), fragsize=24)
     path = tmp_path / "incomplete.pcap"

@@ -46,11 +46,12 @@ _TIMEOUT_US = cython.declare(cython.longlong, TIMEOUT_US)
 
 @cython.cclass
 class _Pair:
-    """A pair of addresses (in their tunnel) and how many of its datagrams wait."""
+    """A pair of addresses (in their tunnel) and its datagrams waiting, oldest first (so
+    the one to give up its place is found at once, whatever else waits)."""
 
     def __init__(self, key: tuple) -> None:
         self.key = key
-        self.waiting = 0
+        self.waiting: dict[tuple, _Datagram] = {}
 
 
 @cython.cclass
@@ -202,14 +203,11 @@ class Fragments:
         pair: _Pair = self._pairs.get(pair_key)
         if pair is None:
             pair = self._pairs[pair_key] = _Pair(pair_key)
-        elif pair.waiting >= _MAX_PER_PAIR:  # its oldest datagram gives up its place
-            for datagram in self._pending.values():
-                if cython.cast(_Datagram, datagram).pair is pair:
-                    self._drop(datagram)
-                    break
+        elif len(pair.waiting) >= _MAX_PER_PAIR:  # its oldest datagram gives up its place
+            self._drop(pair.waiting[next(iter(pair.waiting))])
             pair = self._pairs.setdefault(pair_key, pair)  # gone with its last datagram
-        pair.waiting += 1
         created = _Datagram(key, pair, ts)
+        pair.waiting[key] = created
         if not self._pending:
             self._oldest_ts = ts
         self._pending[key] = created
@@ -247,6 +245,6 @@ class Fragments:
         datagram.gone = True
         self._bytes -= datagram.size
         pair: _Pair = datagram.pair
-        pair.waiting -= 1
+        del pair.waiting[datagram.key]
         if not pair.waiting:
             del self._pairs[pair.key]
