@@ -21,11 +21,13 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
-from scapy.layers.inet import IP, TCP, UDP, fragment
+from scapy.contrib.erspan import ERSPAN_II, ERSPAN_III
+from scapy.contrib.geneve import GENEVE
+from scapy.layers.inet import GRE, IP, TCP, UDP, fragment
 from scapy.layers.inet6 import IPv6, IPv6ExtHdrFragment, fragment6
-from scapy.layers.l2 import Dot1Q, Ether
+from scapy.layers.l2 import Dot1AD, Dot1Q, Ether
 from scapy.layers.vxlan import VXLAN
-from scapy.packet import Raw
+from scapy.packet import Packet, Raw
 
 from fuzz import tunnels
 from fuzz.pcapfile import Capture, Record
@@ -579,6 +581,54 @@ def test_two_tenants_with_the_same_addresses_in_two_vnis_stay_apart(tmp_path: Pa
         for table in ("frames", "messages"):
             mine = [row for row in found[table] if by_conn[row["conn_id"]] == f"vxlan:{vni}"]
             assert without_ids(mine) == without_ids(expected[table]), (stem, table)
+
+
+def tenant_ids() -> dict[str, tuple[Callable[[int], Packet], str]]:
+    """Per kind of tunnel id: the headers around a tenant's inner frame given its id, and
+    the ``encapsulation`` label (``{}``: the id) its connections must have."""
+    underlay = Ether(**MACS) / IP(src="198.18.0.1", dst="198.18.0.2")
+    return {
+        "vlan": (lambda i: Ether(**MACS) / Dot1Q(vlan=i), "vlan:{}"),
+        "qinq": (lambda i: Ether(**MACS) / Dot1AD(vlan=i) / Dot1Q(vlan=100), "vlan:{}/vlan:100"),
+        "gre key": (
+            lambda i: underlay / GRE(key_present=1, key=i, proto=0x6558) / Ether(),
+            "gre:{}",
+        ),
+        "erspan ii": (
+            lambda i: (
+                underlay / GRE(seqnum_present=1, proto=0x88BE) / ERSPAN_II(session_id=i) / Ether()
+            ),
+            "erspan:{}",
+        ),
+        "erspan iii": (
+            lambda i: underlay / GRE(proto=0x22EB) / ERSPAN_III(session_id=i) / Ether(),
+            "erspan:{}",
+        ),
+        "vxlan": (
+            lambda i: underlay / UDP(dport=4789) / VXLAN(vni=i, flags=0x08) / Ether(),
+            "vxlan:{}",
+        ),
+        "geneve": (
+            lambda i: underlay / UDP(dport=6081) / GENEVE(vni=i, proto=0x6558) / Ether(),
+            "geneve:{}",
+        ),
+    }
+
+
+@pytest.mark.parametrize("kind", list(tenant_ids()))
+def test_the_same_endpoints_under_two_tunnel_ids_are_two_connections(kind: str) -> None:
+    """Two tenants' clients, the same addresses and ports, each sends its own bytes: told
+    apart by the VLAN, GRE key, ERSPAN session or VNI around them, never merged."""
+    outer, label = tenant_ids()[kind]
+    packets = [
+        outer(ident) / segment(text * 32, ident=number, seq=1000 + 32 * number)
+        for number in range(4)
+        for ident, text in ((11, b"a"), (12, b"b"))
+    ]
+    sink, stats = read(packets)
+    delivered = {r.conn.encapsulation: r.stream(0).data for r in sink.connections.values()}
+    assert delivered == {label.format(11): b"a" * 128, label.format(12): b"b" * 128}
+    assert stats.duplicates == 0
 
 
 def test_shares_keep_each_tenant_s_flow_whole_and_apart() -> None:
