@@ -51,7 +51,7 @@ class _Pair:
 
     def __init__(self, key: tuple) -> None:
         self.key = key
-        self.waiting: dict[tuple, _Datagram] = {}
+        self.waiting: dict[_Datagram, None] = {}  # a datagram hashes by identity: cheap
 
 
 @cython.cclass
@@ -204,10 +204,10 @@ class Fragments:
         if pair is None:
             pair = self._pairs[pair_key] = _Pair(pair_key)
         elif len(pair.waiting) >= _MAX_PER_PAIR:  # its oldest datagram gives up its place
-            self._drop(pair.waiting[next(iter(pair.waiting))])
+            self._drop(next(iter(pair.waiting)))
             pair = self._pairs.setdefault(pair_key, pair)  # gone with its last datagram
         created = _Datagram(key, pair, ts)
-        pair.waiting[key] = created
+        pair.waiting[created] = None
         if not self._pending:
             self._oldest_ts = ts
         self._pending[key] = created
@@ -245,6 +245,6 @@ class Fragments:
         datagram.gone = True
         self._bytes -= datagram.size
         pair: _Pair = datagram.pair
-        del pair.waiting[datagram.key]
+        del pair.waiting[datagram]
         if not pair.waiting:
             del self._pairs[pair.key]
