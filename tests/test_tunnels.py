@@ -151,6 +151,24 @@ def test_a_pseudowire_s_control_word_is_told_by_the_frame_it_would_leave(
     assert_wrapped_like_bare(expected, tmp_path / "out", "mpls", summary)
 
 
+def test_nflog_logged_by_a_big_endian_host_gives_the_bare_capture_s_tables(
+    bare, tmp_path: Path
+) -> None:
+    """NFLOG's attribute lengths and types are in the logging host's byte order: a
+    big-endian host's records read as a little-endian one's."""
+    big_endian = Wrapping(
+        "nflog_big_endian",
+        tunnels.NFLOG,
+        lambda f: tunnels.nflog(
+            bytes(IP(src="198.18.0.1", dst="198.18.0.2") / tunnels.vxlan(f)), ">"
+        ),
+        "vxlan:4242",
+    )
+    paths = tunnels.wrap_samples(samples(SAMPLED), big_endian, tmp_path / "in")
+    summary = decode(paths, tmp_path / "out")
+    assert_wrapped_like_bare(bare(SAMPLED), tmp_path / "out", "vxlan:4242", summary)
+
+
 def test_a_vxlan_port_not_named_decodes_nothing_and_says_why(tmp_path: Path, capsys) -> None:
     (path,) = tunnels.wrap_samples(
         samples(("pulsar_plain",)), BY_NAME["vxlan_other_port"], tmp_path / "in"
