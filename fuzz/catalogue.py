@@ -231,6 +231,7 @@ def client_hello_extensions(layout: Layout) -> None:
 
 
 PULSAR, KAFKA, PCAPNG = "pulsar_plain", "kafka07_plain", "pulsar_derived_pcapng"
+IPV6 = "pulsar_ipv6"
 TLS13, TLS12 = "tls13_aes_gcm", "tls12_cbc_mte_mutual"
 
 
@@ -280,26 +281,30 @@ def doubled(layout: Layout) -> None:
 
 
 def fragmented(lose: bool, overlap: bool) -> Callable[[Layout], None]:
-    """Each packet's IPv4 payload in 64-byte fragments; the last of each lost, or the
-    second overlapping the first."""
+    """Each packet's IP payload (IPv4, or IPv6 without extension headers) in 64-byte
+    fragments; the last of each lost, or the second overlapping the first."""
 
     def edit(layout: Layout) -> None:
+        from fuzz.mutate import _fragment
+
         parts = []
         for index, part in enumerate(layout.parts):
             packet = part.packet
-            header = (packet[14] & 0x0F) * 4
-            total = struct.unpack_from(">H", packet, 16)[0]
-            payload = packet[14 + header : 14 + total]
+            if packet[14] >> 4 == 4:
+                header = (packet[14] & 0x0F) * 4
+                total = struct.unpack_from(">H", packet, 16)[0]
+            else:
+                header = 40
+                total = header + struct.unpack_from(">H", packet, 18)[0]
+            ip = packet[14 : 14 + total]
+            payload = ip[header:]
             pieces = []
             for start in range(0, len(payload), 64):
                 more = start + 64 < len(payload)
-                head = bytearray(packet[14 : 14 + header])
                 piece = payload[start : start + 64]
                 if overlap and start == 64:
                     piece, start = payload[56:128], 56
-                flags = (0x2000 if more else 0) | start // 8
-                struct.pack_into(">HHH", head, 2, header + len(piece), index, flags)
-                pieces.append(packet[:14] + bytes(head) + piece)
+                pieces.append(packet[:14] + _fragment(ip[:header], start, piece, more, index))
             if lose and len(pieces) > 1:
                 pieces.pop()
             for piece in pieces:
@@ -520,22 +525,37 @@ ENTRIES = [
         edited(PULSAR, doubled),
         CLEAN,
     ),
-    Entry(
-        TUNNEL,
-        "IP fragments, the last of each datagram lost",
-        edited(PULSAR, fragmented(lose=True, overlap=False)),
-        "incomplete_datagram",
+    *(
+        Entry(TUNNEL, f"{name} fragments{what}", edited(stem, fragmented(lose, overlap)), expect)
+        for name, stem in (("IP", PULSAR), ("IPv6", IPV6))
+        for what, lose, overlap, expect in (
+            (", the last of each datagram lost", True, False, "incomplete_datagram"),
+            (" that overlap", False, True, "incomplete_datagram"),
+            (", each datagram whole", False, False, CLEAN),
+        )
     ),
     Entry(
         TUNNEL,
-        "IP fragments that overlap",
-        edited(PULSAR, fragmented(lose=False, overlap=True)),
-        "incomplete_datagram",
+        "Linux cooked (v1) records cut inside their 16-byte header",
+        tunnelled("linux_cooked_collector", cut_at(10)),
+        "truncated_header",
     ),
     Entry(
         TUNNEL,
-        "IP fragments, each datagram whole",
-        edited(PULSAR, fragmented(lose=False, overlap=False)),
+        "Linux cooked v2 records naming ARP as their protocol",
+        tunnelled("linux_cooked_v2_collector", at(0, b"\x08\x06")),
+        CLEAN,
+    ),
+    Entry(
+        TUNNEL,
+        "loopback records cut inside their address family",
+        tunnelled("loopback_collector", cut_at(2)),
+        "truncated_header",
+    ),
+    Entry(
+        TUNNEL,
+        "raw IP records of IP version 5",
+        tunnelled("raw_ip_collector", at(0, b"\x55")),
         CLEAN,
     ),
     Entry("TLS", "TLS and no key log", raw(TLS13, lambda d: d), "tls_no_keys"),

@@ -74,13 +74,14 @@ def geneve_options() -> list[GeneveOptions]:
     ]
 
 
-def nflog(ip: bytes) -> bytes:
-    """LINKTYPE_NFLOG: family, version, resource id, then TLVs in the host's byte order
-    (little-endian here), each padded to 4 bytes: a prefix string, then the payload."""
+def nflog(ip: bytes, order: str = "<") -> bytes:
+    """LINKTYPE_NFLOG: family, version, resource id, then TLVs in the byte order of the
+    host that logged them (``order``: little-endian unless told), each padded to 4 bytes:
+    a prefix string, then the payload."""
     family = 2 if ip[0] >> 4 == 4 else 10
 
     def tlv(kind: int, value: bytes) -> bytes:
-        body = struct.pack("<HH", 4 + len(value), kind) + value
+        body = struct.pack(order + "HH", 4 + len(value), kind) + value
         return body + b"\x00" * (-len(body) % 4)
 
     return struct.pack(">BBH", family, 0, 7) + tlv(10, b"pwcap\x00") + tlv(9, ip)

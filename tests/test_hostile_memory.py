@@ -290,7 +290,19 @@ class _Pcap:
         tcp = struct.pack(
             ">HHIIBBHHH", 1024 + client % 60000, port, seq, 0, 0x50, flags, 65535, 0, 0
         )
-        packet = _ETHERNET + ip + tcp + payload
+        self._record(_ETHERNET + ip + tcp + payload)
+
+    def first_fragment(self, client: int, payload: bytes) -> None:
+        """The first fragment of a datagram from client ``client`` to the server, ``payload``
+        its first bytes, more fragments to follow (none ever does)."""
+        src = (10 << 24 | client).to_bytes(4, "big")
+        ip = struct.pack(
+            ">BBHHHBBH4s4s", 0x45, 0, 20 + len(payload), client & 0xFFFF, 0x2000, 64, 6, 0,
+            src, bytes([10, 255, 0, 1]),
+        )  # fmt: skip
+        self._record(_ETHERNET + ip + payload)
+
+    def _record(self, packet: bytes) -> None:
         self.ts += 10
         self.file.write(
             struct.pack("<IIII", self.ts // 10**6, self.ts % 10**6, len(packet), len(packet))
@@ -373,3 +385,17 @@ def test_incomplete_frames_in_many_connections_hold_no_more_than_their_budget(tm
     details = [row["detail"] for row in table(tmp_path / "ds", "anomalies")]
     assert len(details) == 60  # one truncated_frame each
     assert sum("given up" in detail for detail in details) > 30
+
+
+@pytest.mark.slow
+def test_fragments_of_datagrams_never_completed_hold_no_more_than_their_bound(tmp_path):
+    """900,000 hosts each send the first 8 bytes of a datagram and never the rest (52 MB
+    of records): every one waiting for its datagram's other fragments reached 970 MB.
+    The oldest give their places up; each is an incomplete datagram, counted once."""
+    capture = _Pcap(tmp_path / "fragments.pcap")
+    for client in range(900_000):
+        capture.first_fragment(client, bytes(8))
+    capture.close()
+    decode_within_budget(tmp_path / "fragments.pcap", tmp_path / "ds")
+    (row,) = table(tmp_path / "ds", "anomalies")
+    assert row["kind"] == "incomplete_datagram" and row["size"] == 900_000

@@ -178,10 +178,21 @@ def test_separate_executor_processes_decode_through_spark_submit(sample_dataset,
     assert_same_dataset(sample_dataset, out)
 
 
-@pytest.mark.parametrize("capture", ["pulsar_shared_two_consumers.pcap", "cut.pcap"])
+@pytest.mark.parametrize(
+    "capture",
+    [
+        "pulsar_shared_two_consumers.pcap",
+        "cut.pcap",
+        "overlay_vxlan_two_tenants.pcap",
+        "overlay_vxlan_span_doubled.pcap",
+        "overlay_vxlan_fragmented.pcap",
+    ],
+)
 def test_a_capture_split_in_shares_over_tasks_gives_the_rows_of_one_task(spark, tmp_path, capture):
     """Each of three tasks reads the whole capture and keeps its share of the
-    connections; a cut capture says so once, with its real end."""
+    connections (in an overlay, by inner flow and tunnel id: two tenants with the same
+    endpoints, copies of each packet, outer fragments); a cut capture says so once, with
+    its real end."""
     raw = (SAMPLES / "pulsar_shared_two_consumers.pcap").read_bytes()
     (tmp_path / "in").mkdir()
     (tmp_path / "in" / "cut.pcap").write_bytes(raw[: len(raw) * 2 // 3 + 7])

@@ -21,16 +21,20 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
-from scapy.layers.inet import IP, TCP, UDP, fragment
-from scapy.layers.l2 import Dot1Q, Ether
+from scapy.contrib.erspan import ERSPAN_II, ERSPAN_III
+from scapy.contrib.geneve import GENEVE
+from scapy.layers.inet import GRE, IP, TCP, UDP, fragment
+from scapy.layers.inet6 import IPv6, IPv6ExtHdrFragment, fragment6
+from scapy.layers.l2 import Dot1AD, Dot1Q, Ether
 from scapy.layers.vxlan import VXLAN
-from scapy.packet import Raw
+from scapy.packet import Packet, Raw
 
 from fuzz import tunnels
 from fuzz.pcapfile import Capture, Record
 from fuzz.stream_sink import RecordingSink
-from fuzz.tunnels import BY_NAME, ETHERNET, WRAPPINGS, Wrapping, load, wrapped, write
+from fuzz.tunnels import BY_NAME, ETHERNET, MACS, WRAPPINGS, Wrapping, load, wrapped, write
 from pwcap.capture import CaptureStats, read_streams
+from pwcap.capture.layers import fragments
 from pwcap.capture.shares import FlowShare, flow_hash
 from pwcap.cli import main
 from pwcap.decode.api import DecodeOptions
@@ -117,6 +121,52 @@ def test_every_real_client_sample_wrapped_gives_its_bare_tables(
     ports = (tunnels.CUSTOM_VXLAN_PORT,) if wrapping.options else ()
     summary = decode(paths, tmp_path / "out", ports)
     assert_wrapped_like_bare(bare(ALL), tmp_path / "out", wrapping.encapsulation, summary)
+
+
+def with_flow_label(capture: Capture, label: int) -> Capture:
+    """Every IPv6 packet of an Ethernet capture given the flow label ``label``."""
+    records = []
+    for record in capture.records:
+        data = bytearray(record.data)
+        first = struct.unpack_from(">I", data, 14)[0]
+        struct.pack_into(">I", data, 14, first & 0xFFF00000 | label)
+        records.append(Record(record.ts_sec, record.ts_usec, record.orig_len, bytes(data)))
+    return Capture(capture.linktype, capture.snaplen, records)
+
+
+@pytest.mark.parametrize("label", [0x10800, 0x186DD, 0x18100, 0x18847, 0x16558], ids=hex)
+@pytest.mark.parametrize("wrapping", ["mpls_pseudowire", "mpls_pseudowire_control_word"])
+def test_a_pseudowire_s_control_word_is_told_by_the_frame_it_would_leave(
+    label: int, wrapping: str, tmp_path: Path
+) -> None:
+    """After the label stack, a destination address starting with a 0 nibble looks like a
+    control word. Taken for one, the frame would name its EtherType where this frame's
+    IPv6 header has the low bits of its flow label (random per flow on Linux): a label
+    that reads as an EtherType must not lose the flow, with or without a control word."""
+    sample = with_flow_label(load(SAMPLES / "pulsar_ipv6.pcap"), label)
+    decode([write(tmp_path / "bare" / "pulsar_ipv6.pcap", sample)], tmp_path / "bare_out")
+    expected, _ = tables(tmp_path / "bare_out")
+    path = write(tmp_path / "in" / "pulsar_ipv6.pcap", wrapped(sample, BY_NAME[wrapping]))
+    summary = decode([path], tmp_path / "out")
+    assert_wrapped_like_bare(expected, tmp_path / "out", "mpls", summary)
+
+
+def test_nflog_logged_by_a_big_endian_host_gives_the_bare_capture_s_tables(
+    bare, tmp_path: Path
+) -> None:
+    """NFLOG's attribute lengths and types are in the logging host's byte order: a
+    big-endian host's records read as a little-endian one's."""
+    big_endian = Wrapping(
+        "nflog_big_endian",
+        tunnels.NFLOG,
+        lambda f: tunnels.nflog(
+            bytes(IP(src="198.18.0.1", dst="198.18.0.2") / tunnels.vxlan(f)), ">"
+        ),
+        "vxlan:4242",
+    )
+    paths = tunnels.wrap_samples(samples(SAMPLED), big_endian, tmp_path / "in")
+    summary = decode(paths, tmp_path / "out")
+    assert_wrapped_like_bare(bare(SAMPLED), tmp_path / "out", "vxlan:4242", summary)
 
 
 def test_a_vxlan_port_not_named_decodes_nothing_and_says_why(tmp_path: Path, capsys) -> None:
@@ -276,6 +326,56 @@ def test_overlapping_fragments_drop_their_datagram_as_receivers_do() -> None:
     assert stats.fragments_overlapping == 1
     assert stats.fragments_dropped >= 1
     assert stats.tcp_segments == 0
+
+
+def test_a_datagram_in_more_pieces_than_are_held_is_dropped_not_called_overlapping() -> None:
+    """Fragments of 8 bytes, none overlapping another, more of them than a datagram may
+    wait for: the datagram is given up, and not for overlapping."""
+    pieces = fragment(segment(b"F" * 8 * (fragments.MAX_PIECES + 8), ident=15), fragsize=8)
+    assert len(pieces) > fragments.MAX_PIECES
+    _, stats = read([Ether() / piece for piece in pieces])
+    assert stats.fragments_overlapping == 0
+    assert stats.fragments_dropped >= 1 and stats.tcp_segments == 0
+
+
+def test_overlapping_ipv6_fragments_drop_their_datagram_too() -> None:
+    """RFC 5722: IPv6 fragments that overlap make the whole datagram invalid."""
+    whole = (
+        IPv6(src="fd00::1", dst="fd00::2")
+        / IPv6ExtHdrFragment(id=77)
+        / TCP(sport=40000, dport=6650, flags="PA", seq=1000, ack=1)
+        / Raw(b"G" * 200)
+    )
+    pieces = fragment6(whole, 100)
+    overlapping = pieces[1].copy()
+    overlapping[IPv6ExtHdrFragment].offset -= 1  # 8 bytes over the first fragment's end
+    _, stats = read([Ether(**MACS) / piece for piece in (pieces[0], overlapping, *pieces[1:])])
+    assert stats.fragments_overlapping == 1
+    assert stats.fragments_reassembled == 0 and stats.tcp_segments == 0
+    _, whole_stats = read([Ether(**MACS) / piece for piece in reversed(pieces)])
+    assert whole_stats.fragments_reassembled == 1 and whole_stats.tcp_segments == 1
+
+
+def test_a_pair_of_hosts_waits_for_no_more_than_its_share_of_datagrams() -> None:
+    """One pair opens more datagrams than a pair may hold while other pairs' wait: its
+    oldest give up their places (their last fragments, sent last, then wait alone in
+    vain); its latest and the other pairs' are put back together."""
+    extra = 36
+    others = [fragment(segment(b"H" * 64, ident=index), fragsize=48) for index in range(10)]
+    for index, pieces in enumerate(others):
+        for piece in pieces:
+            piece.src = f"10.9.1.{index}"
+    ours = [
+        fragment(segment(b"I" * 64, ident=100 + index), fragsize=48)
+        for index in range(fragments.MAX_PER_PAIR + extra)
+    ]
+    assert {len(pieces) for pieces in (*others, *ours)} == {2}
+    firsts = [pieces[0] for pieces in (*others, *ours)]
+    lasts = [pieces[1] for pieces in (*others, *ours[extra:], *ours[:extra])]
+    _, stats = read([Ether() / piece for piece in (*firsts, *lasts)])
+    assert stats.fragments_reassembled == stats.tcp_segments == 10 + fragments.MAX_PER_PAIR
+    assert stats.fragments_dropped == 2 * extra
+    assert stats.fragments_overlapping == 0
 
 
 def test_a_datagram_never_completed_is_an_anomaly(tmp_path: Path) -> None:
@@ -499,6 +599,54 @@ def test_two_tenants_with_the_same_addresses_in_two_vnis_stay_apart(tmp_path: Pa
         for table in ("frames", "messages"):
             mine = [row for row in found[table] if by_conn[row["conn_id"]] == f"vxlan:{vni}"]
             assert without_ids(mine) == without_ids(expected[table]), (stem, table)
+
+
+def tenant_ids() -> dict[str, tuple[Callable[[int], Packet], str]]:
+    """Per kind of tunnel id: the headers around a tenant's inner frame given its id, and
+    the ``encapsulation`` label (``{}``: the id) its connections must have."""
+    underlay = Ether(**MACS) / IP(src="198.18.0.1", dst="198.18.0.2")
+    return {
+        "vlan": (lambda i: Ether(**MACS) / Dot1Q(vlan=i), "vlan:{}"),
+        "qinq": (lambda i: Ether(**MACS) / Dot1AD(vlan=i) / Dot1Q(vlan=100), "vlan:{}/vlan:100"),
+        "gre key": (
+            lambda i: underlay / GRE(key_present=1, key=i, proto=0x6558) / Ether(),
+            "gre:{}",
+        ),
+        "erspan ii": (
+            lambda i: (
+                underlay / GRE(seqnum_present=1, proto=0x88BE) / ERSPAN_II(session_id=i) / Ether()
+            ),
+            "erspan:{}",
+        ),
+        "erspan iii": (
+            lambda i: underlay / GRE(proto=0x22EB) / ERSPAN_III(session_id=i) / Ether(),
+            "erspan:{}",
+        ),
+        "vxlan": (
+            lambda i: underlay / UDP(dport=4789) / VXLAN(vni=i, flags=0x08) / Ether(),
+            "vxlan:{}",
+        ),
+        "geneve": (
+            lambda i: underlay / UDP(dport=6081) / GENEVE(vni=i, proto=0x6558) / Ether(),
+            "geneve:{}",
+        ),
+    }
+
+
+@pytest.mark.parametrize("kind", list(tenant_ids()))
+def test_the_same_endpoints_under_two_tunnel_ids_are_two_connections(kind: str) -> None:
+    """Two tenants' clients, the same addresses and ports, each sends its own bytes: told
+    apart by the VLAN, GRE key, ERSPAN session or VNI around them, never merged."""
+    outer, label = tenant_ids()[kind]
+    packets = [
+        outer(ident) / segment(text * 32, ident=number, seq=1000 + 32 * number)
+        for number in range(4)
+        for ident, text in ((11, b"a"), (12, b"b"))
+    ]
+    sink, stats = read(packets)
+    delivered = {r.conn.encapsulation: r.stream(0).data for r in sink.connections.values()}
+    assert delivered == {label.format(11): b"a" * 128, label.format(12): b"b" * 128}
+    assert stats.duplicates == 0
 
 
 def test_shares_keep_each_tenant_s_flow_whole_and_apart() -> None:

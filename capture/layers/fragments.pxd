@@ -3,7 +3,7 @@ from pwcap.capture.layers.cursor cimport Cursor
 
 cdef class _Pair:
     cdef public tuple key
-    cdef public Py_ssize_t waiting
+    cdef public dict waiting
 
 
 cdef class _Datagram:

@@ -46,11 +46,12 @@ _TIMEOUT_US = cython.declare(cython.longlong, TIMEOUT_US)
 
 @cython.cclass
 class _Pair:
-    """A pair of addresses (in their tunnel) and how many of its datagrams wait."""
+    """A pair of addresses (in their tunnel) and its datagrams waiting, oldest first (so
+    the one to give up its place is found at once, whatever else waits)."""
 
     def __init__(self, key: tuple) -> None:
         self.key = key
-        self.waiting = 0
+        self.waiting: dict[_Datagram, None] = {}  # a datagram hashes by identity: cheap
 
 
 @cython.cclass
@@ -162,11 +163,13 @@ class Fragments:
         if offset == 0 and version == 6:
             datagram.protocol = protocol
         before: cython.Py_ssize_t = datagram.size
-        if not datagram.add(offset, piece, not more) or len(datagram.starts) > _MAX_PIECES:
-            self.stats.fragments_overlapping += 1
+        placed: cython.bint = datagram.add(offset, piece, not more)
+        self._bytes += datagram.size - before
+        if not placed or len(datagram.starts) > _MAX_PIECES:
+            if not placed:
+                self.stats.fragments_overlapping += 1
             self._drop(datagram)
             return None
-        self._bytes += datagram.size - before
         while self._bytes > _MAX_BYTES:
             self._drop(self._pending[next(iter(self._pending))])
         if datagram.gone:
@@ -200,14 +203,11 @@ class Fragments:
         pair: _Pair = self._pairs.get(pair_key)
         if pair is None:
             pair = self._pairs[pair_key] = _Pair(pair_key)
-        elif pair.waiting >= _MAX_PER_PAIR:  # its oldest datagram gives up its place
-            for datagram in self._pending.values():
-                if cython.cast(_Datagram, datagram).pair is pair:
-                    self._drop(datagram)
-                    break
+        elif len(pair.waiting) >= _MAX_PER_PAIR:  # its oldest datagram gives up its place
+            self._drop(next(iter(pair.waiting)))
             pair = self._pairs.setdefault(pair_key, pair)  # gone with its last datagram
-        pair.waiting += 1
         created = _Datagram(key, pair, ts)
+        pair.waiting[created] = None
         if not self._pending:
             self._oldest_ts = ts
         self._pending[key] = created
@@ -245,6 +245,6 @@ class Fragments:
         datagram.gone = True
         self._bytes -= datagram.size
         pair: _Pair = datagram.pair
-        pair.waiting -= 1
+        del pair.waiting[datagram]
         if not pair.waiting:
             del self._pairs[pair.key]

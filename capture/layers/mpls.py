@@ -7,7 +7,8 @@ After the bottom of the stack there is no protocol field: IPv4 and IPv6 are told
 first nibble (RFC 4385); anything else is an Ethernet pseudowire, with a control word
 (first nibble 0) or without one. A frame without a control word whose destination
 address starts with a 0 nibble looks like one with it: the control word is taken only
-when the frame after it names a protocol pwcap reads.
+when the frame after it reads as a frame (an EtherType pwcap follows, and an IP header
+of that version after it) and the bytes read without it do not.
 """
 
 from __future__ import annotations
@@ -57,6 +58,19 @@ def mpls(c: Cursor) -> cython.int:
         return _IPV4
     if nibble == 6:
         return _IPV6
-    if nibble == 0 and c.room(4 + 14) and next_header(c.u16(4 + 12)) != _NON_TCP:
+    if nibble == 0 and _frame(c, 4) and not _frame(c, 0):
         c.at += 4  # the pseudowire control word
     return _ETHERNET
+
+
+def _frame(c: Cursor, at: cython.Py_ssize_t) -> cython.bint:
+    """Whether an Ethernet frame ``at`` bytes on names a layer pwcap reads, and, when
+    that is IP, begins it with that IP's version."""
+    if not c.room(at + 15):
+        return False
+    carried: cython.int = next_header(c.u16(at + 12))
+    if carried == _IPV4:
+        return c.u8(at + 14) >> 4 == 4
+    if carried == _IPV6:
+        return c.u8(at + 14) >> 4 == 6
+    return carried != _NON_TCP
