@@ -38,6 +38,7 @@ PCAP_HEADER = struct.Struct("<IHHiIII")
 RECORD = struct.Struct("<IIII")
 _ETHERNET_LINKS = {dpkt.pcap.DLT_EN10MB}
 _COOKED_LINKS = {dpkt.pcap.DLT_LINUX_SLL: dpkt.sll.SLL, dpkt.pcap.DLT_LINUX_SLL2: dpkt.sll2.SLL2}
+LINKTYPE_RAW = 101  # bare IPv4 or IPv6 packets, as tcpdump writes a TUN device's
 
 
 @dataclass(frozen=True)
@@ -77,6 +78,11 @@ class Sample:
 def _ethernet(link: int, data: bytes) -> dpkt.ethernet.Ethernet:
     if link in _ETHERNET_LINKS:
         return dpkt.ethernet.Ethernet(data)
+    if link == LINKTYPE_RAW:
+        version6 = data[0] >> 4 == 6
+        packet = dpkt.ip6.IP6(data) if version6 else dpkt.ip.IP(data)
+        ethtype = dpkt.ethernet.ETH_TYPE_IP6 if version6 else dpkt.ethernet.ETH_TYPE_IP
+        return dpkt.ethernet.Ethernet(dst=bytes(6), src=bytes(6), type=ethtype, data=packet)
     cooked = _COOKED_LINKS[link](data)
     return dpkt.ethernet.Ethernet(dst=bytes(6), src=bytes(6), type=cooked.ethtype, data=cooked.data)
 
@@ -108,9 +114,16 @@ def load_sample(path: Path) -> Sample:
 
 
 def real_client_samples() -> list[Sample]:
-    """Every real-client recording of the test corpus, as recorded."""
+    """Every clean real-client recording of the test corpus, as recorded: none in which
+    a client was killed in the middle of a frame (the truth's ``capture.client_killed``)."""
     paths = sorted(SAMPLES.glob("pulsar_*.pcap"))
-    return [load_sample(path) for path in paths if not path.name.startswith(LEFT_OUT)]
+    kept = [path for path in paths if not path.name.startswith(LEFT_OUT) and _clean(path)]
+    return [load_sample(path) for path in kept]
+
+
+def _clean(path: Path) -> bool:
+    truth = json.loads(path.with_suffix(".truth.json").read_text())
+    return not truth["capture"].get("client_killed", False)
 
 
 def _copy(sample: Sample, start_us: int, first_port: int) -> Iterator[tuple[int, bytes]]:
