@@ -30,8 +30,6 @@ from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
-from pwcap.terminal import printable
-
 from ..tables.analytics import ANALYTICS
 from ..tables.interrupts import (
     Interrupted,
@@ -39,6 +37,7 @@ from ..tables.interrupts import (
     interrupts_deferred,
     signals_as_interrupt,
 )
+from ..tables.printable import printable
 from ..tables.schema import arrow_schema
 from .args import add_arguments
 from .class_archive import ClassArchive
