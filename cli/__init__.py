@@ -13,7 +13,6 @@ import os
 import signal
 import sys
 
-from .. import __version__
 from ..decode.engine import activate
 
 # pyarrow imports NumPy, whose OpenBLAS starts a thread per core that spins a while: CPU
@@ -37,10 +36,13 @@ SUBCOMMANDS = {
 
 
 def version_text() -> str:
-    """What ``pwcap --version`` prints: the version and which decoder engine runs."""
+    """What ``pwcap --version`` prints: the version and which decoder engine runs (the
+    version as installed: ``pyproject.toml`` reads it from ``pwcap.__version__``)."""
+    from importlib.metadata import version
+
     from ..decode.engine import engine
 
-    return f"pwcap {__version__} (decoder: {engine()})"
+    return f"pwcap {version('pwcap')} (decoder: {engine()})"
 
 
 class _VersionAction(argparse.Action):
