@@ -112,6 +112,10 @@ def session(
         # Its Python workers (the findings' key hash) run this interpreter, which has
         # pwcap's dependencies; Spark's default, the PATH's python3, may have none.
         os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+        # They start as `python -m pyspark.daemon` in this process's folder, which Python
+        # would put first on their path: run in a checkout, its pwcap/ (the top package
+        # alone) would hide the installed pwcap and its pwcap.jobs.
+        conf.setIfMissing("spark.executorEnv.PYTHONSAFEPATH", "1")
     spark = (
         SparkSession.builder.appName(app_name)
         .config(conf=conf)
