@@ -15,7 +15,7 @@ SAY := @printf '\n== %s\n'
 # The interpreted modules' bytecode, written here: an editable install writes none, and
 # where PYTHONDONTWRITEBYTECODE is set (container images often set it) Python would
 # compile every one of them again at the start of every decode.
-BYTECODE := $(BIN)/python -m compileall -q pwcap decode tables capture jobs
+BYTECODE := $(BIN)/python -m compileall -q pwcap capture cli decode jobs report tables
 # What setup.py needs to compile the hot path, as pyproject.toml's build-system lists it.
 BUILD_REQUIRES := $(BIN)/python -c "import tomllib; \
 	print(*tomllib.load(open('pyproject.toml', 'rb'))['build-system']['requires'], sep='\n')"
@@ -43,7 +43,7 @@ $(DEV_STAMP): $(STAMP)
 setup: $(DEV_STAMP)
 
 # The compiled hot path again, for the sources edited since the install compiled it (an
-# extension older than its source is never imported: see pwcap/engine.py).
+# extension older than its source is never imported: see decode/engine.py).
 build: $(STAMP)
 	$(BIN)/python setup.py -q build_ext --inplace
 	$(BYTECODE)

@@ -1,8 +1,9 @@
 """Map the repository's top-level folders onto import names under ``pwcap``, and compile
 the hot path with Cython.
 
-The folders keep short names (``capture/``, ``decode/``, ``tables/``, ``jobs/``);
-installed, they live only under ``pwcap`` so nothing generic lands in site-packages.
+The folders keep short names (``capture/``, ``decode/``, ``tables/``, ``jobs/``, ``cli/``,
+``report/``); installed, they live only under ``pwcap`` so nothing generic lands in
+site-packages.
 
 The modules in :data:`COMPILED` are plain Python that Cython also compiles into
 extension modules beside them (pure-Python mode: one source for both paths). Each
@@ -20,8 +21,10 @@ from setuptools.command.build_ext import build_ext
 ROOTS = {
     "pwcap": "pwcap",
     "pwcap.capture": "capture",
+    "pwcap.cli": "cli",
     "pwcap.decode": "decode",
     "pwcap.jobs": "jobs",
+    "pwcap.report": "report",
     "pwcap.tables": "tables",
 }
 

@@ -56,8 +56,9 @@ def _kafka07(data: bytes, from_client: bool, max_frame_size: int) -> bool:
 
 
 class _Imported:
-    """A decoder class named by its module, imported when its first connection starts: a
-    capture of one protocol never pays for loading another's decoder at its start."""
+    """A decoder class named by its module (relative to this package), imported when its
+    first connection starts: a capture of one protocol never pays for loading another's
+    decoder at its start."""
 
     def __init__(self, module: str, name: str) -> None:
         self._module = module
@@ -68,7 +69,7 @@ class _Imported:
         self, conn: Connection, sink: RowSink, options: DecodeOptions, flip_roles: FlipRoles
     ) -> ConnectionDecoder:
         if self._factory is None:
-            self._factory = getattr(importlib.import_module(self._module), self._name)
+            self._factory = getattr(importlib.import_module(self._module, __package__), self._name)
         return self._factory(conn, sink, options, flip_roles)
 
 
@@ -90,14 +91,14 @@ PROTOCOLS: tuple[Protocol, ...] = (
     Protocol(
         "pulsar",
         frozenset({6650}),
-        _Imported("pwcap.decode.pulsar.decoder", "PulsarDecoder"),
+        _Imported(".pulsar.decoder", "PulsarDecoder"),
         _pulsar,
         False,
     ),
     Protocol(
         "kafka07",
         frozenset({9092}),
-        _Imported("pwcap.decode.kafka07.decoder", "Kafka07Decoder"),
+        _Imported(".kafka07.decoder", "Kafka07Decoder"),
         _kafka07,
         True,
     ),

@@ -13,6 +13,6 @@
 - :mod:`fuzz.catalogue` writes ``docs/robustness.md``, what pwcap answers to bad input.
 """
 
-from pwcap.engine import activate
+from pwcap.decode.engine import activate
 
 activate()  # every module here decodes: pick the engine before any imports the decoders

@@ -29,7 +29,7 @@ import sys
 from pathlib import Path
 from types import FunctionType, ModuleType
 
-from pwcap.engine import activate
+from pwcap.decode.engine import activate
 
 WORK = Path(__file__).resolve().parent / "work"
 
@@ -96,7 +96,7 @@ def _instrument_own_code(atheris: ModuleType) -> None:
 
 def _compiled_problem() -> str | None:
     """Why this process cannot fuzz the compiled path, or None."""
-    from pwcap.engine import PROBE, engine
+    from pwcap.decode.engine import PROBE, engine
 
     activate()
     if engine() != "compiled":

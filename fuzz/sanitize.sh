@@ -66,7 +66,7 @@ if [ "${SANITIZE_KEEP:-0}" != 1 ] || [ ! -d "$SAN/src" ]; then
         while IFS= read -r -d '' path; do [ -e "$path" ] && printf '%s\0' "$path"; done |
         tar --null -T - -cf - | tar -xpf - -C "$SAN/src"
     # The installed layout (pwcap.capture is capture/ ...) by links, as the editable install maps it.
-    for folder in capture decode tables jobs; do
+    for folder in capture cli decode jobs report tables; do
         ln -s "../$folder" "$SAN/src/pwcap/$folder"
     done
     # Cython's C as the normal build wrote it, times kept: C no older than its source is not
@@ -153,7 +153,7 @@ fi
 # Never a silent fallback: the run is worth something only on the instrumented modules.
 "$PYTHON" - <<'EOF'
 import importlib, sys
-from pwcap.engine import PROBE, activate, engine
+from pwcap.decode.engine import PROBE, activate, engine
 activate()
 where = importlib.import_module(PROBE).__file__
 if engine() != "compiled" or "/build/sanitize/" not in where:

@@ -30,8 +30,6 @@ from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
-from pwcap.terminal import printable
-
 from ..tables.analytics import ANALYTICS
 from ..tables.interrupts import (
     Interrupted,
@@ -39,6 +37,7 @@ from ..tables.interrupts import (
     interrupts_deferred,
     signals_as_interrupt,
 )
+from ..tables.printable import printable
 from ..tables.schema import arrow_schema
 from .args import add_arguments
 from .class_archive import ClassArchive
@@ -113,6 +112,10 @@ def session(
         # Its Python workers (the findings' key hash) run this interpreter, which has
         # pwcap's dependencies; Spark's default, the PATH's python3, may have none.
         os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+        # They start as `python -m pyspark.daemon` in this process's folder, which Python
+        # would put first on their path: run in a checkout, its pwcap/ (the top package
+        # alone) would hide the installed pwcap and its pwcap.jobs.
+        conf.setIfMissing("spark.executorEnv.PYTHONSAFEPATH", "1")
     spark = (
         SparkSession.builder.appName(app_name)
         .config(conf=conf)

@@ -1,7 +1,7 @@
 """pwcap: passive wire-capture decoder and analytics for message-broker traffic.
 
 Importing it defines names only; a program picks its decoder engine with
-:func:`pwcap.engine.activate` before it imports the hot path.
+:func:`pwcap.decode.engine.activate` before it imports the hot path.
 """
 
 __version__ = "0.1.0"

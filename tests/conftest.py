@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from pwcap.engine import activate
+from pwcap.decode.engine import activate
 
 activate()  # before any test module imports the decoders (PWCAP_PURE_PYTHON, stale builds)
 
@@ -82,7 +82,7 @@ def analyzed(spark, sample_dataset, tmp_path_factory) -> dict:
     import contextlib
     import io
 
-    from pwcap import cli_analyze
+    from pwcap.cli import analyze as cli_analyze
     from pwcap.tables.analytics import ANALYTICS
 
     out = tmp_path_factory.mktemp("analytics") / "out"

@@ -18,8 +18,8 @@ import pytest
 
 from pwcap import __version__
 from pwcap.cli import main
-from pwcap.cli_analyze import driver_memory
-from pwcap.cli_show import command_names
+from pwcap.cli.analyze import driver_memory
+from pwcap.cli.show import command_names
 from pwcap.tables.schema import TABLES
 
 SAMPLES = Path(__file__).resolve().parent.parent / "sample_pcaps"

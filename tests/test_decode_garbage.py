@@ -1,6 +1,6 @@
 """A closed connection is freed by reference counting alone.
 
-``pwcap decode`` runs the cyclic collector seldom (pwcap/cli_decode.py): a connection
+``pwcap decode`` runs the cyclic collector seldom (cli/decode.py): a connection
 whose objects formed a reference cycle would stay in memory until it ran, and tens of
 thousands of evicted idle connections then held hundreds of megabytes.
 """

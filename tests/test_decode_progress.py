@@ -5,7 +5,7 @@ from __future__ import annotations
 import io
 from pathlib import Path
 
-from pwcap.progress import ProgressBar, wanted
+from pwcap.cli.progress import ProgressBar, wanted
 
 
 class Terminal(io.StringIO):

@@ -13,7 +13,7 @@ from itertools import pairwise
 import pytest
 
 from pwcap.tables.analytics import FINDING_KINDS, THRESHOLDS
-from pwcap.terminal import printable
+from pwcap.tables.printable import printable
 from tests.conftest import SAMPLES, sample_captures
 
 # The samples recorded to show a problem, and the kinds of finding each must give; every

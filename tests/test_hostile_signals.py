@@ -84,7 +84,7 @@ import signal, sys
 from concurrent.futures import Future
 from pathlib import Path
 import pyarrow as pa
-from pwcap.engine import activate
+from pwcap.decode.engine import activate
 activate()
 from pwcap.tables.dataset import DatasetWriter
 from pwcap.tables.schema import arrow_schema

@@ -189,7 +189,7 @@ def test_ctrl_c_during_code_made_by_exec_ends_a_command_with_130(tmp_path, comma
     sample = SAMPLES / "pulsar_plain.pcap"
     (tmp_path / "ctrl_c_in_exec.py").write_text(_CTRL_C_IN_EXEC)
     if command == "show":
-        wrapped, arguments = ("pwcap.cli_show", "_capture_frames"), ["show", str(sample)]
+        wrapped, arguments = ("pwcap.cli.show", "_capture_frames"), ["show", str(sample)]
         said = "pwcap show: error: interrupted\n"
     elif command == "report":
         dataset, page = tmp_path / "dataset", tmp_path / "report.html"

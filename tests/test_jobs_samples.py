@@ -11,7 +11,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from pwcap import cli_analyze
+from pwcap.cli import analyze as cli_analyze
 from pwcap.jobs import latency, permits, redelivery
 from pwcap.jobs.common import read_table, spark_type, write_tables
 from pwcap.tables.analytics import ANALYTICS

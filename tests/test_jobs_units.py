@@ -13,8 +13,8 @@ from typing import Any
 import pytest
 from pyspark.sql import types as T
 
-from pwcap.analyze_progress import AnalyzeProgress
-from pwcap.cli_analyze import latency_by_kind, summary
+from pwcap.cli.analyze import latency_by_kind, summary
+from pwcap.cli.analyze_progress import AnalyzeProgress
 from pwcap.jobs import acks, latency, permits, redelivery
 from pwcap.jobs.common import (
     connection_ends,

@@ -23,7 +23,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
-SOURCES = ("capture", "decode", "tables", "jobs", "pwcap")
+SOURCES = ("capture", "cli", "decode", "jobs", "pwcap", "report", "tables")
 BUILD_FILES = ("Makefile", "pyproject.toml", "setup.py")
 
 

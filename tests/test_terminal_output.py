@@ -18,7 +18,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from pwcap.cli import main
-from pwcap.terminal import NAME_LIMIT
+from pwcap.tables.printable import NAME_LIMIT
 from tests.corpus.scenarios import LONG_NAME
 
 HOSTILE = Path(__file__).resolve().parent / "hostile"

@@ -11,7 +11,7 @@ The writing tasks unpack the rows into the Parquet files ``pwcap decode`` writes
 driver keeps the files of the task attempts that succeeded (:mod:`.writing`).
 """
 
-from pwcap.engine import activate
+from ..engine import activate
 
 # An executor's entry is the unpickling of a task's function, which imports this package
 # first: the engine is chosen here, before the modules below import the hot path.

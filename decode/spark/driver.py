@@ -8,14 +8,13 @@ import sys
 from functools import partial
 from pathlib import Path
 
-from pwcap.terminal import printable
-
 from ...jobs.common import at_once, interrupted, no_java, session, stopped_quietly
 from ...tables.dataset import (
     DatasetError,
     check_output,
 )
 from ...tables.interrupts import interrupts_deferred, signals_as_interrupt
+from ...tables.printable import printable
 from ..inputs import InputError
 from ..options import add_decode_options, decode_options
 from .cluster import check_uri_output, interpreter_problem, unshared_output

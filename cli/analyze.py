@@ -10,11 +10,11 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
-from pwcap.cli_paths import PathError, check_dataset, check_new_output, check_writable
-from pwcap.jobs.args import add_arguments as _add_job_arguments
-from pwcap.jobs.launch import driver_memory, java_problem
-from pwcap.tables.analytics import ANALYTICS
-from pwcap.terminal import TEXT_LIMIT, printable
+from ..jobs.args import add_arguments as _add_job_arguments
+from ..jobs.launch import driver_memory, java_problem
+from ..tables.analytics import ANALYTICS
+from ..tables.printable import TEXT_LIMIT, printable
+from .paths import PathError, check_dataset, check_new_output, check_writable
 
 TOP = 5
 TOP_FINDINGS = 10  # the findings printed last
@@ -46,8 +46,8 @@ def _spark_setting(text: str) -> tuple[str, str]:
 
 
 def run(args: argparse.Namespace) -> int:
-    from pwcap.jobs.common import interrupted
-    from pwcap.tables.interrupts import signals_as_interrupt
+    from ..jobs.common import interrupted
+    from ..tables.interrupts import signals_as_interrupt
 
     written: dict[str, str] = {}
     try:
@@ -60,7 +60,7 @@ def run(args: argparse.Namespace) -> int:
 def _analyze(args: argparse.Namespace, written: dict[str, str]) -> int:
     """The run; ``written`` gets the tables once they are all in place."""
     # Imported here: pyspark is only needed by this sub-command, and slow to import.
-    from pwcap.jobs.common import at_once, missing_datasets, session, stopped_quietly
+    from ..jobs.common import at_once, missing_datasets, session, stopped_quietly
 
     try:
         for dataset in missing_datasets(args.datasets):
@@ -81,9 +81,9 @@ def _analyze(args: argparse.Namespace, written: dict[str, str]) -> int:
 
 def _run_jobs(spark: Any, args: argparse.Namespace, written: dict[str, str]) -> int:
     """The jobs, their tables and the summary, once Spark runs."""
-    from pwcap.analyze_progress import AnalyzeProgress
-    from pwcap.jobs import findings, latency, permits, redelivery
-    from pwcap.jobs.common import output_refusal, read_back, read_table, write_concurrently
+    from ..jobs import findings, latency, permits, redelivery
+    from ..jobs.common import output_refusal, read_back, read_table, write_concurrently
+    from .analyze_progress import AnalyzeProgress
 
     problem = output_refusal(args.output, args.overwrite, spark)  # a remote one, now Spark runs
     if problem is not None:
@@ -136,7 +136,7 @@ def summary(results: dict[str, Any]) -> str:
     subscriptions, computed from the written tables."""
     from pyspark.sql import functions as F
 
-    from pwcap.jobs.latency import DELIVERY_ACK
+    from ..jobs.latency import DELIVERY_ACK
 
     lines = ["Worst latencies (p99 by kind, microseconds):"]
     kinds = latency_by_kind(results["latency_pairs"])

@@ -9,13 +9,13 @@ from collections import Counter
 from pathlib import Path
 from typing import TYPE_CHECKING, TextIO
 
-from pwcap.cli_paths import describe
-from pwcap.decode.options import add_decode_options, decode_options, positive
-from pwcap.terminal import printable
+from ..decode.options import add_decode_options, decode_options, positive
+from ..tables.printable import printable
+from .paths import describe
 
 if TYPE_CHECKING:  # imported lazily at run time: `pwcap --help` stays fast
-    from pwcap.capture import CaptureStats
-    from pwcap.decode.driver import Summary
+    from ..capture import CaptureStats
+    from ..decode.driver import Summary
 
 EPILOG = """\
 exit status: 0 when every capture was decoded; 1 when an input is unusable (missing, not
@@ -56,12 +56,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from pwcap.decode.capture_anomalies import capture_warnings
-    from pwcap.decode.inputs import InputError
-    from pwcap.decode.parallel import WorkerDied, decode_parallel
-    from pwcap.tables.dataset import DatasetError
-    from pwcap.tables.interrupts import exit_status, signals_as_interrupt
-
+    from ..decode.capture_anomalies import capture_warnings
+    from ..decode.inputs import InputError
+    from ..decode.parallel import WorkerDied, decode_parallel
+    from ..tables.dataset import DatasetError
+    from ..tables.interrupts import exit_status, signals_as_interrupt
     from .progress import ProgressBar, wanted
 
     options = decode_options(args)
@@ -131,7 +130,7 @@ def print_summary(summary: Summary, out: TextIO) -> None:
     print(f"messages     {summary.rows['messages']:,}", file=out)
     print(f"anomalies    {_tally(summary.anomalies)}", file=out)
     if summary.skipped:
-        from pwcap.decode.inputs import skipped_summary
+        from ..decode.inputs import skipped_summary
 
         print(f"skipped      {printable(skipped_summary(summary.skipped), None)}", file=out)
     print(f"written to   {printable(summary.out, None)}", file=out)
@@ -151,7 +150,7 @@ def _tls(summary: Summary) -> str:
 
 def _packets(stats: CaptureStats) -> str:
     """What reassembly made of the records: skipped, repaired and lost, in one line."""
-    from pwcap.decode.capture_anomalies import skip_reasons
+    from ..decode.capture_anomalies import skip_reasons
 
     # Fragments are counted apart: their datagrams count as what they carried.
     skipped = sum(n for reason, n in stats.skipped.items() if reason != "ip_fragments")

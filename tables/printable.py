@@ -8,6 +8,10 @@ newline forges whole lines. :func:`printable` shows every character a terminal w
 act on as a visible escape, as tshark does (``\\x1b``, ``\\r``, ``\\n``), and a backslash
 as ``\\\\`` so that an escape can never be faked; the tables keep the exact text. Every
 command prints wire text through it, piped or on a terminal.
+
+It lives with the dataset contract because the Spark jobs print the dataset's names too and
+may import nothing of pwcap but ``tables/``; the command line and the Spark decode print
+through it as well.
 """
 
 from __future__ import annotations

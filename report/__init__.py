@@ -8,9 +8,9 @@ whatever the capture size, and every string from the capture is escaped.
 from __future__ import annotations
 
 from datetime import UTC, datetime
+from importlib.metadata import version
 from pathlib import Path
 
-from .. import __version__
 from . import analytics, decoded
 from .answers import answers, capture_spans
 from .findings import findings
@@ -47,5 +47,5 @@ def render(dataset: Path, analytics_dir: Path | None = None) -> str:
     ]
     subtitle = f"dataset {dataset}" + (f" · analytics {analytics_dir}" if analytics_dir else "")
     generated = datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC")
-    subtitle += f" · capture times in UTC · pwcap {__version__}, generated {generated}"
+    subtitle += f" · capture times in UTC · pwcap {version('pwcap')}, generated {generated}"
     return page("pwcap report", subtitle, NAV, body)

@@ -13,8 +13,7 @@ import os
 import signal
 import sys
 
-from . import __version__
-from .engine import activate
+from ..decode.engine import activate
 
 # pyarrow imports NumPy, whose OpenBLAS starts a thread per core that spins a while: CPU
 # spent in every pwcap process (each `--jobs` worker too), for linear algebra pwcap
@@ -27,19 +26,23 @@ DESCRIPTION = (
 )
 # The variable naming Arrow's default memory pool, read when pyarrow first allocates.
 ARROW_POOL_VARIABLE = "ARROW_DEFAULT_MEMORY_POOL"
+# Each sub-command's module in this package (cli/decode.py is pwcap.cli.decode).
 SUBCOMMANDS = {
-    "decode": ("pwcap.cli_decode", "decode captures into a Parquet dataset"),
-    "show": ("pwcap.cli_show", "print one line per frame, like a packet list"),
-    "analyze": ("pwcap.cli_analyze", "run the latency, permit and redelivery analytics"),
-    "report": ("pwcap.cli_report", "write a self-contained HTML report of a dataset"),
+    "decode": (".decode", "decode captures into a Parquet dataset"),
+    "show": (".show", "print one line per frame, like a packet list"),
+    "analyze": (".analyze", "run the latency, permit and redelivery analytics"),
+    "report": (".report", "write a self-contained HTML report of a dataset"),
 }
 
 
 def version_text() -> str:
-    """What ``pwcap --version`` prints: the version and which decoder engine runs."""
-    from .engine import engine
+    """What ``pwcap --version`` prints: the version and which decoder engine runs (the
+    version as installed: ``pyproject.toml`` reads it from ``pwcap.__version__``)."""
+    from importlib.metadata import version
 
-    return f"pwcap {__version__} (decoder: {engine()})"
+    from ..decode.engine import engine
+
+    return f"pwcap {version('pwcap')} (decoder: {engine()})"
 
 
 class _VersionAction(argparse.Action):
@@ -80,7 +83,7 @@ def main(argv: list[str] | None = None) -> int:
     for name, (module_name, help_text) in SUBCOMMANDS.items():
         sub = subparsers.add_parser(name, help=help_text, description=help_text)
         if name == chosen:
-            module = importlib.import_module(module_name)
+            module = importlib.import_module(module_name, __name__)
             module.add_arguments(sub)
     args = parser.parse_args(argv)
     if module is None:  # argparse took a word for the command that _command did not
@@ -107,7 +110,3 @@ def entry() -> int:
     for signum in (signal.SIGINT, signal.SIGTERM):
         signal.signal(signum, signal.SIG_IGN)
     return status
-
-
-if __name__ == "__main__":
-    sys.exit(entry())

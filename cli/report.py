@@ -8,8 +8,8 @@ import os
 import sys
 from pathlib import Path
 
-from pwcap.cli_paths import PathError, check_dataset, check_new_output, describe
-from pwcap.terminal import printable
+from ..tables.printable import printable
+from .paths import PathError, check_dataset, check_new_output, describe
 
 EXIT_UNUSABLE = 1
 
@@ -24,7 +24,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from pwcap.tables.interrupts import exit_status, signals_as_interrupt
+    from ..tables.interrupts import exit_status, signals_as_interrupt
 
     try:
         with signals_as_interrupt():
@@ -36,7 +36,7 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _report(args: argparse.Namespace) -> int:
-    from pwcap.report import render
+    from ..report import render
 
     try:
         check_dataset(args.dataset)
@@ -62,8 +62,8 @@ def check_analytics(dataset: Path, analytics: Path) -> list[str]:
     """Refuse an analytics folder that holds no analytics tables, or tables computed from
     another dataset than ``dataset`` (their numbers would be shown as its own); what to
     warn of: tables computed from it and others together, or from sources not recorded."""
-    from pwcap.report.tables import ANALYTICS_TABLES
-    from pwcap.tables import provenance
+    from ..report.tables import ANALYTICS_TABLES
+    from ..tables import provenance
 
     if not analytics.is_dir():
         raise PathError(f"{analytics}: not an analytics folder (pwcap analyze -o)")
@@ -96,7 +96,7 @@ def check_analytics(dataset: Path, analytics: Path) -> list[str]:
 def _write(path: Path, html: str) -> None:
     """Written beside the target and renamed: a reader never sees half a page, and a
     failed write leaves nothing behind."""
-    from pwcap.tables.interrupts import Interrupted, interrupts_deferred
+    from ..tables.interrupts import Interrupted, interrupts_deferred
 
     path.parent.mkdir(parents=True, exist_ok=True)
     temporary = path.with_name(f".{path.name}.tmp")

@@ -13,7 +13,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TextIO
 
-from pwcap.terminal import printable
+from ..tables.printable import printable
 
 INTERVAL = 0.25  # seconds between redraws
 

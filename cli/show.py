@@ -20,14 +20,14 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from pwcap.decode.options import (
+from ..decode.options import (
     add_port_arguments,
     add_tls_arguments,
     add_tunnel_arguments,
     port_hints,
     positive,
 )
-from pwcap.terminal import TEXT_LIMIT, printable
+from ..tables.printable import TEXT_LIMIT, printable
 
 FrameCallback = Callable[[dict[str, Any]], None]
 ANOMALY_COLUMNS = ["ts", "capture", "conn_id", "direction", "kind", "stream_offset", "detail"]
@@ -99,7 +99,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from pwcap.tables.interrupts import exit_status, signals_as_interrupt
+    from ..tables.interrupts import exit_status, signals_as_interrupt
 
     path = Path(args.file)
     unknown = sorted({c.upper() for c in args.commands or ()} - command_names())
@@ -256,8 +256,8 @@ def _details(row: dict[str, Any]) -> str:
 
 def command_names() -> set[str]:
     """Every command name ``--command`` can match: Pulsar's and Kafka 0.7's."""
-    from pwcap.decode.kafka07.wire import ANSWERED, REQUEST_NAMES
-    from pwcap.decode.pulsar._pb.pulsar_api_pb2 import BaseCommand
+    from ..decode.kafka07.wire import ANSWERED, REQUEST_NAMES
+    from ..decode.pulsar._pb.pulsar_api_pb2 import BaseCommand
 
     kafka = [*REQUEST_NAMES, *(f"{REQUEST_NAMES[t]}_RESPONSE" for t in ANSWERED)]
     return {*BaseCommand.Type.keys(), *kafka}
@@ -329,10 +329,10 @@ def _capture_frames(
     """Decode the capture on the fly (the decode driver, its rules for a capture cut off
     or no capture at all, ``options`` as ``DecodeOptions`` takes them), showing each frame
     as its decoder emits it."""
-    from pwcap.decode.api import DecodeOptions, RowSink
-    from pwcap.decode.capture_anomalies import capture_warnings
-    from pwcap.decode.driver import decode_capture
-    from pwcap.decode.inputs import STDIN, CaptureInput, InputError
+    from ..decode.api import DecodeOptions, RowSink
+    from ..decode.capture_anomalies import capture_warnings
+    from ..decode.driver import decode_capture
+    from ..decode.inputs import STDIN, CaptureInput, InputError
 
     class _Rows:
         # Messages are not shown: their frames are.

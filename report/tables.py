@@ -17,8 +17,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.dataset as ds
 
-from pwcap.tables.analytics import ANALYTICS
-from pwcap.tables.schema import TABLES
+from ..tables.analytics import ANALYTICS
+from ..tables.schema import TABLES
 
 # The tables the report reads, as the table contract names them.
 DECODED_TABLES = tuple(TABLES)

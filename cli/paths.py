@@ -39,7 +39,7 @@ def check_dataset(path: Path) -> None:
         raise PathError(f"{path}: not a dataset folder (pwcap decode -o writes one)")
     if (path / "frames").is_dir():
         return
-    from pwcap.decode.inputs import not_a_capture
+    from ..decode.inputs import not_a_capture
 
     files = [p for p in itertools.islice(path.iterdir(), LOOKED_AT) if p.is_file()]
     if any(not_a_capture(p) is None for p in files):

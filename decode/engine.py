@@ -16,6 +16,8 @@ several times slower, and only a rebuild makes it fast again.
 Nothing here happens at ``import pwcap``: the programs (the ``pwcap`` command, the Spark
 decode tasks, the tests) call :func:`activate` before they import the hot path. A
 program that imports the decoders without it runs whatever Python's own import picks.
+This module is in ``decode/`` because ``decode/__init__.py`` imports nothing: importing it
+loads no compiled module, so the choice can still be made.
 """
 
 from __future__ import annotations
