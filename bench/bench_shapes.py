@@ -295,10 +295,16 @@ def print_targets(measured: list[Measured], jobs: tuple[float, Result, Result] |
             )
     if jobs is not None:
         speedup, one, two = jobs
+        # --jobs 1 already runs on more than one core (the Parquet writer's thread): on
+        # this machine's cores, --jobs 2 can be at most cores / (its CPU over its wall)
+        # faster, however well the work splits.
+        cores = len(os.sched_getaffinity(0))
+        ceiling = cores / (one.cpu / one.wall)
         print(
             f"  jobs: --jobs 2 at least {JOBS_SPEEDUP}x --jobs 1 (wall): {speedup:.2f}x"
             f" (--jobs 1 {one.wall:.2f} s, --jobs 2 {two.wall:.2f} s):"
-            f" {_verdict(speedup >= JOBS_SPEEDUP)}"
+            f" {_verdict(speedup >= JOBS_SPEEDUP)} (--jobs 1 keeps {one.cpu / one.wall:.2f}"
+            f" cores busy: {ceiling:.2f}x at most on {cores} cores)"
         )
     if measured:
         peak = max(m.pwcap.peak_mb for m in measured)
