@@ -297,7 +297,8 @@ def print_targets(measured: list[Measured], jobs: tuple[float, Result, Result] |
         speedup, one, two = jobs
         # --jobs 1 already runs on more than one core (the Parquet writer's thread): on
         # this machine's cores, --jobs 2 can be at most cores / (its CPU over its wall)
-        # faster, however well the work splits.
+        # faster, however well the work splits. A busy machine lengthens the wall, so the
+        # bound printed is then looser still, never tighter.
         cores = len(os.sched_getaffinity(0))
         ceiling = cores / (one.cpu / one.wall)
         print(
