@@ -74,6 +74,16 @@ def pwcap_decode(capture: Path, out: Path, *extra: str) -> Contender:
     return Contender(name, argv)
 
 
+FLOOR = "Parquet floor (its tables written again)"
+FLOOR_SCRIPT = Path(__file__).resolve().parent / "parquet_floor.py"
+
+
+def parquet_floor(arrow_dir: Path, out: Path) -> Contender:
+    """``parquet_floor.py``: a decode's tables (kept in ``arrow_dir``) written to Parquet
+    again, with nothing decoded: the least a run producing them can cost."""
+    return Contender(FLOOR, [sys.executable, str(FLOOR_SCRIPT), str(arrow_dir), str(out)])
+
+
 def has_pulsar_plugin() -> bool:
     if shutil.which("tshark") is None:
         return False

@@ -22,7 +22,6 @@ loads no compiled module, so the choice can still be made.
 
 from __future__ import annotations
 
-import importlib.abc
 import importlib.machinery
 import importlib.util
 import os
@@ -44,9 +43,11 @@ def pure_python_requested() -> bool:
     return os.environ.get(PURE_PYTHON_VARIABLE, "") not in ("", "0")
 
 
-class _SourceWhenDue(importlib.abc.MetaPathFinder):
+class _SourceWhenDue:
     """Finds pwcap's modules as the other finders do, and loads a compiled one's source
-    instead of its extension (placed only when the interpreted path is due)."""
+    instead of its extension (placed only when the interpreted path is due). A finder
+    needs only ``find_spec``: importlib.abc's base class would load importlib.resources
+    into every start for nothing."""
 
     def find_spec(
         self, fullname: str, path: object = None, target: ModuleType | None = None

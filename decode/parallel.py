@@ -23,9 +23,6 @@ workers keeps its work under ``if __name__ == "__main__":`` (as with any spawn).
 
 from __future__ import annotations
 
-import multiprocessing
-import multiprocessing.connection
-import multiprocessing.resource_tracker
 import os
 import shutil
 import signal
@@ -33,8 +30,8 @@ import time
 from collections import Counter
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from multiprocessing.connection import Connection
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from ..capture.shares import FlowShare
 from ..tables.dataset import DatasetWriter, check_output, make_temporary, put_in_place
@@ -52,6 +49,10 @@ from .driver import (
     merge_shares,
 )
 from .inputs import CaptureInput, expand_inputs
+
+if TYPE_CHECKING:
+    import multiprocessing
+    from multiprocessing.connection import Connection
 
 MIN_WORKER_BYTES = 16 << 20  # input bytes below which another worker does not pay off
 POLL_SECONDS = 0.25  # how often the parent redraws progress and looks for finished workers
@@ -169,6 +170,11 @@ def _run_workers(
 ) -> list[WorkerResult]:
     """Start one process per worker, show their joint progress, gather their results;
     the first error (or an interruption) stops them all."""
+    # Imported here: a run with one worker (a decode's usual case) never loads them, and
+    # they were a fortieth of every decode's start.
+    import multiprocessing.connection
+    import multiprocessing.resource_tracker
+
     context = multiprocessing.get_context("spawn")
     done = context.Array("d", len(workers), lock=False)  # bytes each worker got through
     # One pipe per worker, not a Queue: a Queue's feeder thread can hang a worker's exit.

@@ -105,16 +105,7 @@ class TableWriter:
         self._file_count = 0  # rows in the current part file
         self._parts = 0
         self.written = 0  # rows handed to Parquet so far
-        leaves = _leaf_columns(self.schema)
-        self._dictionaried = [
-            path for path, _ in leaves if path.split(".")[0] not in UNDICTIONARIED
-        ]
-        self._with_statistics = [
-            path for path, bytes_ in leaves if not bytes_ or path in TEXT_WITH_STATISTICS
-        ]
-        self._encodings = {
-            path: "DELTA_BINARY_PACKED" for path, _ in leaves if path in DELTA_ENCODED
-        }
+        self._settings = parquet_settings(self.schema)
         self._counted_column = COUNTED.get(table)
         if self._counted_column is not None:  # counted as rows end (C counters, so that no
             # run's start pays for importing pyarrow.compute)
@@ -187,13 +178,7 @@ class TableWriter:
             self._writer.close()
         path = f"{self.directory}/{self._part_name}-{self._parts:05d}.parquet"
         self._writer = pq.ParquetWriter(
-            path,
-            self.schema,
-            compression=COMPRESSION,
-            use_dictionary=self._dictionaried,
-            write_statistics=self._with_statistics,
-            column_encoding=self._encodings or None,
-            filesystem=self._filesystem,
+            path, self.schema, filesystem=self._filesystem, **self._settings
         )
         self.files.append(path)
         self._parts += 1
@@ -222,6 +207,22 @@ class TableWriter:
         if self._writer is not None:
             self._writer.close()
             self._writer = None
+
+
+def parquet_settings(schema: pa.Schema) -> dict[str, object]:
+    """The ``ParquetWriter`` settings of a table of ``schema``: its compression, and which
+    columns get a dictionary, statistics and delta encoding (also what the benchmarks'
+    Parquet floor writes with)."""
+    leaves = _leaf_columns(schema)
+    encodings = {path: "DELTA_BINARY_PACKED" for path, _ in leaves if path in DELTA_ENCODED}
+    return {
+        "compression": COMPRESSION,
+        "use_dictionary": [path for path, _ in leaves if path.split(".")[0] not in UNDICTIONARIED],
+        "write_statistics": [
+            path for path, bytes_ in leaves if not bytes_ or path in TEXT_WITH_STATISTICS
+        ],
+        "column_encoding": encodings or None,
+    }
 
 
 def _leaf_columns(schema: pa.Schema) -> list[tuple[str, bool]]:

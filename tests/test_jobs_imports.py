@@ -14,7 +14,15 @@ from pwcap.decode.kafka07.wire import ANSWERED, REQUEST_NAMES
 from pwcap.decode.pulsar import commands
 from pwcap.jobs import request_commands
 
-FORBIDDEN = ("pwcap.decode", "pwcap.capture", "lz4", "zstandard", "google.protobuf", "crc32c")
+FORBIDDEN = (
+    "pwcap.decode",
+    "pwcap.capture",
+    "lz4",
+    "zstandard",
+    "google.protobuf",
+    "crc32c",
+    "google_crc32c",
+)
 
 
 def test_no_analytics_job_module_loads_the_decoder_or_its_libraries():
