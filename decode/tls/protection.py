@@ -25,6 +25,7 @@ from cryptography.exceptions import InvalidTag
 from cryptography.hazmat.primitives.ciphers import Cipher, algorithms, modes
 from cryptography.hazmat.primitives.ciphers.aead import AESCCM, AESGCM, ChaCha20Poly1305
 
+from .hello import MAX_RECORD
 from .schedule import Keys
 from .suites import CBC, CCM8, CHACHA, GCM, Suite
 
@@ -33,6 +34,9 @@ if cython.compiled:
     from cython.cimports.cpython.bytes import PyBytes_AS_STRING, PyBytes_FromStringAndSize
 
 TAG = 16  # the AEAD tag, but CCM_8's
+# Where Tls13.open_at decrypts a record (compiled): the largest record's plaintext fits.
+_SCRATCH_SIZE = cython.declare(cython.Py_ssize_t, MAX_RECORD)
+_SCRATCH = bytearray(MAX_RECORD)
 APPLICATION_DATA = 23
 
 
@@ -41,6 +45,11 @@ class Protection:
 
     def open(self, seq: int, header: bytes, body: bytes) -> tuple[int, bytes] | None:
         raise NotImplementedError
+
+    def open_at(self, seq: int, data: bytes, pos: int, length: int) -> tuple[int, bytes] | None:
+        """:meth:`open` of the record whose header is ``data[pos:pos + 5]`` and whose
+        ``length`` bytes follow it: what the record walk calls, with the bytes it holds."""
+        return self.open(seq, data[pos : pos + 5], data[pos + 5 : pos + 5 + length])
 
     def explicit_seq(self, body: bytes) -> int | None:
         """The sequence number a record states itself (TLS 1.2 AES-GCM and AES-CCM peers
@@ -95,12 +104,7 @@ class _EvpAead:
         return self._ok
 
     @cython.locals(
-        nonce=bytearray,
-        data=bytes,
-        size=cython.Py_ssize_t,
-        done=cython.int,
-        more=cython.int,
-        out=bytes,
+        nonce=bytearray, data=bytes, size=cython.Py_ssize_t, out=bytes, start=cython.p_uchar
     )
     def decrypt(self, nonce: bytearray, data: bytes, aad: object) -> bytes:
         """``data``'s plaintext (its last 16 bytes the tag), or InvalidTag."""
@@ -108,51 +112,37 @@ class _EvpAead:
         if size < 0 or size > 1 << 24 or len(nonce) != 12:
             raise InvalidTag
         out = PyBytes_FromStringAndSize(cython.NULL, size)
-        raw = cython.cast(cython.p_uchar, PyBytes_AS_STRING(data))
-        done = 0
-        more = 0
-        if (
-            EVP_DecryptInit_ex2(  # noqa: F821
-                self._ctx,
-                cython.NULL,
-                cython.NULL,
-                cython.cast(cython.p_uchar, PyByteArray_AS_STRING(nonce)),
-                cython.NULL,
-            )
-            != 1
-            or not self._add(aad)
-            or EVP_DecryptUpdate(  # noqa: F821
-                self._ctx,
-                cython.cast(cython.p_uchar, PyBytes_AS_STRING(out)),
-                cython.address(done),
-                raw,
-                size,
-            )
-            != 1
-            or EVP_CIPHER_CTX_ctrl(self._ctx, EVP_CTRL_AEAD_SET_TAG, TAG, raw + size) != 1  # noqa: F821
-            or EVP_DecryptFinal_ex(  # noqa: F821
-                self._ctx,
-                cython.cast(cython.p_uchar, PyBytes_AS_STRING(out)) + done,
-                cython.address(more),
-            )
-            != 1
-        ):
-            raise InvalidTag
-        return out
-
-    @cython.cfunc
-    @cython.returns(cython.bint)
-    @cython.locals(aad=object, ignored=cython.int, start=cython.p_uchar)
-    def _add(self, aad: object) -> bool:
-        """The additional data (bytes or a bytearray) into the context."""
-        ignored = 0
         if type(aad) is bytes:
             start = cython.cast(cython.p_uchar, PyBytes_AS_STRING(aad))
         else:
             start = cython.cast(cython.p_uchar, PyByteArray_AS_STRING(aad))
+        if not self._run(
+            cython.cast(cython.p_uchar, PyByteArray_AS_STRING(nonce)),
+            start,
+            len(aad),
+            cython.cast(cython.p_uchar, PyBytes_AS_STRING(data)),
+            size,
+            cython.cast(cython.p_uchar, PyBytes_AS_STRING(out)),
+        ):
+            raise InvalidTag
+        return out
+
+    @cython.locals(done=cython.int, more=cython.int, ignored=cython.int, tag=cython.p_void)
+    def _run(
+        self, nonce: object, aad: object, aad_size: int, sealed: object, size: int, out: object
+    ) -> bool:
+        """Whether the ``size`` bytes at ``sealed``, their tag right after them, decrypt
+        into ``out`` and authenticate with ``aad`` and the 12-byte ``nonce`` (C pointers
+        all: the caller checked the sizes; the C signature is in protection.pxd)."""
+        done = more = ignored = 0
+        tag = cython.cast(cython.p_void, sealed + size)
         return (
-            EVP_DecryptUpdate(self._ctx, cython.NULL, cython.address(ignored), start, len(aad))  # noqa: F821
+            EVP_DecryptInit_ex2(self._ctx, cython.NULL, cython.NULL, nonce, cython.NULL) == 1  # noqa: F821
+            and EVP_DecryptUpdate(self._ctx, cython.NULL, cython.address(ignored), aad, aad_size)  # noqa: F821
             == 1
+            and EVP_DecryptUpdate(self._ctx, out, cython.address(done), sealed, size) == 1  # noqa: F821
+            and EVP_CIPHER_CTX_ctrl(self._ctx, EVP_CTRL_AEAD_SET_TAG, TAG, tag) == 1  # noqa: F821
+            and EVP_DecryptFinal_ex(self._ctx, out + done, cython.address(more)) == 1  # noqa: F821
         )
 
 
@@ -201,6 +191,7 @@ class Tls13(Protection):
 
     def __init__(self, suite: Suite, keys: Keys) -> None:
         self._aead = _aead(suite, keys.key)
+        self._evp = self._aead if isinstance(self._aead, _EvpAead) else None
         self._nonce = bytearray(keys.iv)  # its last 8 bytes: the IV's, xor the sequence
         self._iv = int.from_bytes(keys.iv[4:], "big")
         self._tag = _tag_size(suite)
@@ -221,6 +212,49 @@ class Tls13(Protection):
         if not plain:
             return None  # no content type at all: RFC 8446 5.4 makes it an error
         return plain[-1], plain[:-1]
+
+    @cython.locals(
+        data=bytes,
+        pos=cython.Py_ssize_t,
+        length=cython.Py_ssize_t,
+        size=cython.Py_ssize_t,
+        end=cython.Py_ssize_t,
+        record=cython.p_uchar,
+        scratch=cython.p_uchar,
+    )
+    def open_at(self, seq: int, data: bytes, pos: int, length: int) -> tuple[int, bytes] | None:
+        """Compiled with OpenSSL's context: the record decrypted from ``data`` itself into
+        a buffer shared by all records (they are opened one at a time), and only its
+        content, without the type and padding, copied out: no bytes object for the
+        header, the ciphertext, or the padded plaintext."""
+        size = length - TAG
+        if (
+            not cython.compiled
+            or self._evp is None
+            or size <= 0
+            or size > _SCRATCH_SIZE
+            or pos < 0
+            or pos + 5 + length > len(data)
+        ):
+            return self.open(seq, data[pos : pos + 5], data[pos + 5 : pos + 5 + length])
+        _put_u64(self._nonce, 4, self._iv ^ seq)
+        record = cython.cast(cython.p_uchar, PyBytes_AS_STRING(data)) + pos
+        scratch = cython.cast(cython.p_uchar, PyByteArray_AS_STRING(_SCRATCH))
+        if not self._evp._run(
+            cython.cast(cython.p_uchar, PyByteArray_AS_STRING(self._nonce)),
+            record,
+            5,
+            record + 5,
+            size,
+            scratch,
+        ):
+            return None
+        end = size - 1
+        while end >= 0 and scratch[end] == 0:  # padding (RFC 8446 5.4)
+            end -= 1
+        if end < 0:
+            return None  # no content type at all: RFC 8446 5.4 makes it an error
+        return scratch[end], PyBytes_FromStringAndSize(cython.cast(cython.p_char, scratch), end)
 
 
 class Tls12Aead(Protection):
