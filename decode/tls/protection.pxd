@@ -19,10 +19,15 @@ cdef extern from "openssl/evp.h":
     int EVP_CIPHER_CTX_ctrl(EVP_CIPHER_CTX *ctx, int kind, int arg, void *ptr)
 
 
+cdef class _Cipher:
+    cdef EVP_CIPHER *_cipher
+
+
 cdef class _EvpAead:
     cdef EVP_CIPHER_CTX *_ctx
-    cdef EVP_CIPHER *_cipher
+    cdef _Cipher _kind
     cdef bint _ok
+    cpdef object opened(self, bytearray nonce, bytes data, object aad)
     cdef bint _run(self, const unsigned char *nonce, const unsigned char *aad, int aad_size,
                    const unsigned char *sealed, int size, unsigned char *out)
 

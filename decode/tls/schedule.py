@@ -8,7 +8,7 @@ HKDF and HMAC come from pyca ``cryptography`` and the standard library; compiled
 HKDF-Expand-Label is OpenSSL's own TLS 1.3 KDF (the library ``cryptography`` runs on),
 through one context per hash kept for the process: ``cryptography``'s HKDFExpand, an
 object made per derivation, cost four times as much, and a TLS 1.3 connection derives
-eight keys and IVs.
+eight keys and IVs; ``cryptography`` is then not even imported.
 """
 
 from __future__ import annotations
@@ -18,15 +18,12 @@ import hmac
 from dataclasses import dataclass
 
 import cython
-from cryptography.hazmat.primitives import hashes
-from cryptography.hazmat.primitives.kdf.hkdf import HKDFExpand
 
 from .suites import Suite
 
 if cython.compiled:
     from cython.cimports.cpython.bytes import PyBytes_AS_STRING, PyBytes_FromStringAndSize
 
-_HASHES = {"sha256": hashes.SHA256, "sha384": hashes.SHA384}
 PREFIX = b"tls13 "
 
 
@@ -39,9 +36,13 @@ def hkdf_expand_label(secret: bytes, label: bytes, context: bytes, length: int, 
         derived = expand.derive(secret, label, context, length)
         if derived is not None:
             return derived
+    from cryptography.hazmat.primitives import hashes
+    from cryptography.hazmat.primitives.kdf.hkdf import HKDFExpand
+
     full = PREFIX + label
     info = length.to_bytes(2, "big") + bytes([len(full)]) + full + bytes([len(context)]) + context
-    return HKDFExpand(_HASHES[hash](), length, info).derive(secret)
+    algorithm = {"sha256": hashes.SHA256, "sha384": hashes.SHA384}[hash]
+    return HKDFExpand(algorithm(), length, info).derive(secret)
 
 
 @cython.cclass
