@@ -55,6 +55,7 @@ COMPILED = [
     "decode/digest.py",
     "decode/framing.py",
     "decode/conversation.py",
+    "decode/tls/handshake.py",
     "decode/tls/keylog.py",
     "decode/tls/protection.py",
     "decode/tls/schedule.py",
