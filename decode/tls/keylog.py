@@ -283,6 +283,7 @@ def _is_hex(c: int) -> bool:
     label_end=cython.Py_ssize_t,
     random_end=cython.Py_ssize_t,
     secret_end=cython.Py_ssize_t,
+    text=cython.p_uchar,
 )
 @cython.returns(cython.longlong)
 def _fields(data: bytes, pos: int, end: int) -> int:
@@ -290,33 +291,38 @@ def _fields(data: bytes, pos: int, end: int) -> int:
     where its fields end, relative to ``pos`` (the label's, the client random's, the
     secret's, then the line's length without its newline: 10 bits each, packed), or -1 if
     the line is not ``[A-Z0-9_]+ HEX+ HEX+`` followed by spaces or tabs and an optional
-    CR, or is longer than any key log line."""
+    CR, or is longer than any key log line. Compiled, the bytes are read through a C
+    pointer once ``pos`` and ``end`` are known to lie within them: every byte of a key
+    log goes through here, a bounds check on each read cost three times the read."""
+    if pos < 0 or end > len(data) or pos > end:
+        return -1
+    text = data  # compiled: a pointer to its bytes
     i = pos
     while i < end:
-        c = data[i]
+        c = text[i]
         if not (65 <= c <= 90 or 48 <= c <= 57 or c == 95):
             break
         i += 1
     label_end = i - pos
-    if label_end == 0 or i >= end or data[i] != 32:
+    if label_end == 0 or i >= end or text[i] != 32:
         return -1
     i += 1
-    while i < end and _is_hex(data[i]):
+    while i < end and _is_hex(text[i]):
         i += 1
     random_end = i - pos
-    if random_end == label_end + 1 or i >= end or data[i] != 32:
+    if random_end == label_end + 1 or i >= end or text[i] != 32:
         return -1
     i += 1
-    while i < end and _is_hex(data[i]):
+    while i < end and _is_hex(text[i]):
         i += 1
     secret_end = i - pos
     if secret_end == random_end + 1:
         return -1
-    while i < end and (data[i] == 32 or data[i] == 9):
+    while i < end and (text[i] == 32 or text[i] == 9):
         i += 1
-    if i < end and data[i] == 13:
+    if i < end and text[i] == 13:
         i += 1
-    if (i < end and data[i] != 10) or i - pos > _MAX_LINE:
+    if (i < end and text[i] != 10) or i - pos > _MAX_LINE:
         return -1
     return label_end | random_end << 10 | secret_end << 20 | (i - pos) << 30
 
