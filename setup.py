@@ -55,8 +55,10 @@ COMPILED = [
     "decode/digest.py",
     "decode/framing.py",
     "decode/conversation.py",
+    "decode/tls/handshake.py",
     "decode/tls/keylog.py",
     "decode/tls/protection.py",
+    "decode/tls/schedule.py",
     "decode/tls/stream.py",
     "decode/pulsar/framing.py",
     "decode/pulsar/commands.py",
@@ -84,7 +86,11 @@ COMPILED = [
 ]
 # The C libraries a compiled module links with, beyond Python's: OpenSSL's libcrypto (its
 # headers: Debian's libssl-dev), which hashlib runs on too.
-LIBRARIES = {"decode/digest.py": ["crypto"], "decode/tls/protection.py": ["crypto"]}
+LIBRARIES = {
+    "decode/digest.py": ["crypto"],
+    "decode/tls/protection.py": ["crypto"],
+    "decode/tls/schedule.py": ["crypto"],
+}
 # Cython's defaults stay on (bounds checks, negative-index wrapping): the bytes are
 # untrusted. Annotations document; they do not restrict what a caller may pass.
 DIRECTIVES = {"language_level": 3, "annotation_typing": False}

@@ -13,10 +13,11 @@ import random
 
 import pytest
 from cryptography.exceptions import InvalidTag
-from cryptography.hazmat.primitives.ciphers.aead import AESGCM, ChaCha20Poly1305
+from cryptography.hazmat.primitives.ciphers.aead import AESCCM, AESGCM, ChaCha20Poly1305
 
-from pwcap.decode.tls.protection import _aead
-from pwcap.decode.tls.suites import CHACHA, GCM, SUITES
+from pwcap.decode.tls.protection import Tls13, _aead
+from pwcap.decode.tls.schedule import Keys
+from pwcap.decode.tls.suites import CCM8, CHACHA, GCM, SUITES
 
 AEAD_SUITES = {
     (suite.cipher, suite.key_size): suite
@@ -47,3 +48,44 @@ def test_records_open_as_cryptography_sealed_them_and_damage_never_authenticates
                 opener.decrypt(nonce, record, extra)
     with pytest.raises(InvalidTag):
         opener.decrypt(bytearray(12), bytes(15), b"")  # shorter than a tag
+
+
+TLS13_SUITES = [suite for suite in SUITES.values() if suite.tls13]
+
+
+@pytest.mark.parametrize("suite", TLS13_SUITES, ids=lambda suite: suite.name)
+def test_a_tls13_record_opens_in_place_as_it_opens_alone(suite):
+    """The record walk opens a record inside the bytes it holds (``open_at``): the same
+    content type and content as ``open`` of the record's own header and body, padding
+    stripped, and None for a damaged record, one of only padding, or one cut short."""
+    rng = random.Random(suite.name)
+    keys = Keys(rng.randbytes(suite.key_size), rng.randbytes(12))
+    protection = Tls13(suite, keys)
+    cipher = {GCM: AESGCM, CHACHA: ChaCha20Poly1305}.get(suite.cipher)
+    if cipher is None:
+        sealer = AESCCM(keys.key, tag_length=8 if suite.cipher == CCM8 else 16)
+    else:
+        sealer = cipher(keys.key)
+    iv = int.from_bytes(keys.iv, "big")
+    cases = [(23, b"x", 0), (23, b"", 0), (22, b"hello", 7), (21, b"\x01\x00", 300)]
+    cases += [(23, rng.randbytes(rng.randrange(1, 17_000)), rng.randrange(3)) for _ in range(20)]
+    cases += [(0, b"", 40)]  # only padding: no content type
+    for seq, (kind, content, padding) in enumerate(cases):
+        inner = content + bytes([kind]) + bytes(padding)
+        size = len(inner) + (8 if suite.cipher == CCM8 else 16)
+        header = bytes([23, 3, 3]) + size.to_bytes(2, "big")
+        nonce = (iv ^ seq).to_bytes(12, "big")
+        record = header + sealer.encrypt(nonce, inner, header)
+        before, after = rng.randbytes(rng.randrange(40)), rng.randbytes(rng.randrange(40))
+        held = before + record + after
+        expected = None if kind == 0 else (kind, content)
+        assert protection.open(seq, record[:5], record[5:]) == expected
+        assert protection.open_at(seq, held, len(before), size) == expected
+        assert protection.open_at(seq + 1, held, len(before), size) is None  # wrong number
+        at = len(before) + rng.randrange(len(record))
+        damaged = held[:at] + bytes([held[at] ^ 1 << rng.randrange(8)]) + held[at + 1 :]
+        assert protection.open_at(seq, damaged, len(before), size) is None
+        assert (
+            protection.open_at(seq, held[: len(before) + len(record) - 1], len(before), size)
+            is None
+        )

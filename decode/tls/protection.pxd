@@ -19,20 +19,29 @@ cdef extern from "openssl/evp.h":
     int EVP_CIPHER_CTX_ctrl(EVP_CIPHER_CTX *ctx, int kind, int arg, void *ptr)
 
 
+cdef class _Cipher:
+    cdef EVP_CIPHER *_cipher
+
+
 cdef class _EvpAead:
     cdef EVP_CIPHER_CTX *_ctx
-    cdef EVP_CIPHER *_cipher
+    cdef _Cipher _kind
     cdef bint _ok
-    cdef bint _add(self, object aad)
+    cpdef object opened(self, bytearray nonce, bytes data, object aad)
+    cdef bint _run(self, const unsigned char *nonce, const unsigned char *aad, int aad_size,
+                   const unsigned char *sealed, int size, unsigned char *out)
 
 
 cdef class Protection:
     cpdef tuple open(self, unsigned long long seq, bytes header, bytes body)
+    cpdef tuple open_at(self, unsigned long long seq, bytes data, Py_ssize_t pos,
+                        Py_ssize_t length)
     cpdef object explicit_seq(self, bytes body)
 
 
 cdef class Tls13(Protection):
     cdef object _aead
+    cdef _EvpAead _evp
     cdef bytearray _nonce
     cdef unsigned long long _iv
     cdef Py_ssize_t _tag

@@ -13,7 +13,10 @@ Python integers and byte strings per record. The AES-GCM and ChaCha20-Poly1305 d
 itself is then OpenSSL's (the library ``cryptography`` runs on) through one cipher
 context per key, its key schedule done once: ``cryptography``'s AEAD objects make and key
 a new context at every call, which costs more than decrypting a small record.
-Interpreted, or where OpenSSL refuses the cipher, ``cryptography`` decrypts.
+Interpreted, or where OpenSSL refuses the cipher, ``cryptography`` decrypts; it is
+imported where it is used, so that a compiled decode of AES-GCM or ChaCha20-Poly1305
+never imports it (its bindings and cipher modules cost 20 ms at the first TLS
+connection).
 """
 
 from __future__ import annotations
@@ -21,10 +24,8 @@ from __future__ import annotations
 import hmac
 
 import cython
-from cryptography.exceptions import InvalidTag
-from cryptography.hazmat.primitives.ciphers import Cipher, algorithms, modes
-from cryptography.hazmat.primitives.ciphers.aead import AESCCM, AESGCM, ChaCha20Poly1305
 
+from .hello import MAX_RECORD
 from .schedule import Keys
 from .suites import CBC, CCM8, CHACHA, GCM, Suite
 
@@ -33,6 +34,9 @@ if cython.compiled:
     from cython.cimports.cpython.bytes import PyBytes_AS_STRING, PyBytes_FromStringAndSize
 
 TAG = 16  # the AEAD tag, but CCM_8's
+# Where Tls13.open_at decrypts a record (compiled): the largest record's plaintext fits.
+_SCRATCH_SIZE = cython.declare(cython.Py_ssize_t, MAX_RECORD)
+_SCRATCH = bytearray(MAX_RECORD)
 APPLICATION_DATA = 23
 
 
@@ -41,6 +45,11 @@ class Protection:
 
     def open(self, seq: int, header: bytes, body: bytes) -> tuple[int, bytes] | None:
         raise NotImplementedError
+
+    def open_at(self, seq: int, data: bytes, pos: int, length: int) -> tuple[int, bytes] | None:
+        """:meth:`open` of the record whose header is ``data[pos:pos + 5]`` and whose
+        ``length`` bytes follow it: what the record walk calls, with the bytes it holds."""
+        return self.open(seq, data[pos : pos + 5], data[pos + 5 : pos + 5 + length])
 
     def explicit_seq(self, body: bytes) -> int | None:
         """The sequence number a record states itself (TLS 1.2 AES-GCM and AES-CCM peers
@@ -53,9 +62,14 @@ def _aead(suite: Suite, key: bytes) -> object:
     ``cryptography``'s AEAD classes have it (OpenSSL's context when compiled)."""
     if cython.compiled and suite.cipher in (GCM, CHACHA):
         name = b"ChaCha20-Poly1305" if suite.cipher == CHACHA else b"AES-%d-GCM" % (len(key) * 8)
-        opener = _EvpAead(name, key)
+        kind = _CIPHERS.get(name)
+        if kind is None:
+            kind = _CIPHERS[name] = _Cipher(name)
+        opener = _EvpAead(kind, key)
         if opener.ready():
             return opener
+    from cryptography.hazmat.primitives.ciphers.aead import AESCCM, AESGCM, ChaCha20Poly1305
+
     if suite.cipher == GCM:
         return AESGCM(key)
     if suite.cipher == CHACHA:
@@ -63,21 +77,51 @@ def _aead(suite: Suite, key: bytes) -> object:
     return AESCCM(key, tag_length=8 if suite.cipher == CCM8 else 16)
 
 
+def _decrypted(aead: object, nonce: bytearray, data: bytes, aad: object) -> bytes | None:
+    """``aead``'s plaintext of ``data`` (its tag last), or None if it does not
+    authenticate."""
+    if cython.compiled and type(aead) is _EvpAead:
+        return cython.cast(_EvpAead, aead).opened(nonce, data, aad)
+    from cryptography.exceptions import InvalidTag
+
+    try:
+        return aead.decrypt(nonce, data, aad)
+    except InvalidTag:
+        return None
+
+
+@cython.cclass
+class _Cipher:
+    """One OpenSSL cipher, fetched once for the process: a fetch looks its name up in the
+    provider's tables, and a TLS 1.3 connection keys four contexts (compiled only)."""
+
+    def __cinit__(self, name: bytes) -> None:
+        self._cipher = EVP_CIPHER_fetch(cython.NULL, name, cython.NULL)  # noqa: F821
+
+    def __dealloc__(self) -> None:
+        if self._cipher != cython.NULL:
+            EVP_CIPHER_free(self._cipher)  # noqa: F821
+
+
+_CIPHERS: dict[bytes, _Cipher] = {}  # by OpenSSL's name (compiled)
+
+
 @cython.cclass
 class _EvpAead:
     """One key's AES-GCM or ChaCha20-Poly1305 decryption through an OpenSSL cipher context
     keyed once (compiled only; its fields and the OpenSSL calls are in protection.pxd)."""
 
-    def __cinit__(self, name: bytes, key: bytes) -> None:
+    @cython.locals(kind=_Cipher)
+    def __cinit__(self, kind: _Cipher, key: bytes) -> None:
         self._ctx = EVP_CIPHER_CTX_new()  # noqa: F821 (protection.pxd)
-        self._cipher = EVP_CIPHER_fetch(cython.NULL, name, cython.NULL)  # noqa: F821
+        self._kind = kind
         self._ok = (
             self._ctx != cython.NULL
-            and self._cipher != cython.NULL
-            and EVP_CIPHER_get_key_length(self._cipher) == len(key)  # noqa: F821
+            and kind._cipher != cython.NULL
+            and EVP_CIPHER_get_key_length(kind._cipher) == len(key)  # noqa: F821
             and EVP_DecryptInit_ex2(  # noqa: F821
                 self._ctx,
-                self._cipher,
+                kind._cipher,
                 cython.cast(cython.p_uchar, PyBytes_AS_STRING(key)),
                 cython.NULL,
                 cython.NULL,
@@ -88,71 +132,59 @@ class _EvpAead:
     def __dealloc__(self) -> None:
         if self._ctx != cython.NULL:
             EVP_CIPHER_CTX_free(self._ctx)  # noqa: F821
-        if self._cipher != cython.NULL:
-            EVP_CIPHER_free(self._cipher)  # noqa: F821
 
     def ready(self) -> bool:
         return self._ok
 
-    @cython.locals(
-        nonce=bytearray,
-        data=bytes,
-        size=cython.Py_ssize_t,
-        done=cython.int,
-        more=cython.int,
-        out=bytes,
-    )
     def decrypt(self, nonce: bytearray, data: bytes, aad: object) -> bytes:
-        """``data``'s plaintext (its last 16 bytes the tag), or InvalidTag."""
+        """``data``'s plaintext (its last 16 bytes the tag), or InvalidTag: as
+        ``cryptography``'s AEAD classes have it."""
+        plain = self.opened(nonce, data, aad)
+        if plain is None:
+            from cryptography.exceptions import InvalidTag
+
+            raise InvalidTag
+        return plain
+
+    @cython.locals(size=cython.Py_ssize_t, out=bytes, start=cython.p_uchar)
+    def opened(self, nonce: bytearray, data: bytes, aad: object) -> bytes | None:
+        """``data``'s plaintext (its last 16 bytes the tag), or None if it does not
+        authenticate with ``nonce`` and ``aad`` (bytes or a bytearray)."""
         size = len(data) - TAG
         if size < 0 or size > 1 << 24 or len(nonce) != 12:
-            raise InvalidTag
+            return None
         out = PyBytes_FromStringAndSize(cython.NULL, size)
-        raw = cython.cast(cython.p_uchar, PyBytes_AS_STRING(data))
-        done = 0
-        more = 0
-        if (
-            EVP_DecryptInit_ex2(  # noqa: F821
-                self._ctx,
-                cython.NULL,
-                cython.NULL,
-                cython.cast(cython.p_uchar, PyByteArray_AS_STRING(nonce)),
-                cython.NULL,
-            )
-            != 1
-            or not self._add(aad)
-            or EVP_DecryptUpdate(  # noqa: F821
-                self._ctx,
-                cython.cast(cython.p_uchar, PyBytes_AS_STRING(out)),
-                cython.address(done),
-                raw,
-                size,
-            )
-            != 1
-            or EVP_CIPHER_CTX_ctrl(self._ctx, EVP_CTRL_AEAD_SET_TAG, TAG, raw + size) != 1  # noqa: F821
-            or EVP_DecryptFinal_ex(  # noqa: F821
-                self._ctx,
-                cython.cast(cython.p_uchar, PyBytes_AS_STRING(out)) + done,
-                cython.address(more),
-            )
-            != 1
-        ):
-            raise InvalidTag
-        return out
-
-    @cython.cfunc
-    @cython.returns(cython.bint)
-    @cython.locals(aad=object, ignored=cython.int, start=cython.p_uchar)
-    def _add(self, aad: object) -> bool:
-        """The additional data (bytes or a bytearray) into the context."""
-        ignored = 0
         if type(aad) is bytes:
             start = cython.cast(cython.p_uchar, PyBytes_AS_STRING(aad))
         else:
             start = cython.cast(cython.p_uchar, PyByteArray_AS_STRING(aad))
+        if not self._run(
+            cython.cast(cython.p_uchar, PyByteArray_AS_STRING(nonce)),
+            start,
+            len(aad),
+            cython.cast(cython.p_uchar, PyBytes_AS_STRING(data)),
+            size,
+            cython.cast(cython.p_uchar, PyBytes_AS_STRING(out)),
+        ):
+            return None
+        return out
+
+    @cython.locals(done=cython.int, more=cython.int, ignored=cython.int, tag=cython.p_void)
+    def _run(
+        self, nonce: object, aad: object, aad_size: int, sealed: object, size: int, out: object
+    ) -> bool:
+        """Whether the ``size`` bytes at ``sealed``, their tag right after them, decrypt
+        into ``out`` and authenticate with ``aad`` and the 12-byte ``nonce`` (C pointers
+        all: the caller checked the sizes; the C signature is in protection.pxd)."""
+        done = more = ignored = 0
+        tag = cython.cast(cython.p_void, sealed + size)
         return (
-            EVP_DecryptUpdate(self._ctx, cython.NULL, cython.address(ignored), start, len(aad))  # noqa: F821
+            EVP_DecryptInit_ex2(self._ctx, cython.NULL, cython.NULL, nonce, cython.NULL) == 1  # noqa: F821
+            and EVP_DecryptUpdate(self._ctx, cython.NULL, cython.address(ignored), aad, aad_size)  # noqa: F821
             == 1
+            and EVP_DecryptUpdate(self._ctx, out, cython.address(done), sealed, size) == 1  # noqa: F821
+            and EVP_CIPHER_CTX_ctrl(self._ctx, EVP_CTRL_AEAD_SET_TAG, TAG, tag) == 1  # noqa: F821
+            and EVP_DecryptFinal_ex(self._ctx, out + done, cython.address(more)) == 1  # noqa: F821
         )
 
 
@@ -201,6 +233,7 @@ class Tls13(Protection):
 
     def __init__(self, suite: Suite, keys: Keys) -> None:
         self._aead = _aead(suite, keys.key)
+        self._evp = self._aead if isinstance(self._aead, _EvpAead) else None
         self._nonce = bytearray(keys.iv)  # its last 8 bytes: the IV's, xor the sequence
         self._iv = int.from_bytes(keys.iv[4:], "big")
         self._tag = _tag_size(suite)
@@ -210,9 +243,8 @@ class Tls13(Protection):
         if len(body) <= self._tag:
             return None
         _put_u64(self._nonce, 4, self._iv ^ seq)
-        try:
-            plain = self._aead.decrypt(self._nonce, body, header)
-        except InvalidTag:
+        plain = _decrypted(self._aead, self._nonce, body, header)
+        if plain is None:
             return None
         end = len(plain) - 1
         if end >= 0 and plain[end]:  # no padding: the common case, no scan
@@ -221,6 +253,49 @@ class Tls13(Protection):
         if not plain:
             return None  # no content type at all: RFC 8446 5.4 makes it an error
         return plain[-1], plain[:-1]
+
+    @cython.locals(
+        data=bytes,
+        pos=cython.Py_ssize_t,
+        length=cython.Py_ssize_t,
+        size=cython.Py_ssize_t,
+        end=cython.Py_ssize_t,
+        record=cython.p_uchar,
+        scratch=cython.p_uchar,
+    )
+    def open_at(self, seq: int, data: bytes, pos: int, length: int) -> tuple[int, bytes] | None:
+        """Compiled with OpenSSL's context: the record decrypted from ``data`` itself into
+        a buffer shared by all records (they are opened one at a time), and only its
+        content, without the type and padding, copied out: no bytes object for the
+        header, the ciphertext, or the padded plaintext."""
+        size = length - TAG
+        if (
+            not cython.compiled
+            or self._evp is None
+            or size <= 0
+            or size > _SCRATCH_SIZE
+            or pos < 0
+            or pos + 5 + length > len(data)
+        ):
+            return self.open(seq, data[pos : pos + 5], data[pos + 5 : pos + 5 + length])
+        _put_u64(self._nonce, 4, self._iv ^ seq)
+        record = cython.cast(cython.p_uchar, PyBytes_AS_STRING(data)) + pos
+        scratch = cython.cast(cython.p_uchar, PyByteArray_AS_STRING(_SCRATCH))
+        if not self._evp._run(
+            cython.cast(cython.p_uchar, PyByteArray_AS_STRING(self._nonce)),
+            record,
+            5,
+            record + 5,
+            size,
+            scratch,
+        ):
+            return None
+        end = size - 1
+        while end >= 0 and scratch[end] == 0:  # padding (RFC 8446 5.4)
+            end -= 1
+        if end < 0:
+            return None  # no content type at all: RFC 8446 5.4 makes it an error
+        return scratch[end], PyBytes_FromStringAndSize(cython.cast(cython.p_char, scratch), end)
 
 
 class Tls12Aead(Protection):
@@ -241,11 +316,8 @@ class Tls12Aead(Protection):
         _tls12_aad(self._aad, seq, header, size)
         for i in range(8):
             self._nonce[4 + i] = body[i]
-        try:
-            plain = self._aead.decrypt(self._nonce, body[8:], self._aad)
-        except InvalidTag:
-            return None
-        return header[0], plain
+        plain = _decrypted(self._aead, self._nonce, body[8:], self._aad)
+        return None if plain is None else (header[0], plain)
 
     def explicit_seq(self, body: bytes) -> int | None:
         return int.from_bytes(body[:8], "big") if len(body) >= 8 else None
@@ -268,11 +340,8 @@ class Tls12Chacha(Protection):
             return None
         _tls12_aad(self._aad, seq, header, size)
         _put_u64(self._nonce, 4, self._iv ^ seq)
-        try:
-            plain = self._aead.decrypt(self._nonce, body, self._aad)
-        except InvalidTag:
-            return None
-        return header[0], plain
+        plain = _decrypted(self._aead, self._nonce, body, self._aad)
+        return None if plain is None else (header[0], plain)
 
 
 class Tls12Cbc(Protection):
@@ -280,6 +349,8 @@ class Tls12Cbc(Protection):
     MAC-then-encrypt, or encrypt-then-MAC when both peers agreed to it (RFC 7366)."""
 
     def __init__(self, suite: Suite, keys: Keys, encrypt_then_mac: bool) -> None:
+        from cryptography.hazmat.primitives.ciphers import algorithms
+
         self._key = algorithms.AES(keys.key)
         self._mac_key = keys.mac_key
         self._hash = suite.mac
@@ -311,6 +382,8 @@ class Tls12Cbc(Protection):
 
     def _decrypt(self, sealed: bytes) -> bytes | None:
         """The plaintext of IV + CBC blocks, its padding checked and removed."""
+        from cryptography.hazmat.primitives.ciphers import Cipher, modes
+
         decryptor = Cipher(self._key, modes.CBC(sealed[:16])).decryptor()
         padded = decryptor.update(sealed[16:]) + decryptor.finalize()
         pad = padded[-1]
