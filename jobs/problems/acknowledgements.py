@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from pyspark.sql import DataFrame, Window
+from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
 from .. import acks, redelivery
@@ -12,11 +12,25 @@ from .base import SUBSCRIPTION, Inputs, evidence, shown
 def acks_lost_on_reconnect(data: Inputs) -> DataFrame:
     """Messages redelivered after a reconnect that the client had acknowledged
     individually after their previous delivery."""
-    previous = Window.partitionBy(*redelivery.MESSAGE).orderBy("delivery_number")
-    deliveries = data["redeliveries"].withColumn("previous_ts", F.lag("ts").over(previous))
-    again = deliveries.where(
-        (F.col("trigger") == "reconnect") & (F.col("delivery_number") > 1)
-    ).select(*redelivery.MESSAGE, "ts", "previous_ts", "conn_id", "consumer_id", "consumer_name")
+    deliveries = data["redeliveries"]
+    again = deliveries.where((F.col("trigger") == "reconnect") & (F.col("delivery_number") > 1))
+    # Each one's previous delivery: its message's numbered one less. Joined, not a window
+    # over every delivery: a redelivery storm is millions of deliveries to sort, of which
+    # a reconnect redelivered few.
+    previous = deliveries.select(
+        *redelivery.MESSAGE, (F.col("delivery_number") + 1).alias("number"), "ts"
+    ).alias("p")
+    same = [F.col(f"a.{c}").eqNullSafe(F.col(f"p.{c}")) for c in redelivery.MESSAGE]
+    again = (
+        again.alias("a")
+        .join(previous, [*same, F.col("a.delivery_number") == F.col("p.number")])
+        .select(
+            *(F.col(f"a.{c}").alias(c) for c in redelivery.MESSAGE),
+            F.col("a.ts").alias("ts"),
+            F.col("p.ts").alias("previous_ts"),
+            *(F.col(f"a.{c}").alias(c) for c in ("conn_id", "consumer_id", "consumer_name")),
+        )
+    )
     # The acks of the subscriptions redelivered after a reconnect alone: usually none.
     reconnected = F.broadcast(again.select(*SUBSCRIPTION).distinct())
     acking = data.frames.where(F.col("command") == "ACK").join(

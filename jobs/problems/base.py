@@ -123,24 +123,28 @@ def storms(events: DataFrame, key: list[str], threshold: float) -> DataFrame:
     Counted as a running sum over each event (+1) and its expiry one span later (-1), an
     expiry after the events of its instant: a range frame (``rangeBetween``) gives the same
     counts, but Spark sums such a frame again each time it slides, which is quadratic in
-    the events of one key (a subscription redelivering millions of messages)."""
+    the events of one key (a subscription redelivering millions of messages). The events
+    of one instant (the frames of one packet) are one step of their number: the sort is
+    of instants, and a key's are all in one task."""
     span = int(T["storm_window_s"] * 1e6)
-    timed = events.select(*key, "ts", micros("ts").alias("us"))
-    arrivals = timed.select(*key, "ts", "us", F.lit(1).alias("step"))
+    timed = events.groupBy(*key, micros("ts").alias("us")).agg(
+        F.count("*").alias("events"), F.min("ts").alias("ts")
+    )
+    arrivals = timed.select(*key, "ts", "us", F.col("events").alias("step"))
     expiries = timed.select(
         *key,
         F.lit(None).cast("timestamp").alias("ts"),
         (F.col("us") + span).alias("us"),
-        F.lit(-1).alias("step"),
+        (-F.col("events")).alias("step"),
     )
     order = Window.partitionBy(*key).orderBy("us", F.desc("step"))
     running = F.sum("step").over(order.rowsBetween(Window.unboundedPreceding, 0))
-    counted = arrivals.unionByName(expiries).withColumn("within", running).where(F.col("step") == 1)
+    counted = arrivals.unionByName(expiries).withColumn("within", running).where(F.col("step") > 0)
     return (
         counted.groupBy(*key)
         .agg(
             F.max("within").alias("worst"),
-            F.count("*").alias("count"),
+            F.sum("step").alias("count"),
             F.min("ts").alias("start_ts"),
             F.max("ts").alias("end_ts"),
         )

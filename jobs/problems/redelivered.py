@@ -243,11 +243,17 @@ def _epochs(data: Inputs, asking: DataFrame) -> DataFrame:
 def redelivery_causes(data: Inputs) -> DataFrame:
     """Every redelivery (not one a SEEK asked for) with its ``cause``; a redelivery a
     REDELIVER request triggered takes the cause of the latest such request of its
-    consumer's subscription before it."""
+    consumer's subscription before it.
+
+    The redeliveries of one instant to one consumer (one packet's) are one row of their
+    number while sorted with the requests (a subscription's are all in one task), and
+    are rows again after."""
+    receiver = ["conn_id", "consumer_id", "consumer_name"]
     again = (
         data["redeliveries"]
         .where((F.col("delivery_number") > 1) & (F.col("trigger") != "seek"))
-        .select(*SUBSCRIPTION, "conn_id", "consumer_id", "consumer_name", "ts", "trigger")
+        .groupBy(*SUBSCRIPTION, *receiver, "ts", "trigger")
+        .agg(F.count("*").alias("redeliveries"))
     )
     requests = _redeliver_requests(data).select(
         *SUBSCRIPTION, "ts", "cause", "age_us", "consumer_epoch"
@@ -267,14 +273,14 @@ def redelivery_causes(data: Inputs) -> DataFrame:
         .when(F.col("trigger") == "reconnect", "reconnect")
         .otherwise("unexplained")
     )
+    each = F.explode(F.array_repeat(F.lit(0), F.col("redeliveries").cast("int")))
     return (
         rows.withColumn("asked", asked)
         .where(~F.col("is_request"))
+        .select("*", each.alias("_each"))
         .select(
             *SUBSCRIPTION,
-            "conn_id",
-            "consumer_id",
-            "consumer_name",
+            *receiver,
             "ts",
             cause.alias("cause"),
             F.col("asked.age_us").alias("age_us"),
