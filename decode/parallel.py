@@ -171,7 +171,7 @@ def _run_workers(
     """Start one process per worker, show their joint progress, gather their results;
     the first error (or an interruption) stops them all."""
     # Imported here: a run with one worker (a decode's usual case) never loads them, and
-    # they were a fortieth of every decode's start.
+    # they were a measurable part of every decode's start (docs/performance.md).
     import multiprocessing.connection
     import multiprocessing.resource_tracker
 

@@ -37,9 +37,10 @@ BROKER_TIMESTAMP = cython.declare(
 )
 BROKER_INDEX = cython.declare(cython.int, field_number(BrokerEntryMetadata, "index", VARINT))
 # CRC32-C from google-crc32c, whose import costs next to nothing (the `crc32c` package asks
-# importlib.metadata for its own version as it loads, a sixth of a small capture's decode).
-# It reads `bytes` only, so the checksummed part is sliced out, views or not. Bound once
-# (compiled: a C global): looked up on the module, it cost two look-ups per entry.
+# importlib.metadata for its own version as it loads: a large part of a small capture's
+# decode, docs/performance.md). It reads `bytes` only, so the checksummed part is sliced
+# out, views or not. Bound once (compiled: a C global): looked up on the module, it cost
+# two look-ups per entry.
 _crc32c = cython.declare(object, google_crc32c.value)
 # Frames smaller than this hand out their parts as copies, larger ones as views: copying a
 # few hundred bytes costs less than making a memoryview and slicing it.

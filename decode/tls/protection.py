@@ -15,7 +15,7 @@ context per key, its key schedule done once: ``cryptography``'s AEAD objects mak
 a new context at every call, which costs more than decrypting a small record.
 Interpreted, or where OpenSSL refuses the cipher, ``cryptography`` decrypts; it is
 imported where it is used, so that a compiled decode of AES-GCM or ChaCha20-Poly1305
-never imports it (its bindings and cipher modules cost 20 ms at the first TLS
+never imports it (its bindings and cipher modules are slow to load, at the first TLS
 connection).
 """
 
