@@ -31,12 +31,16 @@ CaptureWriter = Callable[[Path, Sequence[Conversation]], Path]
 
 @pytest.fixture(scope="session")
 def spark() -> Iterator[object]:
-    """A small local Spark: two cores, two shuffle partitions, no UI, UTC timestamps."""
+    """A small local Spark: two cores, two shuffle partitions, no UI, UTC timestamps, and a
+    2 GB heap: the suite's one JVM outlives hundreds of jobs, and with Spark's default 1 GB a
+    broadcast late in the suite could find the heap full (``pwcap analyze`` itself asks for
+    half the machine's memory)."""
     pyspark_sql = pytest.importorskip("pyspark.sql")
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)  # workers that import pwcap
     session = (
         pyspark_sql.SparkSession.builder.master("local[2]")
         .appName("pwcap-tests")
+        .config("spark.driver.memory", "2g")
         .config("spark.sql.shuffle.partitions", "2")
         .config("spark.ui.enabled", "false")
         .config("spark.ui.showConsoleProgress", "false")
