@@ -8,9 +8,11 @@ malformed and skipped, never fatal.
 
 A key log may hold millions of lines, most for sessions the capture does not have: the
 index keeps 8 bytes a line (a 24-bit prefix of the client random and where the line
-starts), sorted, and a lookup reads back the few lines it points to. The secrets
-themselves stay in the file (or, for secrets a capture embeds, in the bytes given) and
-are held in memory only while a connection uses them.
+starts), sorted, and a lookup reads back the few lines it points to. The secrets of a
+large key log stay in the file and are held in memory only while a connection uses
+them; a key log of at most :data:`HELD` bytes (thousands of sessions) is kept as read,
+as are the secrets a capture embeds, so that a lookup, once a TLS connection, makes no
+system call.
 """
 
 from __future__ import annotations
@@ -21,9 +23,11 @@ from array import array
 import cython
 
 if cython.compiled:
+    from cython.cimports.cpython.bytes import PyBytes_AS_STRING, PyBytes_FromStringAndSize
     from cython.cimports.libc.stdlib import qsort
 
 CHUNK = 1 << 20  # bytes of a key log file read at a time
+HELD = 16 << 20  # a key log file up to this size is kept in memory once read
 MAX_LINE = 512  # longer lines are malformed (a SHA-384 secret is 96 hex digits)
 NEAR = 16 * MAX_LINE  # lines of one session this close together are read at once
 _MAX_LINE = cython.declare(cython.Py_ssize_t, MAX_LINE)  # the same, a C constant compiled
@@ -51,15 +55,16 @@ class KeyLogError(OSError):
 class _Source:
     """One key log (a file, or bytes a capture embeds) and the sorted index of its lines.
 
-    A file is opened once, at its first lookup, and read with ``pread`` (no shared file
-    position: workers forked with it read it as well): a capture of thousands of TLS
-    connections looks it up thousands of times."""
+    Its bytes are ``data`` when held in memory; else the file is opened once, at its first
+    lookup, and read with ``pread`` (no shared file position: workers forked with it read
+    it as well): a capture of thousands of TLS connections looks it up thousands of
+    times."""
 
-    __slots__ = ("_data", "_dirty", "_fd", "index", "path")
+    __slots__ = ("_dirty", "_fd", "data", "index", "path")
 
-    def __init__(self, path: str | None, data: bytearray | None) -> None:
+    def __init__(self, path: str | None, data: bytes | None) -> None:
         self.path = path
-        self._data = data
+        self.data = data
         self.index = array("Q")
         self._dirty = False
         self._fd: int | None = None
@@ -79,13 +84,7 @@ class _Source:
         return self.index
 
     def lines_at(self, offsets: list[int]) -> list[bytes]:
-        data = self._data
-        if data is not None:
-            ends = [data.find(b"\n", at) for at in offsets]
-            return [
-                bytes(data[at : end if end >= 0 else len(data)])
-                for at, end in zip(offsets, ends, strict=True)
-            ]
+        """The lines of a file not held in memory that start at ``offsets``."""
         lines = []
         assert self.path is not None
         try:
@@ -110,10 +109,11 @@ class _Source:
         return lines
 
     def __getstate__(self) -> tuple:
-        return (self.path, self._data, self.sorted_index())
+        # A file's bytes are read again where needed rather than copied to each worker.
+        return (self.path, self.data if self.path is None else None, self.sorted_index())
 
     def __setstate__(self, state: tuple) -> None:
-        self.path, self._data, self.index = state
+        self.path, self.data, self.index = state
         self._dirty = False
         self._fd = None
 
@@ -143,10 +143,13 @@ class KeyLog:
         source = _Source(path, None)
         try:
             with open(path, "rb") as handle:
+                held: list[bytes] | None = [] if os.fstat(handle.fileno()).st_size <= HELD else None
                 carry = b""
                 base = 0  # offset in the file of ``carry``'s first byte
                 while True:
                     chunk = handle.read(CHUNK)
+                    if held is not None:
+                        held.append(chunk)
                     data = carry + chunk if carry else chunk
                     if not chunk:
                         if data:
@@ -164,19 +167,21 @@ class KeyLog:
             raise KeyLogError(f"{path}: {error.strerror or error}") from None
         except UnicodeError:
             raise KeyLogError(f"{path}: not a key log") from None
+        if held is not None:
+            source.data = b"".join(held)
         self._sources.append(source)
 
     def add_bytes(self, data: bytes) -> None:
         """Key log lines from elsewhere (a pcapng Decryption Secrets Block)."""
         if self._embedded is None:
-            self._embedded = _Source(None, bytearray())
+            self._embedded = _Source(None, b"")
             self._sources.append(self._embedded)
-        held = self._embedded._data
+        held = self._embedded.data
         assert held is not None
         if held and not held.endswith(b"\n"):
             held += b"\n"
         base = len(held)
-        held += data
+        self._embedded.data = held + bytes(data)
         self._scan(self._embedded, bytes(data), len(data), base)
 
     @cython.locals(
@@ -234,32 +239,52 @@ class KeyLog:
         self.malformed += malformed
         source.add(entries[:count])
 
-    @cython.locals(
-        line=bytes,
-        fields=cython.longlong,
-        label_end=cython.Py_ssize_t,
-        random_end=cython.Py_ssize_t,
-        secret_end=cython.Py_ssize_t,
-    )
     def secrets(self, client_random: bytes) -> dict[str, bytes]:
         """Every secret logged for the session of ``client_random``, by label (the last
         line of a label wins, as in Wireshark). Compiled, the index is searched, the
-        client random compared and the secret read by C loops: a capture of thousands
-        of TLS connections looks up thousands of sessions."""
+        line read, the client random compared and the secret decoded by C loops: a
+        capture of thousands of TLS connections looks up thousands of sessions."""
         found: dict[str, bytes] = {}
         prefix = int.from_bytes(client_random[: _PREFIX_BITS // 8], "big")
         for source in self._sources:
-            for line in source.lines_at(_offsets(source.sorted_index(), prefix)):
-                fields = _fields(line, 0, len(line))
-                if fields < 0:
-                    continue
-                label_end, random_end = fields & 0x3FF, fields >> 10 & 0x3FF
-                secret_end = fields >> 20 & 0x3FF
-                if (secret_end - random_end - 1) % 2 == 0 and _hex_is(
-                    line, label_end + 1, random_end, client_random
-                ):
-                    found[line[:label_end].decode()] = _unhex(line, random_end + 1, secret_end)
+            offsets = _offsets(source.sorted_index(), prefix)
+            if not offsets:
+                continue
+            data = source.data
+            if data is not None:
+                for at in offsets:
+                    _take(data, at, client_random, found)
+            else:
+                for line in source.lines_at(offsets):
+                    _take(line, 0, client_random, found)
         return found
+
+
+@cython.cfunc
+@cython.locals(
+    data=bytes,
+    pos=cython.Py_ssize_t,
+    client_random=bytes,
+    found=dict,
+    fields=cython.longlong,
+    label_end=cython.Py_ssize_t,
+    random_end=cython.Py_ssize_t,
+    secret_end=cython.Py_ssize_t,
+)
+@cython.returns(cython.void)
+def _take(data: bytes, pos: int, client_random: bytes, found: dict) -> None:
+    """The secret of the line at ``data[pos]`` into ``found`` under its label, if the line
+    is well formed and for ``client_random``."""
+    fields = _fields(data, pos, len(data))
+    if fields < 0:
+        return
+    label_end, random_end = fields & 0x3FF, fields >> 10 & 0x3FF
+    secret_end = fields >> 20 & 0x3FF
+    if (secret_end - random_end - 1) % 2 == 0 and _hex_is(
+        data, pos + label_end + 1, pos + random_end, client_random
+    ):
+        label = data[pos : pos + label_end].decode()
+        found[label] = _unhex(data, pos + random_end + 1, pos + secret_end)
 
 
 # -- one line's grammar: ``LABEL HEX HEX``, then spaces or tabs, then an optional CR ------
@@ -410,21 +435,26 @@ def _hex_is(line: bytes, start: int, stop: int, value: bytes) -> bool:
     line=bytes,
     start=cython.Py_ssize_t,
     stop=cython.Py_ssize_t,
-    out=bytearray,
+    out=bytes,
+    raw=cython.p_uchar,
     i=cython.Py_ssize_t,
     high=cython.int,
     low=cython.int,
 )
 def _unhex(line: bytes, start: int, stop: int) -> bytes:
-    """The bytes the hex digits ``line[start:stop]`` (an even number of them) spell."""
-    out = bytearray((stop - start) // 2)
+    """The bytes the hex digits ``line[start:stop]`` (an even number of them) spell.
+    Compiled, written into the bytes object made for them."""
+    if not cython.compiled:
+        return bytes.fromhex(line[start:stop].decode("ascii"))
+    out = PyBytes_FromStringAndSize(cython.NULL, (stop - start) // 2)
+    raw = cython.cast(cython.p_uchar, PyBytes_AS_STRING(out))
     for i in range(len(out)):
         high = _digit(line[start + 2 * i])
         low = _digit(line[start + 2 * i + 1])
         if high < 0 or low < 0:
             raise ValueError("not a hex digit")
-        out[i] = high << 4 | low
-    return bytes(out)
+        raw[i] = high << 4 | low
+    return out
 
 
 @cython.cfunc
