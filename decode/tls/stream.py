@@ -181,6 +181,7 @@ class TlsStream:
     _records = cython.declare(cython.longlong)
     _missing_said = cython.declare(cython.bint)
     _alert = cython.declare(object)
+    _max = cython.declare(cython.Py_ssize_t)
 
     def __init__(self, secrets: Secrets, data: DataOut, gap: GapOut, anomaly: AnomalyOut) -> None:
         self._secrets = secrets
@@ -199,10 +200,11 @@ class TlsStream:
         self._records = 0  # records walked, both directions
         self._missing_said = False
         self._alert: int | None = None  # the description of an alert sent in the clear
+        self._max = MAX_RECORD  # the longest record the version allows (a C field compiled)
 
     # -- the events of the connection ------------------------------------------------------
 
-    @cython.locals(side=_Side)
+    @cython.locals(side=_Side, pieces=list)
     def on_data(self, direction: Direction, ts: int, offset: int, data: bytes) -> None:
         side = self._sides[direction]
         if side.mode == OPAQUE:
@@ -216,10 +218,16 @@ class TlsStream:
             side.skip = 0
         if not side.held:
             side.start = offset
-        side.pieces.append(data)
+            if len(data) >= side.need:  # nothing held: the segment is walked as it came
+                self._walk(side, data, ts)
+                return
+        pieces = side.pieces
+        pieces.append(data)
         side.held += len(data)
         if side.held >= side.need:
-            self._walk(side, ts)
+            data = pieces[0] if len(pieces) == 1 else b"".join(pieces)
+            pieces.clear()
+            self._walk(side, data, ts)
 
     @cython.locals(side=_Side)
     def on_gap(self, direction: Direction, ts: int, offset: int, size: int) -> None:
@@ -340,7 +348,6 @@ class TlsStream:
     @cython.cfunc
     @cython.locals(
         side=_Side,
-        pieces=list,
         data=bytes,
         end=cython.Py_ssize_t,
         pos=cython.Py_ssize_t,
@@ -353,12 +360,10 @@ class TlsStream:
         opened=tuple,
         plain=bytes,
     )
-    def _walk(self, side: _Side, ts: int) -> None:
-        """Every whole record ``side`` holds, in turn; the rest stays held. Application
-        data under keys in force is the hot path: one decrypt call on the bytes held (no
-        copy of the record), one delivery."""
-        pieces = side.pieces
-        data = pieces[0] if len(pieces) == 1 else b"".join(pieces)
+    def _walk(self, side: _Side, data: bytes, ts: int) -> None:
+        """Every whole record of ``data``, the bytes ``side`` holds (none kept apart), in
+        turn; the rest stays held. Application data under keys in force is the hot path:
+        one decrypt call on the bytes held (no copy of the record), one delivery."""
         end = len(data)
         pos = 0
         side.need = 5
@@ -375,7 +380,7 @@ class TlsStream:
             kind = data[pos]
             length = data[pos + 3] << 8 | data[pos + 4]
             if not (_CHANGE_CIPHER_SPEC <= kind <= _HEARTBEAT and data[pos + 1] == 3) or (
-                length > self._max_record()
+                length > self._max
             ):
                 pos = self._bad_header(side, data, pos, ts)
                 continue
@@ -405,17 +410,10 @@ class TlsStream:
                 side.delivered += size
             else:
                 self._opened(side, opened[0], plain, ts, offset)
-        pieces.clear()
         if pos < end:
-            pieces.append(data[pos:] if pos else data)
+            side.pieces.append(data[pos:] if pos else data)
         side.held = end - pos
         side.start += pos
-
-    @cython.cfunc
-    @cython.returns(cython.Py_ssize_t)
-    def _max_record(self) -> int:
-        """The longest record the version allows (a C call in the walk, once a record)."""
-        return MAX_RECORD_13 if self.version == TLS13 else MAX_RECORD
 
     def _bad_header(self, side: _Side, data: bytes, pos: int, ts: int) -> int:
         """A record header no TLS peer sends: the record boundaries are lost there."""
@@ -571,6 +569,7 @@ class TlsStream:
 
     def _server_hello(self, hello: ServerHello, ts: int, offset: int) -> None:
         self.version = hello.version
+        self._max = MAX_RECORD_13 if hello.version == TLS13 else MAX_RECORD
         if hello.retry:  # a HelloRetryRequest: the real ServerHello answers the next hello
             return
         self.server = hello
@@ -734,7 +733,7 @@ class TlsStream:
             if end - at < 5:
                 return at, False
             length = data[at + 3] << 8 | data[at + 4]
-            if 0 < length <= self._max_record():
+            if 0 < length <= self._max:
                 if end - at - 5 < length:
                     side.need = 5 + length
                     return at, False  # a candidate not yet whole
