@@ -381,7 +381,7 @@ def _hex_prefix(data: bytes, at: int) -> int:
 
 
 @cython.locals(
-    entries=cython.ulonglong[::1],
+    entries=cython.p_ulonglong,
     prefix=cython.ulonglong,
     low=cython.Py_ssize_t,
     high=cython.Py_ssize_t,
@@ -389,11 +389,17 @@ def _hex_prefix(data: bytes, at: int) -> int:
 )
 def _offsets(index: array, prefix: int) -> list[int]:
     """Where the lines of the client randoms with this 24-bit prefix start: the entries
-    of the sorted ``index`` that have it (a binary search for the first)."""
+    of the sorted ``index`` that have it (a binary search for the first). Compiled, read
+    through the array's buffer address (a typed memoryview of it cost more to make than
+    the search)."""
     offsets: list[int] = []
     if not len(index):
         return offsets
-    entries = index
+    if cython.compiled:
+        address = cython.cast(cython.size_t, index.buffer_info()[0])
+        entries = cython.cast(cython.p_ulonglong, address)
+    else:
+        entries = index
     low, high = 0, len(index)
     while low < high:
         middle = (low + high) // 2
@@ -416,16 +422,21 @@ def _offsets(index: array, prefix: int) -> list[int]:
     i=cython.Py_ssize_t,
     high=cython.int,
     low=cython.int,
+    text=cython.p_uchar,
+    wanted=cython.p_uchar,
 )
 @cython.returns(cython.bint)
 def _hex_is(line: bytes, start: int, stop: int, value: bytes) -> bool:
-    """Whether ``line[start:stop]`` is ``value`` in hex digits (either case)."""
-    if stop - start != 2 * len(value):
+    """Whether ``line[start:stop]`` is ``value`` in hex digits (either case). Compiled,
+    read through C pointers once the span is known to lie within ``line``."""
+    if stop - start != 2 * len(value) or start < 0 or stop > len(line):
         return False
+    text = line  # compiled: pointers to the bytes
+    wanted = value
     for i in range(len(value)):
-        high = _digit(line[start + 2 * i])
-        low = _digit(line[start + 2 * i + 1])
-        if high < 0 or low < 0 or (high << 4 | low) != value[i]:
+        high = _digit(text[start + 2 * i])
+        low = _digit(text[start + 2 * i + 1])
+        if high < 0 or low < 0 or (high << 4 | low) != wanted[i]:
             return False
     return True
 
@@ -437,20 +448,25 @@ def _hex_is(line: bytes, start: int, stop: int, value: bytes) -> bool:
     stop=cython.Py_ssize_t,
     out=bytes,
     raw=cython.p_uchar,
+    text=cython.p_uchar,
     i=cython.Py_ssize_t,
     high=cython.int,
     low=cython.int,
 )
 def _unhex(line: bytes, start: int, stop: int) -> bytes:
-    """The bytes the hex digits ``line[start:stop]`` (an even number of them) spell.
-    Compiled, written into the bytes object made for them."""
+    """The bytes the hex digits ``line[start:stop]`` (an even number of them, within
+    ``line``) spell. Compiled, read through a C pointer and written into the bytes object
+    made for them."""
     if not cython.compiled:
         return bytes.fromhex(line[start:stop].decode("ascii"))
+    if start < 0 or stop > len(line) or stop < start:
+        raise ValueError("not within the line")
+    text = line  # compiled: a pointer to its bytes
     out = PyBytes_FromStringAndSize(cython.NULL, (stop - start) // 2)
     raw = cython.cast(cython.p_uchar, PyBytes_AS_STRING(out))
     for i in range(len(out)):
-        high = _digit(line[start + 2 * i])
-        low = _digit(line[start + 2 * i + 1])
+        high = _digit(text[start + 2 * i])
+        low = _digit(text[start + 2 * i + 1])
         if high < 0 or low < 0:
             raise ValueError("not a hex digit")
         raw[i] = high << 4 | low
