@@ -435,6 +435,7 @@ class TlsStream:
         side.mode = OPAQUE  # in the clear: no key to find the next record with
         return len(data)
 
+    @cython.cfunc
     def _record(
         self, side: _Side, kind: int, header: bytes, body: bytes, ts: int, offset: int
     ) -> None:
@@ -467,6 +468,7 @@ class TlsStream:
         self._lose(side, offset, side.seq)
         self._auth_failed(side, ts, offset, len(body) + 5)
 
+    @cython.cfunc
     def _opened(self, side: _Side, kind: int, plain: bytes, ts: int, offset: int) -> None:
         """A record that authenticated: its content, by its (inner) type."""
         if kind == APPLICATION_DATA:
@@ -517,6 +519,7 @@ class TlsStream:
 
     # -- the handshake ---------------------------------------------------------------------
 
+    @cython.cfunc
     def _handshake(self, side: _Side, data: bytes, ts: int, offset: int) -> None:
         try:
             for kind, body in side.messages.feed(data):
@@ -528,6 +531,7 @@ class TlsStream:
             detail = f"a TLS handshake message that does not parse: {error}"
             self._anomaly(side.direction, ts, offset, len(data), "tls_bad_record", detail)
 
+    @cython.cfunc
     def _client_message(self, side: _Side, kind: int, body: bytes, ts: int, offset: int) -> None:
         if kind == CLIENT_HELLO:
             hello = client_hello(body)
@@ -543,6 +547,7 @@ class TlsStream:
         elif kind == END_OF_EARLY_DATA:
             side.early = None
 
+    @cython.cfunc
     def _server_message(self, side: _Side, kind: int, body: bytes, ts: int, offset: int) -> None:
         tls13 = self.version == TLS13
         if kind == SERVER_HELLO:
@@ -554,6 +559,7 @@ class TlsStream:
         elif kind == KEY_UPDATE:
             self._key_update(side, body)
 
+    @cython.cfunc
     def _finished(self, side: _Side, ts: int, offset: int, label: str) -> None:
         """TLS 1.3: the sender's next records use its first application secret (a later
         Finished ends post-handshake authentication: no change of keys)."""
@@ -567,6 +573,7 @@ class TlsStream:
         else:
             self._install_13(side, side.app_secret)
 
+    @cython.cfunc
     def _server_hello(self, hello: ServerHello, ts: int, offset: int) -> None:
         self.version = hello.version
         self._max = MAX_RECORD_13 if hello.version == TLS13 else MAX_RECORD
@@ -596,6 +603,7 @@ class TlsStream:
         else:
             self._keys_12(suite, hello, found, ts, offset)
 
+    @cython.cfunc
     def _keys_13(self, suite: Suite, found: dict[str, bytes], ts: int, offset: int) -> None:
         client, server = self._sides
         early = found.get("CLIENT_EARLY_TRAFFIC_SECRET")
@@ -615,6 +623,7 @@ class TlsStream:
             direction = Direction.C2B if missing[0].startswith("CLIENT") else Direction.B2C
             self._no_keys(direction, ts, offset, missing[0])
 
+    @cython.cfunc
     def _install_13(self, side: _Side, secret: bytes) -> None:
         assert self.suite is not None
         side.protection = Tls13(self.suite, traffic_keys(self.suite, secret))
