@@ -290,12 +290,20 @@ def _take(data: bytes, pos: int, client_random: bytes, found: dict) -> None:
 # -- one line's grammar: ``LABEL HEX HEX``, then spaces or tabs, then an optional CR ------
 
 
-@cython.cfunc
-@cython.inline
-@cython.locals(c=cython.int)
-@cython.returns(cython.bint)
-def _is_hex(c: int) -> bool:
-    return 48 <= c <= 57 or 97 <= c <= 102 or 65 <= c <= 70
+def _classes() -> bytes:
+    """Each byte's classes in a line's grammar: :data:`_LABEL` (``[A-Z0-9_]``) and
+    :data:`_HEX` (a hex digit), one table lookup a byte."""
+    table = bytearray(256)
+    for c in b"ABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_":
+        table[c] |= 1
+    for c in b"0123456789abcdefABCDEF":
+        table[c] |= 2
+    return bytes(table)
+
+
+_LABEL = cython.declare(cython.int, 1)
+_HEX = cython.declare(cython.int, 2)
+_CLASSES = cython.declare(bytes, _classes())
 
 
 @cython.cfunc
@@ -304,11 +312,11 @@ def _is_hex(c: int) -> bool:
     pos=cython.Py_ssize_t,
     end=cython.Py_ssize_t,
     i=cython.Py_ssize_t,
-    c=cython.int,
     label_end=cython.Py_ssize_t,
     random_end=cython.Py_ssize_t,
     secret_end=cython.Py_ssize_t,
     text=cython.p_uchar,
+    classes=cython.p_uchar,
 )
 @cython.returns(cython.longlong)
 def _fields(data: bytes, pos: int, end: int) -> int:
@@ -321,24 +329,22 @@ def _fields(data: bytes, pos: int, end: int) -> int:
     log goes through here, a bounds check on each read cost three times the read."""
     if pos < 0 or end > len(data) or pos > end:
         return -1
-    text = data  # compiled: a pointer to its bytes
+    text = data  # compiled: pointers to the bytes and to the table of classes
+    classes = _CLASSES
     i = pos
-    while i < end:
-        c = text[i]
-        if not (65 <= c <= 90 or 48 <= c <= 57 or c == 95):
-            break
+    while i < end and classes[text[i]] & _LABEL:
         i += 1
     label_end = i - pos
     if label_end == 0 or i >= end or text[i] != 32:
         return -1
     i += 1
-    while i < end and _is_hex(text[i]):
+    while i < end and classes[text[i]] & _HEX:
         i += 1
     random_end = i - pos
     if random_end == label_end + 1 or i >= end or text[i] != 32:
         return -1
     i += 1
-    while i < end and _is_hex(text[i]):
+    while i < end and classes[text[i]] & _HEX:
         i += 1
     secret_end = i - pos
     if secret_end == random_end + 1:
