@@ -55,14 +55,15 @@ class KeyLogError(OSError):
 class _Source:
     """One key log (a file, or bytes a capture embeds) and the sorted index of its lines.
 
-    Its bytes are ``data`` when held in memory; else the file is opened once, at its first
+    Its bytes are ``data`` when held in memory (a file's as read; the embedded lines, a
+    bytearray that grows with each block); else the file is opened once, at its first
     lookup, and read with ``pread`` (no shared file position: workers forked with it read
     it as well): a capture of thousands of TLS connections looks it up thousands of
     times."""
 
     __slots__ = ("_dirty", "_fd", "data", "index", "path")
 
-    def __init__(self, path: str | None, data: bytes | None) -> None:
+    def __init__(self, path: str | None, data: bytes | bytearray | None) -> None:
         self.path = path
         self.data = data
         self.index = array("Q")
@@ -84,7 +85,15 @@ class _Source:
         return self.index
 
     def lines_at(self, offsets: list[int]) -> list[bytes]:
-        """The lines of a file not held in memory that start at ``offsets``."""
+        """The lines that start at ``offsets``: of the embedded bytes, or of a file not
+        held in memory."""
+        data = self.data
+        if data is not None:
+            ends = [data.find(b"\n", at) for at in offsets]
+            return [
+                bytes(data[at : end if end >= 0 else len(data)])
+                for at, end in zip(offsets, ends, strict=True)
+            ]
         lines = []
         assert self.path is not None
         try:
@@ -174,14 +183,14 @@ class KeyLog:
     def add_bytes(self, data: bytes) -> None:
         """Key log lines from elsewhere (a pcapng Decryption Secrets Block)."""
         if self._embedded is None:
-            self._embedded = _Source(None, b"")
+            self._embedded = _Source(None, bytearray())
             self._sources.append(self._embedded)
         held = self._embedded.data
-        assert held is not None
+        assert isinstance(held, bytearray)
         if held and not held.endswith(b"\n"):
             held += b"\n"
         base = len(held)
-        self._embedded.data = held + bytes(data)
+        held += data  # in place: a capture may embed any number of blocks
         self._scan(self._embedded, bytes(data), len(data), base)
 
     @cython.locals(
@@ -251,7 +260,7 @@ class KeyLog:
             if not offsets:
                 continue
             data = source.data
-            if data is not None:
+            if type(data) is bytes:  # a file held: its lines read where they are
                 for at in offsets:
                     _take(data, at, client_random, found)
             else:
