@@ -146,32 +146,62 @@ class TcpSide:
 SIDES = ("client", "broker")
 
 
-def _value(number: int) -> int | None:
+# The column names, made once: a row is built at every connection's close.
+_RTT_NAMES = tuple(
+    tuple(
+        f"tcp_rtt_{peer}_{what}"
+        for what in ("handshake_us", "samples", "min_us", "mean_us", "max_us")
+    )
+    for peer in ("broker", "client")
+)
+_SIDE_NAMES = tuple(
+    tuple(
+        f"tcp_{what}_{name}"
+        for what in (
+            "window_scale",
+            "min_window",
+            "zero_windows",
+            "zero_window_us",
+            "longest_zero_window_us",
+            "longest_zero_window_ts",
+            "retransmissions",
+            "retransmitted_bytes",
+            "retransmission_burst",
+            "retransmission_burst_ts",
+        )
+    )
+    for name in SIDES
+)
+
+
+@cython.cfunc
+@cython.inline
+@cython.locals(number=cython.longlong)
+def _value(number: int) -> object:
     return None if number == NONE else number
 
 
+@cython.locals(side=TcpSide, names=tuple)
 def tcp_columns(client: TcpSide, broker: TcpSide) -> dict[str, int | None]:
     """The TCP columns of a ``connections`` row (``tables/schema.py`` documents them)."""
     row: dict[str, int | None] = {}
-    for side, peer in ((client, "broker"), (broker, "client")):
+    for side, names in ((client, _RTT_NAMES[0]), (broker, _RTT_NAMES[1])):
         side.finish()
         # The round trip a side's segments time is its peer's: the client's data, the broker.
-        row[f"tcp_rtt_{peer}_handshake_us"] = _value(side.handshake_us)
-        row[f"tcp_rtt_{peer}_samples"] = side.rtt_samples
-        row[f"tcp_rtt_{peer}_min_us"] = _value(side.rtt_min_us)
-        row[f"tcp_rtt_{peer}_mean_us"] = (
-            side.rtt_sum_us // side.rtt_samples if side.rtt_samples else None
-        )
-        row[f"tcp_rtt_{peer}_max_us"] = _value(side.rtt_max_us)
-    for side, name in ((client, "client"), (broker, "broker")):
-        row[f"tcp_window_scale_{name}"] = _value(side.scale)
-        row[f"tcp_min_window_{name}"] = _value(side.min_window)
-        row[f"tcp_zero_windows_{name}"] = side.zero_windows
-        row[f"tcp_zero_window_us_{name}"] = side.zero_us
-        row[f"tcp_longest_zero_window_us_{name}"] = _value(side.longest_zero_us)
-        row[f"tcp_longest_zero_window_ts_{name}"] = _value(side.longest_zero_ts)
-        row[f"tcp_retransmissions_{name}"] = side.retransmitted
-        row[f"tcp_retransmitted_bytes_{name}"] = side.retransmitted_bytes
-        row[f"tcp_retransmission_burst_{name}"] = side.worst_burst
-        row[f"tcp_retransmission_burst_ts_{name}"] = _value(side.worst_burst_ts)
+        row[names[0]] = _value(side.handshake_us)
+        row[names[1]] = side.rtt_samples
+        row[names[2]] = _value(side.rtt_min_us)
+        row[names[3]] = side.rtt_sum_us // side.rtt_samples if side.rtt_samples else None
+        row[names[4]] = _value(side.rtt_max_us)
+    for side, names in ((client, _SIDE_NAMES[0]), (broker, _SIDE_NAMES[1])):
+        row[names[0]] = _value(side.scale)
+        row[names[1]] = _value(side.min_window)
+        row[names[2]] = side.zero_windows
+        row[names[3]] = side.zero_us
+        row[names[4]] = _value(side.longest_zero_us)
+        row[names[5]] = _value(side.longest_zero_ts)
+        row[names[6]] = side.retransmitted
+        row[names[7]] = side.retransmitted_bytes
+        row[names[8]] = side.worst_burst
+        row[names[9]] = _value(side.worst_burst_ts)
     return row

@@ -76,3 +76,33 @@ def test_tls12_prf_gives_the_working_groups_vector():
         "4e14baf9af0fa022f7077def17abfd3797c0564bab4fbc91666e9def9b97fce34f796789baa48082d122ee"
         "42c5a72e5a5110fff70187347b66"
     )
+
+
+def _cryptography_expand_label(secret: bytes, label: bytes, length: int, hash: str) -> bytes:
+    """HKDF-Expand-Label by pyca ``cryptography``'s HKDFExpand: the peer the key schedule
+    is held to for SHA-384 and for outputs longer than a hash."""
+    from cryptography.hazmat.primitives import hashes
+    from cryptography.hazmat.primitives.kdf.hkdf import HKDFExpand
+
+    full = b"tls13 " + label
+    info = length.to_bytes(2, "big") + bytes([len(full)]) + full + b"\x00"
+    algorithm = {"sha256": hashes.SHA256, "sha384": hashes.SHA384}[hash]
+    return HKDFExpand(algorithm(), length, info).derive(secret)
+
+
+def test_hkdf_expand_label_agrees_with_cryptography_for_both_hashes():
+    for hash, size in (("sha256", 32), ("sha384", 48)):
+        secret = bytes(range(7, 7 + size))
+        for label, length in ((b"key", 16), (b"key", 32), (b"iv", 12), (b"traffic upd", size)):
+            expected = _cryptography_expand_label(secret, label, length, hash)
+            assert hkdf_expand_label(secret, label, b"", length, hash) == expected
+        longer = _cryptography_expand_label(secret, b"exporter", 2 * size + 5, hash)
+        assert hkdf_expand_label(secret, b"exporter", b"", 2 * size + 5, hash) == longer
+
+
+def test_traffic_keys_of_every_tls13_suite_agree_with_cryptography():
+    for suite in (suite for suite in SUITES.values() if suite.tls13):
+        secret = bytes(range(3, 3 + (48 if suite.hash == "sha384" else 32)))
+        keys = traffic_keys(suite, secret)
+        assert keys.key == _cryptography_expand_label(secret, b"key", suite.key_size, suite.hash)
+        assert keys.iv == _cryptography_expand_label(secret, b"iv", 12, suite.hash)

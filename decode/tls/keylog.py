@@ -8,9 +8,11 @@ malformed and skipped, never fatal.
 
 A key log may hold millions of lines, most for sessions the capture does not have: the
 index keeps 8 bytes a line (a 24-bit prefix of the client random and where the line
-starts), sorted, and a lookup reads back the few lines it points to. The secrets
-themselves stay in the file (or, for secrets a capture embeds, in the bytes given) and
-are held in memory only while a connection uses them.
+starts), sorted, and a lookup reads back the few lines it points to. The secrets of a
+large key log stay in the file and are held in memory only while a connection uses
+them; a key log of at most :data:`HELD` bytes (thousands of sessions) is kept as read,
+as are the secrets a capture embeds, so that a lookup, once a TLS connection, makes no
+system call.
 """
 
 from __future__ import annotations
@@ -21,9 +23,11 @@ from array import array
 import cython
 
 if cython.compiled:
+    from cython.cimports.cpython.bytes import PyBytes_AS_STRING, PyBytes_FromStringAndSize
     from cython.cimports.libc.stdlib import qsort
 
 CHUNK = 1 << 20  # bytes of a key log file read at a time
+HELD = 16 << 20  # a key log file up to this size is kept in memory once read
 MAX_LINE = 512  # longer lines are malformed (a SHA-384 secret is 96 hex digits)
 NEAR = 16 * MAX_LINE  # lines of one session this close together are read at once
 _MAX_LINE = cython.declare(cython.Py_ssize_t, MAX_LINE)  # the same, a C constant compiled
@@ -51,15 +55,17 @@ class KeyLogError(OSError):
 class _Source:
     """One key log (a file, or bytes a capture embeds) and the sorted index of its lines.
 
-    A file is opened once, at its first lookup, and read with ``pread`` (no shared file
-    position: workers forked with it read it as well): a capture of thousands of TLS
-    connections looks it up thousands of times."""
+    Its bytes are ``data`` when held in memory (a file's as read; the embedded lines, a
+    bytearray that grows with each block); else the file is opened once, at its first
+    lookup, and read with ``pread`` (no shared file position: workers forked with it read
+    it as well): a capture of thousands of TLS connections looks it up thousands of
+    times."""
 
-    __slots__ = ("_data", "_dirty", "_fd", "index", "path")
+    __slots__ = ("_dirty", "_fd", "data", "index", "path")
 
-    def __init__(self, path: str | None, data: bytearray | None) -> None:
+    def __init__(self, path: str | None, data: bytes | bytearray | None) -> None:
         self.path = path
-        self._data = data
+        self.data = data
         self.index = array("Q")
         self._dirty = False
         self._fd: int | None = None
@@ -79,7 +85,9 @@ class _Source:
         return self.index
 
     def lines_at(self, offsets: list[int]) -> list[bytes]:
-        data = self._data
+        """The lines that start at ``offsets``: of the embedded bytes, or of a file not
+        held in memory."""
+        data = self.data
         if data is not None:
             ends = [data.find(b"\n", at) for at in offsets]
             return [
@@ -110,10 +118,11 @@ class _Source:
         return lines
 
     def __getstate__(self) -> tuple:
-        return (self.path, self._data, self.sorted_index())
+        # A file's bytes are read again where needed rather than copied to each worker.
+        return (self.path, self.data if self.path is None else None, self.sorted_index())
 
     def __setstate__(self, state: tuple) -> None:
-        self.path, self._data, self.index = state
+        self.path, self.data, self.index = state
         self._dirty = False
         self._fd = None
 
@@ -143,10 +152,13 @@ class KeyLog:
         source = _Source(path, None)
         try:
             with open(path, "rb") as handle:
+                held: list[bytes] | None = [] if os.fstat(handle.fileno()).st_size <= HELD else None
                 carry = b""
                 base = 0  # offset in the file of ``carry``'s first byte
                 while True:
                     chunk = handle.read(CHUNK)
+                    if held is not None:
+                        held.append(chunk)
                     data = carry + chunk if carry else chunk
                     if not chunk:
                         if data:
@@ -164,6 +176,8 @@ class KeyLog:
             raise KeyLogError(f"{path}: {error.strerror or error}") from None
         except UnicodeError:
             raise KeyLogError(f"{path}: not a key log") from None
+        if held is not None:
+            source.data = b"".join(held)
         self._sources.append(source)
 
     def add_bytes(self, data: bytes) -> None:
@@ -171,12 +185,12 @@ class KeyLog:
         if self._embedded is None:
             self._embedded = _Source(None, bytearray())
             self._sources.append(self._embedded)
-        held = self._embedded._data
-        assert held is not None
+        held = self._embedded.data
+        assert isinstance(held, bytearray)
         if held and not held.endswith(b"\n"):
             held += b"\n"
         base = len(held)
-        held += data
+        held += data  # in place: a capture may embed any number of blocks
         self._scan(self._embedded, bytes(data), len(data), base)
 
     @cython.locals(
@@ -234,43 +248,71 @@ class KeyLog:
         self.malformed += malformed
         source.add(entries[:count])
 
-    @cython.locals(
-        line=bytes,
-        fields=cython.longlong,
-        label_end=cython.Py_ssize_t,
-        random_end=cython.Py_ssize_t,
-        secret_end=cython.Py_ssize_t,
-    )
     def secrets(self, client_random: bytes) -> dict[str, bytes]:
         """Every secret logged for the session of ``client_random``, by label (the last
         line of a label wins, as in Wireshark). Compiled, the index is searched, the
-        client random compared and the secret read by C loops: a capture of thousands
-        of TLS connections looks up thousands of sessions."""
+        line read, the client random compared and the secret decoded by C loops: a
+        capture of thousands of TLS connections looks up thousands of sessions."""
         found: dict[str, bytes] = {}
         prefix = int.from_bytes(client_random[: _PREFIX_BITS // 8], "big")
         for source in self._sources:
-            for line in source.lines_at(_offsets(source.sorted_index(), prefix)):
-                fields = _fields(line, 0, len(line))
-                if fields < 0:
-                    continue
-                label_end, random_end = fields & 0x3FF, fields >> 10 & 0x3FF
-                secret_end = fields >> 20 & 0x3FF
-                if (secret_end - random_end - 1) % 2 == 0 and _hex_is(
-                    line, label_end + 1, random_end, client_random
-                ):
-                    found[line[:label_end].decode()] = _unhex(line, random_end + 1, secret_end)
+            offsets = _offsets(source.sorted_index(), prefix)
+            if not offsets:
+                continue
+            data = source.data
+            if type(data) is bytes:  # a file held: its lines read where they are
+                for at in offsets:
+                    _take(data, at, client_random, found)
+            else:
+                for line in source.lines_at(offsets):
+                    _take(line, 0, client_random, found)
         return found
+
+
+@cython.cfunc
+@cython.locals(
+    data=bytes,
+    pos=cython.Py_ssize_t,
+    client_random=bytes,
+    found=dict,
+    fields=cython.longlong,
+    label_end=cython.Py_ssize_t,
+    random_end=cython.Py_ssize_t,
+    secret_end=cython.Py_ssize_t,
+)
+@cython.returns(cython.void)
+def _take(data: bytes, pos: int, client_random: bytes, found: dict) -> None:
+    """The secret of the line at ``data[pos]`` into ``found`` under its label, if the line
+    is well formed and for ``client_random``."""
+    fields = _fields(data, pos, len(data))
+    if fields < 0:
+        return
+    label_end, random_end = fields & 0x3FF, fields >> 10 & 0x3FF
+    secret_end = fields >> 20 & 0x3FF
+    if (secret_end - random_end - 1) % 2 == 0 and _hex_is(
+        data, pos + label_end + 1, pos + random_end, client_random
+    ):
+        label = data[pos : pos + label_end].decode()
+        found[label] = _unhex(data, pos + random_end + 1, pos + secret_end)
 
 
 # -- one line's grammar: ``LABEL HEX HEX``, then spaces or tabs, then an optional CR ------
 
 
-@cython.cfunc
-@cython.inline
-@cython.locals(c=cython.int)
-@cython.returns(cython.bint)
-def _is_hex(c: int) -> bool:
-    return 48 <= c <= 57 or 97 <= c <= 102 or 65 <= c <= 70
+def _classes() -> bytes:
+    """Each byte's classes in a line's grammar: :data:`_LABEL` (``[A-Z0-9_]``) and
+    :data:`_HEX` (a hex digit), one table lookup a byte."""
+    table = bytearray(256)
+    for c in b"ABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_":
+        table[c] |= 1
+    for c in b"0123456789abcdefABCDEF":
+        table[c] |= 2
+    return bytes(table)
+
+
+_LABEL = cython.declare(cython.int, 1)
+_HEX = cython.declare(cython.int, 2)
+_CLASSES = cython.declare(bytes, _classes())
 
 
 @cython.cfunc
@@ -279,11 +321,11 @@ def _is_hex(c: int) -> bool:
     pos=cython.Py_ssize_t,
     end=cython.Py_ssize_t,
     i=cython.Py_ssize_t,
-    c=cython.int,
     label_end=cython.Py_ssize_t,
     random_end=cython.Py_ssize_t,
     secret_end=cython.Py_ssize_t,
     text=cython.p_uchar,
+    classes=cython.p_uchar,
 )
 @cython.returns(cython.longlong)
 def _fields(data: bytes, pos: int, end: int) -> int:
@@ -296,24 +338,22 @@ def _fields(data: bytes, pos: int, end: int) -> int:
     log goes through here, a bounds check on each read cost three times the read."""
     if pos < 0 or end > len(data) or pos > end:
         return -1
-    text = data  # compiled: a pointer to its bytes
+    text = data  # compiled: pointers to the bytes and to the table of classes
+    classes = _CLASSES
     i = pos
-    while i < end:
-        c = text[i]
-        if not (65 <= c <= 90 or 48 <= c <= 57 or c == 95):
-            break
+    while i < end and classes[text[i]] & _LABEL:
         i += 1
     label_end = i - pos
     if label_end == 0 or i >= end or text[i] != 32:
         return -1
     i += 1
-    while i < end and _is_hex(text[i]):
+    while i < end and classes[text[i]] & _HEX:
         i += 1
     random_end = i - pos
     if random_end == label_end + 1 or i >= end or text[i] != 32:
         return -1
     i += 1
-    while i < end and _is_hex(text[i]):
+    while i < end and classes[text[i]] & _HEX:
         i += 1
     secret_end = i - pos
     if secret_end == random_end + 1:
@@ -356,7 +396,7 @@ def _hex_prefix(data: bytes, at: int) -> int:
 
 
 @cython.locals(
-    entries=cython.ulonglong[::1],
+    entries=cython.p_ulonglong,
     prefix=cython.ulonglong,
     low=cython.Py_ssize_t,
     high=cython.Py_ssize_t,
@@ -364,11 +404,17 @@ def _hex_prefix(data: bytes, at: int) -> int:
 )
 def _offsets(index: array, prefix: int) -> list[int]:
     """Where the lines of the client randoms with this 24-bit prefix start: the entries
-    of the sorted ``index`` that have it (a binary search for the first)."""
+    of the sorted ``index`` that have it (a binary search for the first). Compiled, read
+    through the array's buffer address (a typed memoryview of it cost more to make than
+    the search)."""
     offsets: list[int] = []
     if not len(index):
         return offsets
-    entries = index
+    if cython.compiled:
+        address = cython.cast(cython.size_t, index.buffer_info()[0])
+        entries = cython.cast(cython.p_ulonglong, address)
+    else:
+        entries = index
     low, high = 0, len(index)
     while low < high:
         middle = (low + high) // 2
@@ -391,16 +437,21 @@ def _offsets(index: array, prefix: int) -> list[int]:
     i=cython.Py_ssize_t,
     high=cython.int,
     low=cython.int,
+    text=cython.p_uchar,
+    wanted=cython.p_uchar,
 )
 @cython.returns(cython.bint)
 def _hex_is(line: bytes, start: int, stop: int, value: bytes) -> bool:
-    """Whether ``line[start:stop]`` is ``value`` in hex digits (either case)."""
-    if stop - start != 2 * len(value):
+    """Whether ``line[start:stop]`` is ``value`` in hex digits (either case). Compiled,
+    read through C pointers once the span is known to lie within ``line``."""
+    if stop - start != 2 * len(value) or start < 0 or stop > len(line):
         return False
+    text = line  # compiled: pointers to the bytes
+    wanted = value
     for i in range(len(value)):
-        high = _digit(line[start + 2 * i])
-        low = _digit(line[start + 2 * i + 1])
-        if high < 0 or low < 0 or (high << 4 | low) != value[i]:
+        high = _digit(text[start + 2 * i])
+        low = _digit(text[start + 2 * i + 1])
+        if high < 0 or low < 0 or (high << 4 | low) != wanted[i]:
             return False
     return True
 
@@ -410,21 +461,31 @@ def _hex_is(line: bytes, start: int, stop: int, value: bytes) -> bool:
     line=bytes,
     start=cython.Py_ssize_t,
     stop=cython.Py_ssize_t,
-    out=bytearray,
+    out=bytes,
+    raw=cython.p_uchar,
+    text=cython.p_uchar,
     i=cython.Py_ssize_t,
     high=cython.int,
     low=cython.int,
 )
 def _unhex(line: bytes, start: int, stop: int) -> bytes:
-    """The bytes the hex digits ``line[start:stop]`` (an even number of them) spell."""
-    out = bytearray((stop - start) // 2)
+    """The bytes the hex digits ``line[start:stop]`` (an even number of them, within
+    ``line``) spell. Compiled, read through a C pointer and written into the bytes object
+    made for them."""
+    if not cython.compiled:
+        return bytes.fromhex(line[start:stop].decode("ascii"))
+    if start < 0 or stop > len(line) or stop < start:
+        raise ValueError("not within the line")
+    text = line  # compiled: a pointer to its bytes
+    out = PyBytes_FromStringAndSize(cython.NULL, (stop - start) // 2)
+    raw = cython.cast(cython.p_uchar, PyBytes_AS_STRING(out))
     for i in range(len(out)):
-        high = _digit(line[start + 2 * i])
-        low = _digit(line[start + 2 * i + 1])
+        high = _digit(text[start + 2 * i])
+        low = _digit(text[start + 2 * i + 1])
         if high < 0 or low < 0:
             raise ValueError("not a hex digit")
-        out[i] = high << 4 | low
-    return bytes(out)
+        raw[i] = high << 4 | low
+    return out
 
 
 @cython.cfunc

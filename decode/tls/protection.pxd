@@ -2,6 +2,19 @@
 # protection.py when it compiles it), so that the record walk (stream.py) calls a
 # direction's `open` as C, and each class keeps its cipher and buffers in C fields.
 
+cdef extern from "openssl/params.h":
+    ctypedef struct OSSL_PARAM:
+        pass
+    OSSL_PARAM OSSL_PARAM_construct_octet_string(const char *key, void *buf, size_t bsize)
+    OSSL_PARAM OSSL_PARAM_construct_end()
+
+
+cdef extern from "openssl/core_names.h":
+    const char *OSSL_CIPHER_PARAM_AEAD_TAG
+    const char *OSSL_CIPHER_PARAM_AEAD_TLS1_IV_FIXED
+    const char *OSSL_CIPHER_PARAM_AEAD_TLS1_SET_IV_INV
+
+
 cdef extern from "openssl/evp.h":
     ctypedef struct EVP_CIPHER
     ctypedef struct EVP_CIPHER_CTX
@@ -17,19 +30,26 @@ cdef extern from "openssl/evp.h":
                           const unsigned char *data, int size)
     int EVP_DecryptFinal_ex(EVP_CIPHER_CTX *ctx, unsigned char *out, int *outl)
     int EVP_CIPHER_CTX_ctrl(EVP_CIPHER_CTX *ctx, int kind, int arg, void *ptr)
+    int EVP_CIPHER_CTX_set_params(EVP_CIPHER_CTX *ctx, const OSSL_PARAM params[])
 
 
 cdef class _Cipher:
     cdef EVP_CIPHER *_cipher
+    cdef bint _gcm
 
 
 cdef class _EvpAead:
     cdef EVP_CIPHER_CTX *_ctx
     cdef _Cipher _kind
     cdef bint _ok
+    cdef bint _fields
+    cdef bint _fixed_set
+    cdef unsigned char _fixed[4]
+    cdef OSSL_PARAM _params[3]
     cpdef object opened(self, bytearray nonce, bytes data, object aad)
     cdef bint _run(self, const unsigned char *nonce, const unsigned char *aad, int aad_size,
                    const unsigned char *sealed, int size, unsigned char *out)
+    cdef bint _nonce_and_tag(self, const unsigned char *nonce, void *tag)
 
 
 cdef class Protection:

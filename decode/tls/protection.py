@@ -12,7 +12,11 @@ additional data are written into buffers kept for the direction's life, not buil
 Python integers and byte strings per record. The AES-GCM and ChaCha20-Poly1305 decryption
 itself is then OpenSSL's (the library ``cryptography`` runs on) through one cipher
 context per key, its key schedule done once: ``cryptography``'s AEAD objects make and key
-a new context at every call, which costs more than decrypting a small record.
+a new context at every call, which costs more than decrypting a small record. An AES-GCM
+nonce is given to that context as TLS's two fields (OpenSSL's ``tlsivfixed`` and
+``tlsivinv`` parameters): the 4 bytes fixed for the key, once, then each record's other 8
+with its tag in one call, where setting the whole nonce makes OpenSSL 3.0 ask the
+context its nonce's length at every record.
 Interpreted, or where OpenSSL refuses the cipher, ``cryptography`` decrypts; it is
 imported where it is used, so that a compiled decode of AES-GCM or ChaCha20-Poly1305
 never imports it (its bindings and cipher modules are slow to load, at the first TLS
@@ -32,8 +36,9 @@ from .suites import CBC, CCM8, CHACHA, GCM, Suite
 if cython.compiled:
     from cython.cimports.cpython.bytearray import PyByteArray_AS_STRING
     from cython.cimports.cpython.bytes import PyBytes_AS_STRING, PyBytes_FromStringAndSize
+    from cython.cimports.libc.string import memcmp, memcpy
 
-TAG = 16  # the AEAD tag, but CCM_8's
+TAG = cython.declare(cython.int, 16)  # the AEAD tag, but CCM_8's
 # Where Tls13.open_at decrypts a record (compiled): the largest record's plaintext fits.
 _SCRATCH_SIZE = cython.declare(cython.Py_ssize_t, MAX_RECORD)
 _SCRATCH = bytearray(MAX_RECORD)
@@ -61,10 +66,11 @@ def _aead(suite: Suite, key: bytes) -> object:
     """The decrypting object of ``suite`` for ``key``: ``decrypt(nonce, data, aad)`` as
     ``cryptography``'s AEAD classes have it (OpenSSL's context when compiled)."""
     if cython.compiled and suite.cipher in (GCM, CHACHA):
-        name = b"ChaCha20-Poly1305" if suite.cipher == CHACHA else b"AES-%d-GCM" % (len(key) * 8)
-        kind = _CIPHERS.get(name)
+        kind = _CIPHERS.get((suite.cipher, len(key)))
         if kind is None:
-            kind = _CIPHERS[name] = _Cipher(name)
+            gcm = suite.cipher == GCM
+            name = b"AES-%d-GCM" % (len(key) * 8) if gcm else b"ChaCha20-Poly1305"
+            kind = _CIPHERS[suite.cipher, len(key)] = _Cipher(name, gcm)
         opener = _EvpAead(kind, key)
         if opener.ready():
             return opener
@@ -95,15 +101,16 @@ class _Cipher:
     """One OpenSSL cipher, fetched once for the process: a fetch looks its name up in the
     provider's tables, and a TLS 1.3 connection keys four contexts (compiled only)."""
 
-    def __cinit__(self, name: bytes) -> None:
+    def __cinit__(self, name: bytes, gcm: bool) -> None:
         self._cipher = EVP_CIPHER_fetch(cython.NULL, name, cython.NULL)  # noqa: F821
+        self._gcm = gcm
 
     def __dealloc__(self) -> None:
         if self._cipher != cython.NULL:
             EVP_CIPHER_free(self._cipher)  # noqa: F821
 
 
-_CIPHERS: dict[bytes, _Cipher] = {}  # by OpenSSL's name (compiled)
+_CIPHERS: dict[tuple[str, int], _Cipher] = {}  # by cipher and key size (compiled)
 
 
 @cython.cclass
@@ -115,6 +122,8 @@ class _EvpAead:
     def __cinit__(self, kind: _Cipher, key: bytes) -> None:
         self._ctx = EVP_CIPHER_CTX_new()  # noqa: F821 (protection.pxd)
         self._kind = kind
+        self._fields = kind._gcm  # AES-GCM: the nonce in TLS's fixed and invocation fields
+        self._fixed_set = False
         self._ok = (
             self._ctx != cython.NULL
             and kind._cipher != cython.NULL
@@ -178,13 +187,49 @@ class _EvpAead:
         all: the caller checked the sizes; the C signature is in protection.pxd)."""
         done = more = ignored = 0
         tag = cython.cast(cython.p_void, sealed + size)
+        if not self._nonce_and_tag(nonce, tag):
+            return False
         return (
-            EVP_DecryptInit_ex2(self._ctx, cython.NULL, cython.NULL, nonce, cython.NULL) == 1  # noqa: F821
-            and EVP_DecryptUpdate(self._ctx, cython.NULL, cython.address(ignored), aad, aad_size)  # noqa: F821
+            EVP_DecryptUpdate(self._ctx, cython.NULL, cython.address(ignored), aad, aad_size)  # noqa: F821
             == 1
             and EVP_DecryptUpdate(self._ctx, out, cython.address(done), sealed, size) == 1  # noqa: F821
-            and EVP_CIPHER_CTX_ctrl(self._ctx, EVP_CTRL_AEAD_SET_TAG, TAG, tag) == 1  # noqa: F821
             and EVP_DecryptFinal_ex(self._ctx, out + done, cython.address(more)) == 1  # noqa: F821
+        )
+
+    def _nonce_and_tag(self, nonce: object, tag: object) -> bool:
+        """The record's 12-byte ``nonce`` and 16-byte ``tag`` given to the context (C
+        pointers). AES-GCM: the first 4 bytes as the fixed field when they change (once a
+        key), the other 8 as the invocation field with the tag in one call; if OpenSSL
+        refuses the fields, the whole nonce from then on, as any AEAD takes it."""
+        if self._fields:
+            if not self._fixed_set or memcmp(nonce, self._fixed, 4) != 0:
+                memcpy(self._fixed, nonce, 4)
+                self._params[0] = OSSL_PARAM_construct_octet_string(  # noqa: F821
+                    OSSL_CIPHER_PARAM_AEAD_TLS1_IV_FIXED,  # noqa: F821
+                    cython.address(self._fixed[0]),
+                    4,
+                )
+                self._params[1] = OSSL_PARAM_construct_end()  # noqa: F821
+                self._fixed_set = EVP_CIPHER_CTX_set_params(self._ctx, self._params) == 1  # noqa: F821
+                self._fields = self._fixed_set
+            if self._fields:
+                self._params[0] = OSSL_PARAM_construct_octet_string(  # noqa: F821
+                    OSSL_CIPHER_PARAM_AEAD_TLS1_SET_IV_INV,  # noqa: F821
+                    cython.cast(cython.p_void, nonce + 4),
+                    8,
+                )
+                self._params[1] = OSSL_PARAM_construct_octet_string(  # noqa: F821
+                    OSSL_CIPHER_PARAM_AEAD_TAG,  # noqa: F821
+                    tag,
+                    TAG,
+                )
+                self._params[2] = OSSL_PARAM_construct_end()  # noqa: F821
+                if EVP_CIPHER_CTX_set_params(self._ctx, self._params) == 1:  # noqa: F821
+                    return True
+                self._fields = False
+        return (
+            EVP_DecryptInit_ex2(self._ctx, cython.NULL, cython.NULL, nonce, cython.NULL) == 1  # noqa: F821
+            and EVP_CIPHER_CTX_ctrl(self._ctx, EVP_CTRL_AEAD_SET_TAG, TAG, tag) == 1  # noqa: F821
         )
 
 
@@ -204,12 +249,18 @@ def _tag_size(suite: Suite) -> int:
 
 
 @cython.cfunc
-@cython.locals(target=bytearray, at=cython.Py_ssize_t, value=cython.ulonglong, i=cython.int)
+@cython.locals(
+    target=bytearray, at=cython.Py_ssize_t, value=cython.ulonglong, i=cython.int, raw=cython.p_uchar
+)
 @cython.returns(cython.void)
 def _put_u64(target: bytearray, at: int, value: int) -> None:
-    """``value`` as 8 big-endian bytes at ``target[at:at + 8]``."""
+    """``value`` as 8 big-endian bytes at ``target[at:at + 8]`` (written through a C
+    pointer compiled, the span checked once)."""
+    if at < 0 or at + 8 > len(target):
+        raise IndexError("8 bytes beyond the buffer")
+    raw = target  # compiled: a pointer to its bytes
     for i in range(7, -1, -1):
-        target[at + i] = value & 0xFF
+        raw[at + i] = value & 0xFF
         value >>= 8
 
 

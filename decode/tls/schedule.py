@@ -4,18 +4,21 @@ TLS 1.3 (RFC 8446 7.1-7.3): a traffic secret gives its direction's key and IV th
 HKDF-Expand-Label, and a KeyUpdate replaces the secret by the next one of its chain.
 TLS 1.2 (RFC 5246 6.3): the master secret and both randoms give the key block through
 the TLS PRF (P_hash over HMAC with the suite's hash), cut into MAC keys, keys and IVs.
-HKDF and HMAC come from pyca ``cryptography`` and the standard library; compiled,
-HKDF-Expand-Label is OpenSSL's own TLS 1.3 KDF (the library ``cryptography`` runs on),
-through one context per hash kept for the process: ``cryptography``'s HKDFExpand, an
-object made per derivation, cost four times as much, and a TLS 1.3 connection derives
-eight keys and IVs; ``cryptography`` is then not even imported.
+
+Every output TLS 1.3 derives (a key, an IV, the next secret, a Finished key) is at most
+one hash long, and HKDF-Expand of at most one hash is a single HMAC (RFC 5869 2.3:
+T(1) = HMAC(secret, info | 0x01)). Compiled, that HMAC is OpenSSL's (the library
+``cryptography`` and hashlib run on) through one MAC context per hash kept for the
+process, keyed once per secret for both the key and the IV: a context or a provider
+fetch per derivation (OpenSSL's TLS 1.3 KDF, ``cryptography``'s HKDFExpand, hashlib's
+one-shot HMAC) cost more than the hashing. Interpreted, hashlib's HMAC; longer outputs,
+which TLS never asks for, are ``cryptography``'s HKDFExpand.
 """
 
 from __future__ import annotations
 
 import hashlib
 import hmac
-from dataclasses import dataclass
 
 import cython
 
@@ -23,94 +26,150 @@ from .suites import Suite
 
 if cython.compiled:
     from cython.cimports.cpython.bytes import PyBytes_AS_STRING, PyBytes_FromStringAndSize
+    from cython.cimports.libc.string import memcpy
 
 PREFIX = b"tls13 "
 
 
+def hkdf_label(label: bytes, context: bytes, length: int) -> bytes:
+    """The HkdfLabel structure (RFC 8446 7.1): HKDF-Expand's info for ``label``."""
+    full = PREFIX + label
+    return length.to_bytes(2, "big") + bytes([len(full)]) + full + bytes([len(context)]) + context
+
+
 def hkdf_expand_label(secret: bytes, label: bytes, context: bytes, length: int, hash: str) -> bytes:
     """HKDF-Expand-Label (RFC 8446 7.1): HKDF-Expand of the ``tls13 ``-prefixed label."""
-    if cython.compiled:
-        expand = _EXPANDERS.get(hash)
-        if expand is None:
-            expand = _EXPANDERS[hash] = _ExpandLabel(hash.encode())
-        derived = expand.derive(secret, label, context, length)
-        if derived is not None:
-            return derived
+    info = hkdf_label(label, context, length)
+    if length <= hashlib.new(hash).digest_size:
+        return _hmac(hash).first(secret, info + b"\x01", length)
     from cryptography.hazmat.primitives import hashes
     from cryptography.hazmat.primitives.kdf.hkdf import HKDFExpand
 
-    full = PREFIX + label
-    info = length.to_bytes(2, "big") + bytes([len(full)]) + full + bytes([len(context)]) + context
     algorithm = {"sha256": hashes.SHA256, "sha384": hashes.SHA384}[hash]
     return HKDFExpand(algorithm(), length, info).derive(secret)
 
 
-@cython.cclass
-class _ExpandLabel:
-    """OpenSSL's TLS 1.3 KDF in HKDF-Expand mode for one hash, its context made once
-    (compiled only; its fields and the OpenSSL calls are in schedule.pxd)."""
+class _Digests:
+    """One hash's HMAC over hashlib (interpreted): what :class:`_Hmac` does compiled."""
 
-    def __cinit__(self, digest: bytes) -> None:
-        kdf = EVP_KDF_fetch(cython.NULL, OSSL_KDF_NAME_TLS1_3_KDF, cython.NULL)  # noqa: F821
-        self._ctx = EVP_KDF_CTX_new(kdf) if kdf != cython.NULL else cython.NULL  # noqa: F821
-        EVP_KDF_free(kdf)  # noqa: F821 (the context holds its own reference)
-        self._mode = EVP_KDF_HKDF_MODE_EXPAND_ONLY  # noqa: F821
+    def __init__(self, hash: str) -> None:
+        self._hash = hash
+
+    def first(self, key: bytes, data: bytes, length: int) -> bytes:
+        """The first ``length`` bytes of HMAC(``key``, ``data``)."""
+        return hmac.digest(key, data, self._hash)[:length]
+
+    def pair(self, key: bytes, data: bytes, length: int, more: bytes, more_length: int) -> tuple:
+        """:meth:`first` of ``data`` and of ``more``, under one ``key``."""
+        return self.first(key, data, length), self.first(key, more, more_length)
+
+
+@cython.cclass
+class _Hmac:
+    """OpenSSL's HMAC for one hash, its context made once (compiled only; its fields and
+    the OpenSSL calls are in schedule.pxd)."""
+
+    def __cinit__(self, digest: bytes, size: int) -> None:
+        mac = EVP_MAC_fetch(cython.NULL, b"HMAC", cython.NULL)  # noqa: F821
+        self._ctx = EVP_MAC_CTX_new(mac) if mac != cython.NULL else cython.NULL  # noqa: F821
+        EVP_MAC_free(mac)  # noqa: F821 (the context holds its own reference)
         self._digest = digest
-        # The mode and the hash once (the hash is looked up by name when set); each
-        # derivation gives the secret, the prefix, the label and the context.
-        self._params[0] = OSSL_PARAM_construct_int(OSSL_KDF_PARAM_MODE, cython.address(self._mode))  # noqa: F821
-        self._params[1] = _text(OSSL_KDF_PARAM_DIGEST, self._digest)  # noqa: F821
-        self._params[2] = OSSL_PARAM_construct_end()  # noqa: F821
-        if self._ctx != cython.NULL and EVP_KDF_CTX_set_params(self._ctx, self._params) != 1:  # noqa: F821
-            EVP_KDF_CTX_free(self._ctx)  # noqa: F821
-            self._ctx = cython.NULL
+        self._size = 0
+        self._params[0] = OSSL_PARAM_construct_utf8_string(  # noqa: F821
+            OSSL_MAC_PARAM_DIGEST,  # noqa: F821
+            PyBytes_AS_STRING(self._digest),
+            0,
+        )
+        self._params[1] = OSSL_PARAM_construct_end()  # noqa: F821
+        if self._ctx != cython.NULL and EVP_MAC_CTX_set_params(self._ctx, self._params) == 1:  # noqa: F821
+            self._size = size  # the hash's (OpenSSL says it only once keyed)
 
     def __dealloc__(self) -> None:
-        EVP_KDF_CTX_free(self._ctx)  # noqa: F821
+        EVP_MAC_CTX_free(self._ctx)  # noqa: F821
 
-    def derive(self, secret: bytes, label: bytes, context: bytes, length: int) -> bytes | None:
-        """The ``length`` bytes HKDF-Expand-Label gives, or None where OpenSSL cannot
-        (no TLS 1.3 KDF in this OpenSSL, an unknown hash): the caller derives them then."""
-        if self._ctx == cython.NULL or not 0 < length <= 255 * 64:
-            return None
+    def ready(self) -> bool:
+        return self._size > 0
+
+    def first(self, key: bytes, data: bytes, length: int) -> bytes:
+        """The first ``length`` bytes (at most the hash's) of HMAC(``key``, ``data``)."""
         out = PyBytes_FromStringAndSize(cython.NULL, length)
-        self._params[0] = _octets(OSSL_KDF_PARAM_KEY, secret)  # noqa: F821
-        self._params[1] = _octets(OSSL_KDF_PARAM_PREFIX, PREFIX)  # noqa: F821
-        self._params[2] = _octets(OSSL_KDF_PARAM_LABEL, label)  # noqa: F821
-        self._params[3] = _octets(OSSL_KDF_PARAM_DATA, context)  # noqa: F821
-        self._params[4] = OSSL_PARAM_construct_end()  # noqa: F821
-        raw = cython.cast(cython.p_uchar, PyBytes_AS_STRING(out))
-        if EVP_KDF_derive(self._ctx, raw, length, self._params) != 1:  # noqa: F821
-            return None
+        if not self._mac(key, data, out, length):
+            raise ValueError("OpenSSL's HMAC failed")
         return out
 
+    def pair(self, key: bytes, data: bytes, length: int, more: bytes, more_length: int) -> tuple:
+        """:meth:`first` of ``data`` and of ``more``: the key's pads are hashed once."""
+        out = PyBytes_FromStringAndSize(cython.NULL, length)
+        second = PyBytes_FromStringAndSize(cython.NULL, more_length)
+        if not (self._mac(key, data, out, length) and self._mac(None, more, second, more_length)):
+            raise ValueError("OpenSSL's HMAC failed")
+        return out, second
 
-def _octets(name: bytes, value: bytes) -> object:
-    """An OpenSSL octet-string parameter over ``value``'s own bytes (no copy)."""
-    return OSSL_PARAM_construct_octet_string(name, PyBytes_AS_STRING(value), len(value))  # noqa: F821
+    @cython.locals(size=cython.size_t, raw=cython.p_uchar)
+    def _mac(self, key: object, data: bytes, out: bytes, length: int) -> bool:
+        """HMAC(``key``, ``data``) cut to ``length`` bytes into ``out`` (``key`` None:
+        the previous call's key again)."""
+        digest = cython.declare(cython.uchar[64])
+        size = 0
+        if self._size == 0 or not 0 < length <= self._size or self._size > 64:
+            return False
+        if key is None:
+            keyed = EVP_MAC_init(self._ctx, cython.NULL, 0, cython.NULL)  # noqa: F821
+        else:
+            raw = cython.cast(cython.p_uchar, PyBytes_AS_STRING(key))
+            keyed = EVP_MAC_init(self._ctx, raw, len(key), cython.NULL)  # noqa: F821
+        raw = cython.cast(cython.p_uchar, PyBytes_AS_STRING(data))
+        if (
+            keyed != 1
+            or EVP_MAC_update(self._ctx, raw, len(data)) != 1  # noqa: F821
+            or EVP_MAC_final(self._ctx, digest, cython.address(size), 64) != 1  # noqa: F821
+            or size < length
+        ):
+            return False
+        memcpy(PyBytes_AS_STRING(out), digest, length)
+        return True
 
 
-def _text(name: bytes, value: bytes) -> object:
-    """An OpenSSL UTF-8 string parameter over ``value``'s own bytes."""
-    return OSSL_PARAM_construct_utf8_string(name, PyBytes_AS_STRING(value), 0)  # noqa: F821
+_HMACS: dict[str, object] = {}  # one HMAC per hash: an OpenSSL context compiled
 
 
-_EXPANDERS: dict[str, _ExpandLabel] = {}  # one OpenSSL KDF context per hash (compiled)
+def _hmac(hash: str) -> object:
+    """The HMAC of ``hash`` (a hashlib name): OpenSSL's context compiled, hashlib's else."""
+    found = _HMACS.get(hash)
+    if found is None:
+        found = _Digests(hash)
+        if cython.compiled:
+            native = _Hmac(hash.upper().encode(), hashlib.new(hash).digest_size)
+            if native.ready():
+                found = native
+        _HMACS[hash] = found
+    return found
 
 
-@dataclass(frozen=True, slots=True)
+@cython.cclass
 class Keys:
-    """One direction's record keys: ``mac_key`` for CBC suites, ``iv`` as the suite uses it."""
+    """One direction's record keys: ``mac_key`` for CBC suites, ``iv`` as the suite uses it
+    (a C class compiled, its fields in schedule.pxd: a connection makes several)."""
 
-    key: bytes
-    iv: bytes
-    mac_key: bytes = b""
+    def __init__(self, key: bytes, iv: bytes, mac_key: bytes = b"") -> None:
+        self.key = key
+        self.iv = iv
+        self.mac_key = mac_key
+
+
+_KEY_LABELS: dict[int, bytes] = {}  # HkdfLabel | 0x01 of "key" by key size
+_IV_LABEL = hkdf_label(b"iv", b"", 12) + b"\x01"
 
 
 def traffic_keys(suite: Suite, secret: bytes) -> Keys:
-    """TLS 1.3: the key and IV of one direction's traffic secret (RFC 8446 7.3)."""
-    key = hkdf_expand_label(secret, b"key", b"", suite.key_size, suite.hash)
-    return Keys(key, hkdf_expand_label(secret, b"iv", b"", 12, suite.hash))
+    """TLS 1.3: the key and IV of one direction's traffic secret (RFC 8446 7.3): one HMAC
+    each (both at most one hash long), under the one secret."""
+    size = suite.key_size
+    label = _KEY_LABELS.get(size)
+    if label is None:
+        label = _KEY_LABELS[size] = hkdf_label(b"key", b"", size) + b"\x01"
+    key, iv = _hmac(suite.hash).pair(secret, label, size, _IV_LABEL, 12)
+    return Keys(key, iv)
 
 
 def next_secret(suite: Suite, secret: bytes) -> bytes:

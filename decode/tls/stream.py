@@ -181,6 +181,7 @@ class TlsStream:
     _records = cython.declare(cython.longlong)
     _missing_said = cython.declare(cython.bint)
     _alert = cython.declare(object)
+    _max = cython.declare(cython.Py_ssize_t)
 
     def __init__(self, secrets: Secrets, data: DataOut, gap: GapOut, anomaly: AnomalyOut) -> None:
         self._secrets = secrets
@@ -199,10 +200,11 @@ class TlsStream:
         self._records = 0  # records walked, both directions
         self._missing_said = False
         self._alert: int | None = None  # the description of an alert sent in the clear
+        self._max = MAX_RECORD  # the longest record the version allows (a C field compiled)
 
     # -- the events of the connection ------------------------------------------------------
 
-    @cython.locals(side=_Side)
+    @cython.locals(side=_Side, pieces=list)
     def on_data(self, direction: Direction, ts: int, offset: int, data: bytes) -> None:
         side = self._sides[direction]
         if side.mode == OPAQUE:
@@ -216,10 +218,16 @@ class TlsStream:
             side.skip = 0
         if not side.held:
             side.start = offset
-        side.pieces.append(data)
+            if len(data) >= side.need:  # nothing held: the segment is walked as it came
+                self._walk(side, data, ts)
+                return
+        pieces = side.pieces
+        pieces.append(data)
         side.held += len(data)
         if side.held >= side.need:
-            self._walk(side, ts)
+            data = pieces[0] if len(pieces) == 1 else b"".join(pieces)
+            pieces.clear()
+            self._walk(side, data, ts)
 
     @cython.locals(side=_Side)
     def on_gap(self, direction: Direction, ts: int, offset: int, size: int) -> None:
@@ -340,7 +348,6 @@ class TlsStream:
     @cython.cfunc
     @cython.locals(
         side=_Side,
-        pieces=list,
         data=bytes,
         end=cython.Py_ssize_t,
         pos=cython.Py_ssize_t,
@@ -353,12 +360,10 @@ class TlsStream:
         opened=tuple,
         plain=bytes,
     )
-    def _walk(self, side: _Side, ts: int) -> None:
-        """Every whole record ``side`` holds, in turn; the rest stays held. Application
-        data under keys in force is the hot path: one decrypt call on the bytes held (no
-        copy of the record), one delivery."""
-        pieces = side.pieces
-        data = pieces[0] if len(pieces) == 1 else b"".join(pieces)
+    def _walk(self, side: _Side, data: bytes, ts: int) -> None:
+        """Every whole record of ``data``, the bytes ``side`` holds (none kept apart), in
+        turn; the rest stays held. Application data under keys in force is the hot path:
+        one decrypt call on the bytes held (no copy of the record), one delivery."""
         end = len(data)
         pos = 0
         side.need = 5
@@ -375,7 +380,7 @@ class TlsStream:
             kind = data[pos]
             length = data[pos + 3] << 8 | data[pos + 4]
             if not (_CHANGE_CIPHER_SPEC <= kind <= _HEARTBEAT and data[pos + 1] == 3) or (
-                length > self._max_record()
+                length > self._max
             ):
                 pos = self._bad_header(side, data, pos, ts)
                 continue
@@ -405,17 +410,10 @@ class TlsStream:
                 side.delivered += size
             else:
                 self._opened(side, opened[0], plain, ts, offset)
-        pieces.clear()
         if pos < end:
-            pieces.append(data[pos:] if pos else data)
+            side.pieces.append(data[pos:] if pos else data)
         side.held = end - pos
         side.start += pos
-
-    @cython.cfunc
-    @cython.returns(cython.Py_ssize_t)
-    def _max_record(self) -> int:
-        """The longest record the version allows (a C call in the walk, once a record)."""
-        return MAX_RECORD_13 if self.version == TLS13 else MAX_RECORD
 
     def _bad_header(self, side: _Side, data: bytes, pos: int, ts: int) -> int:
         """A record header no TLS peer sends: the record boundaries are lost there."""
@@ -437,6 +435,7 @@ class TlsStream:
         side.mode = OPAQUE  # in the clear: no key to find the next record with
         return len(data)
 
+    @cython.cfunc
     def _record(
         self, side: _Side, kind: int, header: bytes, body: bytes, ts: int, offset: int
     ) -> None:
@@ -469,6 +468,7 @@ class TlsStream:
         self._lose(side, offset, side.seq)
         self._auth_failed(side, ts, offset, len(body) + 5)
 
+    @cython.cfunc
     def _opened(self, side: _Side, kind: int, plain: bytes, ts: int, offset: int) -> None:
         """A record that authenticated: its content, by its (inner) type."""
         if kind == APPLICATION_DATA:
@@ -519,6 +519,7 @@ class TlsStream:
 
     # -- the handshake ---------------------------------------------------------------------
 
+    @cython.cfunc
     def _handshake(self, side: _Side, data: bytes, ts: int, offset: int) -> None:
         try:
             for kind, body in side.messages.feed(data):
@@ -530,6 +531,7 @@ class TlsStream:
             detail = f"a TLS handshake message that does not parse: {error}"
             self._anomaly(side.direction, ts, offset, len(data), "tls_bad_record", detail)
 
+    @cython.cfunc
     def _client_message(self, side: _Side, kind: int, body: bytes, ts: int, offset: int) -> None:
         if kind == CLIENT_HELLO:
             hello = client_hello(body)
@@ -545,6 +547,7 @@ class TlsStream:
         elif kind == END_OF_EARLY_DATA:
             side.early = None
 
+    @cython.cfunc
     def _server_message(self, side: _Side, kind: int, body: bytes, ts: int, offset: int) -> None:
         tls13 = self.version == TLS13
         if kind == SERVER_HELLO:
@@ -556,6 +559,7 @@ class TlsStream:
         elif kind == KEY_UPDATE:
             self._key_update(side, body)
 
+    @cython.cfunc
     def _finished(self, side: _Side, ts: int, offset: int, label: str) -> None:
         """TLS 1.3: the sender's next records use its first application secret (a later
         Finished ends post-handshake authentication: no change of keys)."""
@@ -569,8 +573,10 @@ class TlsStream:
         else:
             self._install_13(side, side.app_secret)
 
+    @cython.cfunc
     def _server_hello(self, hello: ServerHello, ts: int, offset: int) -> None:
         self.version = hello.version
+        self._max = MAX_RECORD_13 if hello.version == TLS13 else MAX_RECORD
         if hello.retry:  # a HelloRetryRequest: the real ServerHello answers the next hello
             return
         self.server = hello
@@ -597,6 +603,7 @@ class TlsStream:
         else:
             self._keys_12(suite, hello, found, ts, offset)
 
+    @cython.cfunc
     def _keys_13(self, suite: Suite, found: dict[str, bytes], ts: int, offset: int) -> None:
         client, server = self._sides
         early = found.get("CLIENT_EARLY_TRAFFIC_SECRET")
@@ -616,6 +623,7 @@ class TlsStream:
             direction = Direction.C2B if missing[0].startswith("CLIENT") else Direction.B2C
             self._no_keys(direction, ts, offset, missing[0])
 
+    @cython.cfunc
     def _install_13(self, side: _Side, secret: bytes) -> None:
         assert self.suite is not None
         side.protection = Tls13(self.suite, traffic_keys(self.suite, secret))
@@ -734,7 +742,7 @@ class TlsStream:
             if end - at < 5:
                 return at, False
             length = data[at + 3] << 8 | data[at + 4]
-            if 0 < length <= self._max_record():
+            if 0 < length <= self._max:
                 if end - at - 5 < length:
                     side.need = 5 + length
                     return at, False  # a candidate not yet whole
