@@ -52,6 +52,7 @@ Result = TypeVar("Result")
 CANCEL_POLL_SECONDS = 0.1  # how often at_once looks for an error to cancel the jobs for
 LOG4J = Path(__file__).with_name("log4j2.properties")  # Spark's logging when pwcap starts it
 JVM_NOTICES = (b"WARNING: Using incubator modules:",)  # lines of the JVM's start not passed on
+PARQUET_EXPANSION = 20  # how much larger a pwcap table is in memory than in Parquet, at least
 
 
 def session(
@@ -94,6 +95,11 @@ def session(
         if not launching:  # spark-submit's logging: WARN from the context's start-up on
             conf.set("spark.log.level", "WARN")
     conf.setIfMissing("spark.sql.adaptive.enabled", "true")  # a cluster's may have it off
+    # Spark sizes a Parquet scan by its files and broadcasts what looks small; pwcap's
+    # tables of repeated names and ids compress many times over, so a table of millions
+    # of rows (the redeliveries of a storm, read back for the findings) looked small
+    # enough to broadcast and became a gigabyte in the heap.
+    conf.setIfMissing("spark.sql.sources.fileCompressionFactor", str(PARQUET_EXPANSION))
     if launching:  # a JVM of our own, for one run in a terminal that shows its progress
         # Spark's web UI slows every start; --conf spark.ui.enabled=true in
         # PYSPARK_SUBMIT_ARGS brings it back.
