@@ -52,6 +52,8 @@ Result = TypeVar("Result")
 CANCEL_POLL_SECONDS = 0.1  # how often at_once looks for an error to cancel the jobs for
 LOG4J = Path(__file__).with_name("log4j2.properties")  # Spark's logging when pwcap starts it
 JVM_NOTICES = (b"WARNING: Using incubator modules:",)  # lines of the JVM's start not passed on
+PARQUET_EXPANSION = "20"  # how much larger an analytics table is in memory than in Parquet
+SCAN_SIZE_FACTOR = "spark.sql.sources.fileCompressionFactor"
 
 
 def session(
@@ -575,5 +577,15 @@ def _wait(done: list[threading.Event], stopping: Callable[[], bool]) -> None:
 
 
 def read_back(spark: SparkSession, written: Mapping[str, str]) -> dict[str, DataFrame]:
-    """The tables :func:`write_tables` wrote, read from their Parquet."""
+    """The tables :func:`write_tables` wrote, read from their Parquet, for the queries
+    that follow (the findings, a summary).
+
+    Spark sizes a Parquet scan by its files and broadcasts what looks small. The analytics
+    tables of repeated names and ids compress many times over: a table of millions of
+    rows (the redeliveries of a storm) looked small enough to broadcast and became a
+    gigabyte in the heap. From here on, scans are sized for what they hold in memory
+    (unless the session was given a factor of its own).
+    """
+    if not spark.sparkContext.getConf().contains(SCAN_SIZE_FACTOR):
+        spark.conf.set(SCAN_SIZE_FACTOR, PARQUET_EXPANSION)
     return {name: spark.read.parquet(path) for name, path in written.items()}

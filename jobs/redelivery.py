@@ -163,6 +163,7 @@ def redeliveries(repeated: DataFrame, frames: DataFrame) -> DataFrame:
         F.when(F.col("delivery_number") > 1, micros("ts") - micros("first_ts")).alias(
             "since_first_delivery_us"
         ),
+        "previous_ts",
     )
 
 

@@ -187,6 +187,7 @@ REDELIVERIES: list[Column] = [
         " previous delivery's connection ended), `none_visible`; null on the first delivery",
     ),
     Column("since_first_delivery_us", I64, "time since the first delivery; null on the first"),
+    Column("previous_ts", TS, "capture time of the delivery before this one; null on the first"),
 ]
 
 REDELIVERY_SUMMARY: list[Column] = [

@@ -12,24 +12,11 @@ from .base import SUBSCRIPTION, Inputs, evidence, shown
 def acks_lost_on_reconnect(data: Inputs) -> DataFrame:
     """Messages redelivered after a reconnect that the client had acknowledged
     individually after their previous delivery."""
-    deliveries = data["redeliveries"]
-    again = deliveries.where((F.col("trigger") == "reconnect") & (F.col("delivery_number") > 1))
-    # Each one's previous delivery: its message's numbered one less. Joined, not a window
-    # over every delivery: a redelivery storm is millions of deliveries to sort, of which
-    # a reconnect redelivered few.
-    previous = deliveries.select(
-        *redelivery.MESSAGE, (F.col("delivery_number") + 1).alias("number"), "ts"
-    ).alias("p")
-    same = [F.col(f"a.{c}").eqNullSafe(F.col(f"p.{c}")) for c in redelivery.MESSAGE]
     again = (
-        again.alias("a")
-        .join(previous, [*same, F.col("a.delivery_number") == F.col("p.number")])
-        .select(
-            *(F.col(f"a.{c}").alias(c) for c in redelivery.MESSAGE),
-            F.col("a.ts").alias("ts"),
-            F.col("p.ts").alias("previous_ts"),
-            *(F.col(f"a.{c}").alias(c) for c in ("conn_id", "consumer_id", "consumer_name")),
-        )
+        data["redeliveries"]
+        .where((F.col("trigger") == "reconnect") & (F.col("delivery_number") > 1))
+        .select(*redelivery.MESSAGE, "ts", "previous_ts", *acks.RECEIVER)
+        .localCheckpoint()  # few rows, read three times below
     )
     # The acks of the subscriptions redelivered after a reconnect alone: usually none.
     reconnected = F.broadcast(again.select(*SUBSCRIPTION).distinct())
@@ -158,8 +145,9 @@ def ack_holes(data: Inputs) -> DataFrame:
         F.lit(False).alias("partly"),
     )
     # A batch acknowledged in part is a delivery no ack answered too: counted once, in part;
-    # unless a cumulative ACK took it whole, before or after.
-    partly = _partly_acked(data.frames)
+    # unless a cumulative ACK took it whole, before or after. Computed once each (few
+    # rows): read in several places below, each would scan the frames again.
+    partly = _partly_acked(data.frames).localCheckpoint()
     reached = acks.cumulative_reach(
         data.frames.join(
             F.broadcast(partly.select(*SUBSCRIPTION).distinct()), SUBSCRIPTION, "left_semi"
@@ -171,7 +159,9 @@ def ack_holes(data: Inputs) -> DataFrame:
         .drop("whole_reach")
     )
     entry = [*SUBSCRIPTION, "ledger_id", "entry_id"]
-    left = whole.join(partly.select(*entry), entry, "left_anti").unionByName(partly)
+    left = (
+        whole.join(partly.select(*entry), entry, "left_anti").unionByName(partly).localCheckpoint()
+    )
     # The acks of the subscriptions that left entries unacknowledged alone.
     leaving = F.broadcast(left.select(*SUBSCRIPTION).distinct())
     reach = (
