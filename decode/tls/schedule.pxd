@@ -31,7 +31,7 @@ cdef extern from "openssl/evp.h":
 cdef class _Hmac:
     cdef EVP_MAC_CTX *_ctx
     cdef bytes _digest
-    cdef size_t _size
+    cdef Py_ssize_t _size
     cdef OSSL_PARAM _params[2]
 
     cpdef bint ready(self)

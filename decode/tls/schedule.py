@@ -123,7 +123,7 @@ class _Hmac:
             keyed != 1
             or EVP_MAC_update(self._ctx, raw, len(data)) != 1  # noqa: F821
             or EVP_MAC_final(self._ctx, digest, cython.address(size), 64) != 1  # noqa: F821
-            or size < length
+            or size < cython.cast(cython.size_t, length)  # length > 0, checked above
         ):
             return False
         memcpy(PyBytes_AS_STRING(out), digest, length)
