@@ -145,6 +145,26 @@ class _EvpAead:
     def ready(self) -> bool:
         return self._ok
 
+    def rekey(self, key: bytes) -> bool:
+        """Whether the context took ``key`` in place of its key (its cipher kept): a
+        direction's next keys without a context allocated, and the old one cleansed and
+        freed, at each change. The fixed part of the nonce is given again with the next
+        record."""
+        self._fixed_set = False
+        self._ok = (
+            self._ok
+            and EVP_CIPHER_get_key_length(self._kind._cipher) == len(key)  # noqa: F821
+            and EVP_DecryptInit_ex2(  # noqa: F821
+                self._ctx,
+                cython.NULL,
+                cython.cast(cython.p_uchar, PyBytes_AS_STRING(key)),
+                cython.NULL,
+                cython.NULL,
+            )
+            == 1
+        )
+        return self._ok
+
     def decrypt(self, nonce: bytearray, data: bytes, aad: object) -> bytes:
         """``data``'s plaintext (its last 16 bytes the tag), or InvalidTag: as
         ``cryptography``'s AEAD classes have it."""
@@ -283,11 +303,26 @@ class Tls13(Protection):
     additional data, the true content type last in the plaintext before zero padding."""
 
     def __init__(self, suite: Suite, keys: Keys) -> None:
+        self._suite = suite
         self._aead = _aead(suite, keys.key)
         self._evp = self._aead if isinstance(self._aead, _EvpAead) else None
         self._nonce = bytearray(keys.iv)  # its last 8 bytes: the IV's, xor the sequence
         self._iv = int.from_bytes(keys.iv[4:], "big")
         self._tag = _tag_size(suite)
+
+    def rekeyed(self, suite: Suite, keys: Keys) -> Tls13:
+        """The direction's protection under its next keys (its application secret after
+        the handshake's, a KeyUpdate's): this object, its cipher context keyed anew in
+        place, when the suite is the same; else a new one. Each TLS 1.3 connection
+        changes keys at least once a direction."""
+        if suite is not self._suite:
+            return Tls13(suite, keys)
+        if self._evp is None or not self._evp.rekey(keys.key):
+            self._aead = _aead(suite, keys.key)
+            self._evp = self._aead if isinstance(self._aead, _EvpAead) else None
+        self._nonce[:] = keys.iv
+        self._iv = int.from_bytes(keys.iv[4:], "big")
+        return self
 
     @cython.locals(plain=bytes, end=cython.Py_ssize_t)
     def open(self, seq: int, header: bytes, body: bytes) -> tuple[int, bytes] | None:
