@@ -45,7 +45,10 @@ cdef class _EvpAead:
     cdef bint _fields
     cdef bint _fixed_set
     cdef unsigned char _fixed[4]
-    cdef OSSL_PARAM _params[3]
+    cdef OSSL_PARAM _params[2]
+    cdef unsigned char _invocation[8]
+    cdef unsigned char _tag[16]
+    cdef OSSL_PARAM _record[3]
     cpdef bint rekey(self, bytes key)
     cpdef object opened(self, bytearray nonce, bytes data, object aad)
     cdef bint _run(self, const unsigned char *nonce, const unsigned char *aad, int aad_size,
