@@ -9,6 +9,7 @@ authenticate, as ``cryptography`` itself would say.
 
 from __future__ import annotations
 
+import itertools
 import random
 
 import pytest
@@ -61,11 +62,7 @@ def test_a_tls13_record_opens_in_place_as_it_opens_alone(suite):
     rng = random.Random(suite.name)
     keys = Keys(rng.randbytes(suite.key_size), rng.randbytes(12))
     protection = Tls13(suite, keys)
-    cipher = {GCM: AESGCM, CHACHA: ChaCha20Poly1305}.get(suite.cipher)
-    if cipher is None:
-        sealer = AESCCM(keys.key, tag_length=8 if suite.cipher == CCM8 else 16)
-    else:
-        sealer = cipher(keys.key)
+    sealer = _sealer(suite, keys.key)
     iv = int.from_bytes(keys.iv, "big")
     cases = [(23, b"x", 0), (23, b"", 0), (22, b"hello", 7), (21, b"\x01\x00", 300)]
     cases += [(23, rng.randbytes(rng.randrange(1, 17_000)), rng.randrange(3)) for _ in range(20)]
@@ -89,3 +86,50 @@ def test_a_tls13_record_opens_in_place_as_it_opens_alone(suite):
             protection.open_at(seq, held[: len(before) + len(record) - 1], len(before), size)
             is None
         )
+
+
+def _sealer(suite, key):
+    """``cryptography``'s AEAD of ``suite`` for ``key``: what seals the test records."""
+    cipher = {GCM: AESGCM, CHACHA: ChaCha20Poly1305}.get(suite.cipher)
+    if cipher is None:
+        return AESCCM(key, tag_length=8 if suite.cipher == CCM8 else 16)
+    return cipher(key)
+
+
+def _sealed(suite, keys, seq, content):
+    """A TLS 1.3 application data record of ``content`` under ``keys``, number ``seq``."""
+    inner = content + bytes([23])
+    size = len(inner) + (8 if suite.cipher == CCM8 else 16)
+    header = bytes([23, 3, 3]) + size.to_bytes(2, "big")
+    nonce = (int.from_bytes(keys.iv, "big") ^ seq).to_bytes(12, "big")
+    return header + _sealer(suite, keys.key).encrypt(nonce, inner, header)
+
+
+@pytest.mark.parametrize("suite", TLS13_SUITES, ids=lambda suite: suite.name)
+def test_a_tls13_direction_rekeyed_opens_as_a_new_one_and_no_longer_with_its_old_keys(suite):
+    """A direction's next keys (its application secret, a KeyUpdate's) are taken by
+    ``rekeyed``, in place when the suite is the same: its records open as with a
+    protection made for them, numbered from 0, and the old keys' records no longer do;
+    a change of suite gives a new protection."""
+    rng = random.Random(suite.name + " rekeyed")
+    chain = [Keys(rng.randbytes(suite.key_size), rng.randbytes(12)) for _ in range(4)]
+    protection = Tls13(suite, chain[0])
+    for old, new in itertools.pairwise(chain):
+        contents = [rng.randbytes(rng.randrange(1, 2000)) for _ in range(3)]
+        for seq, content in enumerate(contents):
+            record = _sealed(suite, old, seq, content)
+            assert protection.open_at(seq, record, 0, len(record) - 5) == (23, content)
+        protection = protection.rekeyed(suite, new)
+        for seq, content in enumerate(contents):
+            stale = _sealed(suite, old, seq, content)
+            assert protection.open_at(seq, stale, 0, len(stale) - 5) is None
+            record = _sealed(suite, new, seq, content)
+            assert protection.open_at(seq, record, 0, len(record) - 5) == (23, content)
+            assert protection.open(seq, record[:5], record[5:]) == (23, content)
+            assert Tls13(suite, new).open(seq, record[:5], record[5:]) == (23, content)
+    other = next(each for each in TLS13_SUITES if each.key_size != suite.key_size)
+    keys = Keys(rng.randbytes(other.key_size), rng.randbytes(12))
+    changed = protection.rekeyed(other, keys)
+    assert changed is not protection
+    record = _sealed(other, keys, 0, b"other suite")
+    assert changed.open_at(0, record, 0, len(record) - 5) == (23, b"other suite")

@@ -227,12 +227,13 @@ class Messages:
     def __init__(self) -> None:
         self._buffer = b""
 
+    @cython.locals(buffer=bytes, pos=cython.Py_ssize_t, size=cython.Py_ssize_t, kind=cython.int)
     def feed(self, data: bytes) -> Iterator[tuple[int, bytes]]:
         """The whole messages ``data`` completes, as (type, body)."""
         buffer = self._buffer + data if self._buffer else data
         pos = 0
         while len(buffer) - pos >= 4:
-            size = int.from_bytes(buffer[pos + 1 : pos + 4], "big")
+            size = buffer[pos + 1] << 16 | buffer[pos + 2] << 8 | buffer[pos + 3]
             if size > MAX_MESSAGE:
                 self._buffer = b""
                 raise HandshakeError(f"a handshake message of {size} bytes (at most {MAX_MESSAGE})")

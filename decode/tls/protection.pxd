@@ -45,7 +45,11 @@ cdef class _EvpAead:
     cdef bint _fields
     cdef bint _fixed_set
     cdef unsigned char _fixed[4]
-    cdef OSSL_PARAM _params[3]
+    cdef OSSL_PARAM _params[2]
+    cdef unsigned char _invocation[8]
+    cdef unsigned char _tag[16]
+    cdef OSSL_PARAM _record[3]
+    cpdef bint rekey(self, bytes key)
     cpdef object opened(self, bytearray nonce, bytes data, object aad)
     cdef bint _run(self, const unsigned char *nonce, const unsigned char *aad, int aad_size,
                    const unsigned char *sealed, int size, unsigned char *out)
@@ -60,11 +64,13 @@ cdef class Protection:
 
 
 cdef class Tls13(Protection):
+    cdef object _suite
     cdef object _aead
     cdef _EvpAead _evp
     cdef bytearray _nonce
     cdef unsigned long long _iv
     cdef Py_ssize_t _tag
+    cpdef Tls13 rekeyed(self, object suite, object keys)
 
 
 cdef class Tls12Aead(Protection):

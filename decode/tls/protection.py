@@ -62,6 +62,7 @@ class Protection:
         return None
 
 
+@cython.ccall
 def _aead(suite: Suite, key: bytes) -> object:
     """The decrypting object of ``suite`` for ``key``: ``decrypt(nonce, data, aad)`` as
     ``cryptography``'s AEAD classes have it (OpenSSL's context when compiled)."""
@@ -124,6 +125,19 @@ class _EvpAead:
         self._kind = kind
         self._fields = kind._gcm  # AES-GCM: the nonce in TLS's fixed and invocation fields
         self._fixed_set = False
+        # A record's invocation field and tag, copied into the object's own buffers that
+        # these parameters name: built once, not at every record.
+        self._record[0] = OSSL_PARAM_construct_octet_string(  # noqa: F821
+            OSSL_CIPHER_PARAM_AEAD_TLS1_SET_IV_INV,  # noqa: F821
+            cython.address(self._invocation[0]),
+            8,
+        )
+        self._record[1] = OSSL_PARAM_construct_octet_string(  # noqa: F821
+            OSSL_CIPHER_PARAM_AEAD_TAG,  # noqa: F821
+            cython.address(self._tag[0]),
+            TAG,
+        )
+        self._record[2] = OSSL_PARAM_construct_end()  # noqa: F821
         self._ok = (
             self._ctx != cython.NULL
             and kind._cipher != cython.NULL
@@ -143,6 +157,26 @@ class _EvpAead:
             EVP_CIPHER_CTX_free(self._ctx)  # noqa: F821
 
     def ready(self) -> bool:
+        return self._ok
+
+    def rekey(self, key: bytes) -> bool:
+        """Whether the context took ``key`` in place of its key (its cipher kept): a
+        direction's next keys without a context allocated, and the old one cleansed and
+        freed, at each change. The fixed part of the nonce is given again with the next
+        record."""
+        self._fixed_set = False
+        self._ok = (
+            self._ok
+            and EVP_CIPHER_get_key_length(self._kind._cipher) == len(key)  # noqa: F821
+            and EVP_DecryptInit_ex2(  # noqa: F821
+                self._ctx,
+                cython.NULL,
+                cython.cast(cython.p_uchar, PyBytes_AS_STRING(key)),
+                cython.NULL,
+                cython.NULL,
+            )
+            == 1
+        )
         return self._ok
 
     def decrypt(self, nonce: bytearray, data: bytes, aad: object) -> bytes:
@@ -213,18 +247,9 @@ class _EvpAead:
                 self._fixed_set = EVP_CIPHER_CTX_set_params(self._ctx, self._params) == 1  # noqa: F821
                 self._fields = self._fixed_set
             if self._fields:
-                self._params[0] = OSSL_PARAM_construct_octet_string(  # noqa: F821
-                    OSSL_CIPHER_PARAM_AEAD_TLS1_SET_IV_INV,  # noqa: F821
-                    cython.cast(cython.p_void, nonce + 4),
-                    8,
-                )
-                self._params[1] = OSSL_PARAM_construct_octet_string(  # noqa: F821
-                    OSSL_CIPHER_PARAM_AEAD_TAG,  # noqa: F821
-                    tag,
-                    TAG,
-                )
-                self._params[2] = OSSL_PARAM_construct_end()  # noqa: F821
-                if EVP_CIPHER_CTX_set_params(self._ctx, self._params) == 1:  # noqa: F821
+                memcpy(self._invocation, nonce + 4, 8)
+                memcpy(self._tag, tag, TAG)
+                if EVP_CIPHER_CTX_set_params(self._ctx, self._record) == 1:  # noqa: F821
                     return True
                 self._fields = False
         return (
@@ -244,8 +269,23 @@ def protection(suite: Suite, keys: Keys, encrypt_then_mac: bool = False) -> Prot
     return Tls12Aead(suite, keys)
 
 
+@cython.cfunc
+@cython.returns(cython.Py_ssize_t)
 def _tag_size(suite: Suite) -> int:
     return 8 if suite.cipher == CCM8 else TAG
+
+
+@cython.cfunc
+@cython.locals(data=bytes, at=cython.Py_ssize_t, value=cython.ulonglong, i=cython.Py_ssize_t)
+@cython.returns(cython.ulonglong)
+def _u64(data: bytes, at: int) -> int:
+    """The 8 big-endian bytes ``data[at:at + 8]`` as a number (an IV's last 8 bytes)."""
+    if at < 0 or at + 8 > len(data):
+        raise IndexError("8 bytes beyond the data")
+    value = 0
+    for i in range(at, at + 8):
+        value = value << 8 | data[i]
+    return value
 
 
 @cython.cfunc
@@ -283,11 +323,26 @@ class Tls13(Protection):
     additional data, the true content type last in the plaintext before zero padding."""
 
     def __init__(self, suite: Suite, keys: Keys) -> None:
+        self._suite = suite
         self._aead = _aead(suite, keys.key)
         self._evp = self._aead if isinstance(self._aead, _EvpAead) else None
         self._nonce = bytearray(keys.iv)  # its last 8 bytes: the IV's, xor the sequence
-        self._iv = int.from_bytes(keys.iv[4:], "big")
+        self._iv = _u64(keys.iv, 4)
         self._tag = _tag_size(suite)
+
+    def rekeyed(self, suite: Suite, keys: Keys) -> Tls13:
+        """The direction's protection under its next keys (its application secret after
+        the handshake's, a KeyUpdate's): this object, its cipher context keyed anew in
+        place, when the suite is the same; else a new one. Each TLS 1.3 connection
+        changes keys at least once a direction."""
+        if suite is not self._suite:
+            return Tls13(suite, keys)
+        if self._evp is None or not self._evp.rekey(keys.key):
+            self._aead = _aead(suite, keys.key)
+            self._evp = self._aead if isinstance(self._aead, _EvpAead) else None
+        self._nonce[:] = keys.iv
+        self._iv = _u64(keys.iv, 4)
+        return self
 
     @cython.locals(plain=bytes, end=cython.Py_ssize_t)
     def open(self, seq: int, header: bytes, body: bytes) -> tuple[int, bytes] | None:
@@ -381,7 +436,7 @@ class Tls12Chacha(Protection):
     def __init__(self, suite: Suite, keys: Keys) -> None:
         self._aead = _aead(suite, keys.key)
         self._nonce = bytearray(keys.iv)
-        self._iv = int.from_bytes(keys.iv[4:], "big")
+        self._iv = _u64(keys.iv, 4)
         self._aad = bytearray(13)
 
     @cython.locals(size=cython.Py_ssize_t)

@@ -43,16 +43,18 @@ from .handshake import (
 )
 from .hello import MAX_RECORD, MAX_RECORD_13
 from .keys import Secrets
-from .protection import Tls13, protection
+from .protection import protection
 from .schedule import key_block, next_secret, traffic_keys
 from .suites import CBC, CCM8, SUITES, Suite, suite_name
 
 if cython.compiled:  # protection.pxd: a record's `open` is a C call
-    from cython.cimports.pwcap.decode.tls.protection import Protection
+    from cython.cimports.pwcap.decode.tls.protection import Protection, Tls13
 else:
-    from .protection import Protection
+    from .protection import Protection, Tls13
 
 CHANGE_CIPHER_SPEC, ALERT, HANDSHAKE, APPLICATION_DATA, HEARTBEAT = 20, 21, 22, 23, 24
+# The directions as plain names: an enum class's attribute costs a metaclass lookup.
+C2B, B2C = Direction.C2B, Direction.B2C
 TLS12, TLS13 = 0x0303, 0x0304
 MAX_TRIALS = 4096  # decryptions tried to resume one direction after a loss, then given up
 # Outcomes (the `tls_status` column and the summary's reasons).
@@ -188,7 +190,7 @@ class TlsStream:
         self.data_out = data  # the plaintext's reader: the dispatcher may change it
         self._gap = gap
         self._anomaly = anomaly
-        self._sides = (_Side(Direction.C2B), _Side(Direction.B2C))
+        self._sides = (_Side(C2B), _Side(B2C))
         self.hello: ClientHello | None = None
         self.server: ServerHello | None = None
         self.suite: Suite | None = None
@@ -277,7 +279,7 @@ class TlsStream:
                 )
             if side.mode == LOST:
                 self._give_up(side, ts)
-        refused = self._alert is not None or not self._sides[Direction.B2C].heard
+        refused = self._alert is not None or not self._sides[B2C].heard
         if self.hello is not None and self.server is None and self.status is None and refused:
             self._handshake_failed(ts)
             return
@@ -415,6 +417,7 @@ class TlsStream:
         side.held = end - pos
         side.start += pos
 
+    @cython.locals(side=_Side)
     def _bad_header(self, side: _Side, data: bytes, pos: int, ts: int) -> int:
         """A record header no TLS peer sends: the record boundaries are lost there."""
         if side.mode == CLEAR and self.hello is None:
@@ -436,6 +439,7 @@ class TlsStream:
         return len(data)
 
     @cython.cfunc
+    @cython.locals(side=_Side)
     def _record(
         self, side: _Side, kind: int, header: bytes, body: bytes, ts: int, offset: int
     ) -> None:
@@ -459,16 +463,18 @@ class TlsStream:
         side.early = None
         self._opened(side, opened[0], opened[1], ts, offset)
 
+    @cython.locals(side=_Side)
     def _not_opened(self, side: _Side, header: bytes, body: bytes, ts: int, offset: int) -> None:
         """A protected record that did not authenticate: 0-RTT data the server may have
         refused, or a loss."""
-        if not side.opened and side.direction == Direction.C2B and self._early_data():
+        if not side.opened and side.direction == C2B and self._early_data():
             self._early(side, header, body, ts, offset)
             return
         self._lose(side, offset, side.seq)
         self._auth_failed(side, ts, offset, len(body) + 5)
 
     @cython.cfunc
+    @cython.locals(side=_Side)
     def _opened(self, side: _Side, kind: int, plain: bytes, ts: int, offset: int) -> None:
         """A record that authenticated: its content, by its (inner) type."""
         if kind == APPLICATION_DATA:
@@ -481,12 +487,13 @@ class TlsStream:
         elif kind == CHANGE_CIPHER_SPEC:
             self._change_cipher_spec(side, ts, offset)
 
+    @cython.locals(side=_Side)
     def _change_cipher_spec(self, side: _Side, ts: int, offset: int) -> None:
         """TLS 1.2: the direction's next records are protected with the new keys (TLS 1.3
         sends it for middleboxes' sake alone)."""
         if self.version == TLS13:
             return
-        if side.direction == Direction.C2B and self.client_cert is None and self.server:
+        if side.direction == C2B and self.client_cert is None and self.server:
             self.client_cert = False  # its Certificate would have come before
         if side.pending is not None:
             side.protection, side.pending, side.seq = side.pending, None, 0
@@ -496,6 +503,7 @@ class TlsStream:
             if self.server is None:
                 self._handshake_missing(side.direction, ts, offset)
 
+    @cython.locals(side=_Side)
     def _unreadable(self, side: _Side, ts: int, offset: int) -> None:
         """Protected bytes with no keys in force for them."""
         side.mode = OPAQUE
@@ -520,10 +528,11 @@ class TlsStream:
     # -- the handshake ---------------------------------------------------------------------
 
     @cython.cfunc
+    @cython.locals(side=_Side)
     def _handshake(self, side: _Side, data: bytes, ts: int, offset: int) -> None:
         try:
             for kind, body in side.messages.feed(data):
-                if side.direction == Direction.C2B:
+                if side.direction == C2B:
                     self._client_message(side, kind, body, ts, offset)
                 else:
                     self._server_message(side, kind, body, ts, offset)
@@ -532,6 +541,7 @@ class TlsStream:
             self._anomaly(side.direction, ts, offset, len(data), "tls_bad_record", detail)
 
     @cython.cfunc
+    @cython.locals(side=_Side)
     def _client_message(self, side: _Side, kind: int, body: bytes, ts: int, offset: int) -> None:
         if kind == CLIENT_HELLO:
             hello = client_hello(body)
@@ -548,6 +558,7 @@ class TlsStream:
             side.early = None
 
     @cython.cfunc
+    @cython.locals(side=_Side)
     def _server_message(self, side: _Side, kind: int, body: bytes, ts: int, offset: int) -> None:
         tls13 = self.version == TLS13
         if kind == SERVER_HELLO:
@@ -560,10 +571,11 @@ class TlsStream:
             self._key_update(side, body)
 
     @cython.cfunc
+    @cython.locals(side=_Side)
     def _finished(self, side: _Side, ts: int, offset: int, label: str) -> None:
         """TLS 1.3: the sender's next records use its first application secret (a later
         Finished ends post-handshake authentication: no change of keys)."""
-        if side.direction == Direction.C2B and self.client_cert is None:
+        if side.direction == C2B and self.client_cert is None:
             self.client_cert = False  # its Certificate would have come before
         if self.version != TLS13 or side.protection is None or side.finished:
             return
@@ -581,7 +593,7 @@ class TlsStream:
             return
         self.server = hello
         if self.hello is None:
-            self._handshake_missing(Direction.B2C, ts, offset)
+            self._handshake_missing(B2C, ts, offset)
             return
         if hello.version not in (TLS12, TLS13):
             version = VERSION_NAMES.get(hello.version, f"0x{hello.version:04X}")
@@ -604,34 +616,45 @@ class TlsStream:
             self._keys_12(suite, hello, found, ts, offset)
 
     @cython.cfunc
+    @cython.locals(client=_Side, server=_Side, side=_Side)
     def _keys_13(self, suite: Suite, found: dict[str, bytes], ts: int, offset: int) -> None:
         client, server = self._sides
         early = found.get("CLIENT_EARLY_TRAFFIC_SECRET")
         if early is not None and self._early_data():
             client.early = Tls13(suite, traffic_keys(suite, early))
         missing = []
-        for side, who in ((client, "CLIENT"), (server, "SERVER")):
-            handshake = found.get(f"{who}_HANDSHAKE_TRAFFIC_SECRET")
-            side.app_secret = found.get(f"{who}_TRAFFIC_SECRET_0")
+        for side, handshake_label, traffic_label in (
+            (client, "CLIENT_HANDSHAKE_TRAFFIC_SECRET", "CLIENT_TRAFFIC_SECRET_0"),
+            (server, "SERVER_HANDSHAKE_TRAFFIC_SECRET", "SERVER_TRAFFIC_SECRET_0"),
+        ):
+            handshake = found.get(handshake_label)
+            side.app_secret = found.get(traffic_label)
             if handshake is None:
-                missing.append(f"{who}_HANDSHAKE_TRAFFIC_SECRET")
+                missing.append(handshake_label)
             else:
                 self._install_13(side, handshake)
         if len(missing) == 2:
             self._no_keys(None, ts, offset, " or ".join(missing))
         elif missing:
-            direction = Direction.C2B if missing[0].startswith("CLIENT") else Direction.B2C
+            direction = C2B if missing[0].startswith("CLIENT") else B2C
             self._no_keys(direction, ts, offset, missing[0])
 
     @cython.cfunc
+    @cython.locals(side=_Side, current=Tls13)
     def _install_13(self, side: _Side, secret: bytes) -> None:
         assert self.suite is not None
-        side.protection = Tls13(self.suite, traffic_keys(self.suite, secret))
+        keys = traffic_keys(self.suite, secret)
+        if isinstance(side.protection, Tls13):
+            current = side.protection
+            side.protection = current.rekeyed(self.suite, keys)
+        else:
+            side.protection = Tls13(self.suite, keys)
         side.secret = secret
         side.seq = 0
         if side.mode == CLEAR:
             side.mode = PROTECTED
 
+    @cython.locals(side=_Side)
     def _key_update(self, side: _Side, body: bytes) -> None:
         """TLS 1.3: the sender's next records use the next secret of its chain (the
         peer's own update, when asked for, comes as the peer's KeyUpdate)."""
@@ -639,6 +662,7 @@ class TlsStream:
         if self.version == TLS13 and side.secret is not None and self.suite is not None:
             self._install_13(side, next_secret(self.suite, side.secret))
 
+    @cython.locals(client=_Side, server=_Side)
     def _keys_12(
         self, suite: Suite, hello: ServerHello, found: dict[str, bytes], ts: int, offset: int
     ) -> None:
@@ -667,6 +691,7 @@ class TlsStream:
     def _early_data(self) -> bool:
         return self.version == TLS13 and self.hello is not None and self.hello.early_data
 
+    @cython.locals(side=_Side)
     def _early(self, side: _Side, header: bytes, body: bytes, ts: int, offset: int) -> None:
         """TLS 1.3 0-RTT: a client record ahead of its handshake records, read with the
         early secret when it was logged, else skipped (the server may refuse it too)."""
@@ -677,6 +702,7 @@ class TlsStream:
             side.early_seq += 1
             self._opened(side, opened[0], opened[1], ts, offset)
 
+    @cython.locals(side=_Side)
     def _no_keys(
         self, direction: Direction | None, ts: int, offset: int | None, label: str | None
     ) -> None:
@@ -694,6 +720,7 @@ class TlsStream:
         detail = f"TLS not decrypted ({self._describe()}): {why}"
         self._anomaly(direction, ts, offset, None, "tls_no_keys", detail)
 
+    @cython.locals(side=_Side)
     def _unsupported(self, ts: int, offset: int, why: str) -> None:
         self.status = UNSUPPORTED
         for side in self._sides:
@@ -703,6 +730,7 @@ class TlsStream:
 
     # -- losses and resynchronisation --------------------------------------------------------
 
+    @cython.locals(side=_Side)
     def _auth_failed(self, side: _Side, ts: int, offset: int, size: int) -> None:
         if not side.opened and not side.failed:
             why = "the key log's secret for this session is wrong, or the record is damaged"
@@ -719,6 +747,7 @@ class TlsStream:
             " record that authenticates",
         )
 
+    @cython.locals(side=_Side)
     def _lose(self, side: _Side, at: int, seq: int) -> None:
         """The records from stream offset ``at`` (sequence number ``seq``) on are lost."""
         if side.mode == LOST:
@@ -728,6 +757,7 @@ class TlsStream:
         side.lost_seq = seq
         side.trials = 0
 
+    @cython.locals(side=_Side)
     def _hunt(self, side: _Side, data: bytes, pos: int, ts: int) -> tuple[int, bool]:
         """LOST: the first application data record at or after ``pos`` that authenticates
         with a sequence number the loss can have skipped. Returns where the walk goes on
@@ -760,6 +790,7 @@ class TlsStream:
                         return end, True
             pos = at + 1
 
+    @cython.locals(side=_Side)
     def _candidates(self, side: _Side, at: int, body: bytes) -> range | tuple[int]:
         """The sequence numbers a record at stream offset ``at`` can have after the loss:
         the one it states (TLS 1.2 GCM and CCM peers send it), else every one from the
@@ -780,6 +811,7 @@ class TlsStream:
             return 5 + 16 + suite.mac_size + 1
         return 5 + (8 if suite.cipher == CCM8 else 16) + (0 if suite.iv_size == 12 else 8)
 
+    @cython.locals(side=_Side)
     def _resume(self, side: _Side, at: int, seq: int, ts: int) -> None:
         """Back in step at stream offset ``at`` with sequence number ``seq``: the
         plaintext skips what the lost records held (their bytes less what protection
@@ -792,6 +824,7 @@ class TlsStream:
         self._gap(side.direction, ts, side.plain, lost)
         side.plain += lost
 
+    @cython.locals(side=_Side)
     def _give_up(self, side: _Side, ts: int) -> None:
         """No record authenticated within the trials: the decoders learn of the loss, and
         this direction is not read again."""
