@@ -92,8 +92,10 @@ class Inputs:
         self.rare = rare.localCheckpoint(eager=True)
         # The ACK frames, read once: the acknowledgement kinds read them five times over
         # (ids named, batch members left, cumulative reach), each a scan of the frames.
+        # Kept by the first kind that reads them, while the others run (Spark computes a
+        # kept partition once, the other readers waiting for it).
         acking = frames.where(F.col("command") == "ACK").select(*ACK_COLUMNS)
-        self.ack_frames = acking.localCheckpoint(eager=True)
+        self.ack_frames = acking.localCheckpoint(eager=False)
 
     def __getitem__(self, table: str) -> DataFrame:
         return self.analytics[table]
