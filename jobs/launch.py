@@ -22,13 +22,16 @@ JAVA = 17  # the oldest Java the Spark that pwcap depends on runs on
 # optimizing compiler's time grows with the code it inlines, and it compiles Spark's
 # generated code anew for every query (shallower still, or none, and the tasks slow down).
 # The throughput collector: a batch of tasks minds no pause, and G1's concurrent marking
-# takes cores from the tasks.
+# takes cores from the tasks. Its heap starts large (a quarter of the machine's memory, at
+# most the driver's maximum): started small, it grew by full collections of everything
+# the queries kept (stop-the-world, each longer than the last); and the class metadata
+# Spark loads at start has room, where it forced full collections of its own.
 JVM_OPTIONS = (
     "-XX:Tier4InvocationThreshold=50000 -XX:Tier4CompileThreshold=50000"
     " -XX:Tier4BackEdgeThreshold=200000"
     " -XX:MaxInlineLevel=4 -XX:MaxInlineSize=20 -XX:FreqInlineSize=100"
     " -XX:InlineSmallCode=500 -XX:LoopUnrollLimit=8"
-    " -XX:+UseParallelGC"
+    " -XX:+UseParallelGC -XX:InitialRAMPercentage=25 -XX:MetaspaceSize=256m"
 )
 INSTALL_JAVA = "apt-get install openjdk-17-jre-headless, brew install openjdk@17"
 

@@ -20,9 +20,7 @@ def acks_lost_on_reconnect(data: Inputs) -> DataFrame:
     )
     # The acks of the subscriptions redelivered after a reconnect alone: usually none.
     reconnected = F.broadcast(again.select(*SUBSCRIPTION).distinct())
-    acking = data.frames.where(F.col("command") == "ACK").join(
-        reconnected, SUBSCRIPTION, "left_semi"
-    )
+    acking = data.ack_frames.join(reconnected, SUBSCRIPTION, "left_semi")
     acked = (
         acks.acks(acking)
         .where(F.col("ack_type") == "Individual")
@@ -76,14 +74,12 @@ def _left_in_ack_set(acking: DataFrame) -> DataFrame:
     ).select(*SUBSCRIPTION, "ack_ts", "id.ledger_id", "id.entry_id", "id.batch_index")
 
 
-def _partly_acked(frames: DataFrame) -> DataFrame:
+def _partly_acked(ack_frames: DataFrame) -> DataFrame:
     """Entries acknowledged in part by batch-index acknowledgements: per entry, the batch
     members that every ACK naming it on its subscription left set in its ack_set
     (`frames.unacked_in_batch`; the broker clears a member's bit for good on any ack of
     it, and a plain ack clears them all), with the last of those ACKs."""
-    acking = frames.where(
-        (F.col("command") == "ACK") & F.col("topic").isNotNull() & F.col("subscription").isNotNull()
-    )
+    acking = ack_frames.where(F.col("topic").isNotNull() & F.col("subscription").isNotNull())
     batchwise = F.broadcast(
         acking.where(F.size("unacked_in_batch") > 0).select(*SUBSCRIPTION).distinct()
     )
@@ -147,9 +143,9 @@ def ack_holes(data: Inputs) -> DataFrame:
     # A batch acknowledged in part is a delivery no ack answered too: counted once, in part;
     # unless a cumulative ACK took it whole, before or after. Computed once each (few
     # rows): read in several places below, each would scan the frames again.
-    partly = _partly_acked(data.frames).localCheckpoint()
+    partly = _partly_acked(data.ack_frames).localCheckpoint()
     reached = acks.cumulative_reach(
-        data.frames.join(
+        data.ack_frames.join(
             F.broadcast(partly.select(*SUBSCRIPTION).distinct()), SUBSCRIPTION, "left_semi"
         )
     )
@@ -165,7 +161,7 @@ def ack_holes(data: Inputs) -> DataFrame:
     # The acks of the subscriptions that left entries unacknowledged alone.
     leaving = F.broadcast(left.select(*SUBSCRIPTION).distinct())
     reach = (
-        acks.acks(data.frames.join(leaving, SUBSCRIPTION, "left_semi"))
+        acks.acks(data.ack_frames.join(leaving, SUBSCRIPTION, "left_semi"))
         .where(F.col("topic").isNotNull() & F.col("subscription").isNotNull())
         .groupBy(*SUBSCRIPTION)
         .agg(F.max(position).alias("reach"), F.max("ts").alias("reach_ts"))

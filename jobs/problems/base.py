@@ -43,6 +43,27 @@ RARE_COLUMNS = (
     "partition",
     "batch_index",
 )
+# The columns of the ACK frames the kinds read (``Inputs.ack_frames``).
+ACK_COLUMNS = (
+    "capture",
+    "topic",
+    "subscription",
+    "conn_id",
+    "consumer_id",
+    "consumer_name",
+    "stream_offset",
+    "ts",
+    "command",
+    "ack_type",
+    "ack_sets",
+    "validation_error",
+    "message_ids",
+    "ledger_id",
+    "entry_id",
+    "partition",
+    "batch_index",
+    "unacked_in_batch",
+)
 CONSUMER = ["capture", "conn_id", "consumer_id"]
 SUBSCRIPTION = ["capture", "topic", "subscription"]
 
@@ -69,6 +90,12 @@ class Inputs:
         # columns they read are kept: the others would be read and held for nothing.
         rare = frames.where(~F.col("command").isin(*BUSIEST)).select(*RARE_COLUMNS)
         self.rare = rare.localCheckpoint(eager=True)
+        # The ACK frames, read once: the acknowledgement kinds read them five times over
+        # (ids named, batch members left, cumulative reach), each a scan of the frames.
+        # Kept by the first kind that reads them, while the others run (Spark computes a
+        # kept partition once, the other readers waiting for it).
+        acking = frames.where(F.col("command") == "ACK").select(*ACK_COLUMNS)
+        self.ack_frames = acking.localCheckpoint(eager=False)
 
     def __getitem__(self, table: str) -> DataFrame:
         return self.analytics[table]
@@ -130,16 +157,18 @@ def storms(events: DataFrame, key: list[str], threshold: float) -> DataFrame:
     timed = events.groupBy(*key, micros("ts").alias("us")).agg(
         F.count("*").alias("events"), F.min("ts").alias("ts")
     )
-    arrivals = timed.select(*key, "ts", "us", F.col("events").alias("step"))
-    expiries = timed.select(
-        *key,
+    # Each instant's arrival and expiry made from its one row: a union of two selects of
+    # ``timed`` would aggregate the events twice.
+    arrival = F.struct("ts", "us", F.col("events").alias("step"))
+    expiry = F.struct(
         F.lit(None).cast("timestamp").alias("ts"),
         (F.col("us") + span).alias("us"),
         (-F.col("events")).alias("step"),
     )
+    steps = timed.select(*key, F.explode(F.array(arrival, expiry)).alias("_step"))
     order = Window.partitionBy(*key).orderBy("us", F.desc("step"))
     running = F.sum("step").over(order.rowsBetween(Window.unboundedPreceding, 0))
-    counted = arrivals.unionByName(expiries).withColumn("within", running).where(F.col("step") > 0)
+    counted = steps.select(*key, "_step.*").withColumn("within", running).where(F.col("step") > 0)
     return (
         counted.groupBy(*key)
         .agg(

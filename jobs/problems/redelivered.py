@@ -65,7 +65,7 @@ def _redeliver_requests(data: Inputs) -> DataFrame:
             F.min("delivered_ts").alias("oldest_ts"),
         )
     )
-    left_behind = _left_behind(named, deliveries, named_ids, frames, asking)
+    left_behind = _left_behind(named, deliveries, named_ids, data.ack_frames, asking)
     named = named.join(left_behind, request, "left").select(
         *request_key,
         "youngest_ts",
@@ -159,7 +159,7 @@ def _left_behind(
     named: DataFrame,
     deliveries: DataFrame,
     named_ids: DataFrame,
-    frames: DataFrame,
+    ack_frames: DataFrame,
     asking: DataFrame,
 ) -> DataFrame:
     """Per request naming entries (``named``, with its ``oldest_ts`` delivery), whether
@@ -171,9 +171,7 @@ def _left_behind(
         .where(F.col("delivered_ts") < F.col("oldest_ts"))
         .select(*request_key, "ledger_id", "entry_id", "delivered_ts")
     )
-    acked = message_ids(
-        frames.where(F.col("command") == "ACK").join(asking, CONSUMER, "left_semi")
-    ).select(
+    acked = message_ids(ack_frames.join(asking, CONSUMER, "left_semi")).select(
         *CONSUMER,
         "ledger_id",
         "entry_id",
@@ -242,12 +240,14 @@ def _epochs(data: Inputs, asking: DataFrame) -> DataFrame:
 
 def redelivery_causes(data: Inputs) -> DataFrame:
     """Every redelivery (not one a SEEK asked for) with its ``cause``; a redelivery a
-    REDELIVER request triggered takes the cause of the latest such request of its
-    consumer's subscription before it.
+    REDELIVER request triggered takes the cause, ``age_us`` and ``consumer_epoch`` of the
+    latest such request of its consumer's subscription before it, and ``median_age_us``
+    (:func:`_median_age`).
 
     The redeliveries of one instant to one consumer (one packet's) are one row of their
-    number while sorted with the requests (a subscription's are all in one task), and
-    are rows again after."""
+    number (``redeliveries``), never a row each. Only those a request triggered are sorted
+    with the requests (a subscription's all in one task): a reconnect's, or the broker's
+    own, have their cause in their trigger."""
     receiver = ["conn_id", "consumer_id", "consumer_name"]
     again = (
         data["redeliveries"]
@@ -255,37 +255,61 @@ def redelivery_causes(data: Inputs) -> DataFrame:
         .groupBy(*SUBSCRIPTION, *receiver, "ts", "trigger")
         .agg(F.count("*").alias("redeliveries"))
     )
+    requested = F.col("trigger").startswith("redeliver_")
     requests = _redeliver_requests(data).select(
         *SUBSCRIPTION, "ts", "cause", "age_us", "consumer_epoch"
     )
     order = Window.partitionBy(*SUBSCRIPTION).orderBy("ts", "is_request")
     running = order.rowsBetween(Window.unboundedPreceding, Window.currentRow)
     request = F.struct("cause", "age_us", "consumer_epoch")
-    rows = again.select("*", F.lit(False).alias("is_request")).unionByName(
-        requests.select("*", F.lit(True).alias("is_request")), allowMissingColumns=True
+    rows = (
+        again.where(requested)
+        .select("*", F.lit(False).alias("is_request"))
+        .unionByName(
+            requests.select("*", F.lit(True).alias("is_request")), allowMissingColumns=True
+        )
     )
     asked = F.last(F.when(F.col("is_request"), request), ignorenulls=True).over(running)
-    cause = (
-        F.when(
-            F.col("trigger").startswith("redeliver_"),
-            F.coalesce("asked.cause", F.lit("negative_ack")),
-        )
-        .when(F.col("trigger") == "reconnect", "reconnect")
-        .otherwise("unexplained")
-    )
-    each = F.explode(F.array_repeat(F.lit(0), F.col("redeliveries").cast("int")))
-    return (
+    by_request = (
         rows.withColumn("asked", asked)
         .where(~F.col("is_request"))
-        .select("*", each.alias("_each"))
         .select(
             *SUBSCRIPTION,
             *receiver,
             "ts",
-            cause.alias("cause"),
+            "redeliveries",
+            F.coalesce("asked.cause", F.lit("negative_ack")).alias("cause"),
             F.col("asked.age_us").alias("age_us"),
             F.col("asked.consumer_epoch").alias("consumer_epoch"),
         )
+        .withColumn("median_age_us", _median_age())
+    )
+    unasked = again.where(~requested).select(
+        *SUBSCRIPTION,
+        *receiver,
+        "ts",
+        "redeliveries",
+        F.when(F.col("trigger") == "reconnect", "reconnect")
+        .otherwise("unexplained")
+        .alias("cause"),
+        *(F.lit(None).cast("long").alias(c) for c in ("age_us", "consumer_epoch", "median_age_us")),
+    )
+    return by_request.unionByName(unasked)
+
+
+def _median_age() -> Column:
+    """A row's ``age_us`` where that is its (subscription, cause)'s median, weighted by
+    ``redeliveries``: the smallest age reached by at least half of the redeliveries that
+    have one (the element a percentile takes, rank ceil(n / 2)). Its minimum per group is
+    the median, found without a row per redelivery."""
+    group = Window.partitionBy(*SUBSCRIPTION, "cause")
+    aged = F.when(F.col("age_us").isNotNull(), F.col("redeliveries"))
+    reached = F.sum(aged).over(
+        group.orderBy("age_us").rowsBetween(Window.unboundedPreceding, Window.currentRow)
+    )
+    return F.when(
+        F.col("age_us").isNotNull() & (reached >= F.ceil(F.sum(aged).over(group) / 2)),
+        F.col("age_us"),
     )
 
 
@@ -328,10 +352,10 @@ def redeliveries_by_cause(data: Inputs) -> DataFrame:
     grouped = (
         causes.groupBy(*SUBSCRIPTION, "cause")
         .agg(
-            F.count("*").alias("count"),
+            F.sum("redeliveries").alias("count"),
             F.min("ts").alias("start_ts"),
             F.max("ts").alias("end_ts"),
-            F.percentile_approx("age_us", 0.5).alias("age_us"),
+            F.min("median_age_us").alias("age_us"),
             F.max("consumer_epoch").alias("consumer_epoch"),
             F.countDistinct("conn_id", "consumer_id").alias("consumers"),
             F.min(F.struct("conn_id", "consumer_id", "consumer_name")).alias("consumer"),
