@@ -2,35 +2,7 @@
 # protection.py when it compiles it), so that the record walk (stream.py) calls a
 # direction's `open` as C, and each class keeps its cipher and buffers in C fields.
 
-cdef extern from "openssl/params.h":
-    ctypedef struct OSSL_PARAM:
-        pass
-    OSSL_PARAM OSSL_PARAM_construct_octet_string(const char *key, void *buf, size_t bsize)
-    OSSL_PARAM OSSL_PARAM_construct_end()
-
-
-cdef extern from "openssl/core_names.h":
-    const char *OSSL_CIPHER_PARAM_AEAD_TAG
-    const char *OSSL_CIPHER_PARAM_AEAD_TLS1_IV_FIXED
-    const char *OSSL_CIPHER_PARAM_AEAD_TLS1_SET_IV_INV
-
-
-cdef extern from "openssl/evp.h":
-    ctypedef struct EVP_CIPHER
-    ctypedef struct EVP_CIPHER_CTX
-    int EVP_CTRL_AEAD_SET_TAG
-    EVP_CIPHER *EVP_CIPHER_fetch(void *libctx, const char *algorithm, const char *properties)
-    void EVP_CIPHER_free(EVP_CIPHER *cipher)
-    int EVP_CIPHER_get_key_length(const EVP_CIPHER *cipher)
-    EVP_CIPHER_CTX *EVP_CIPHER_CTX_new()
-    void EVP_CIPHER_CTX_free(EVP_CIPHER_CTX *ctx)
-    int EVP_DecryptInit_ex2(EVP_CIPHER_CTX *ctx, const EVP_CIPHER *cipher,
-                            const unsigned char *key, const unsigned char *iv, const void *params)
-    int EVP_DecryptUpdate(EVP_CIPHER_CTX *ctx, unsigned char *out, int *outl,
-                          const unsigned char *data, int size)
-    int EVP_DecryptFinal_ex(EVP_CIPHER_CTX *ctx, unsigned char *out, int *outl)
-    int EVP_CIPHER_CTX_ctrl(EVP_CIPHER_CTX *ctx, int kind, int arg, void *ptr)
-    int EVP_CIPHER_CTX_set_params(EVP_CIPHER_CTX *ctx, const OSSL_PARAM params[])
+from pwcap.decode.tls.openssl cimport EVP_CIPHER, EVP_CIPHER_CTX, OSSL_PARAM
 
 
 cdef class _Cipher:

@@ -37,6 +37,24 @@ if cython.compiled:
     from cython.cimports.cpython.bytearray import PyByteArray_AS_STRING
     from cython.cimports.cpython.bytes import PyBytes_AS_STRING, PyBytes_FromStringAndSize
     from cython.cimports.libc.string import memcmp, memcpy
+    from cython.cimports.pwcap.decode.tls.openssl import (
+        EVP_CTRL_AEAD_SET_TAG,
+        OSSL_CIPHER_PARAM_AEAD_TAG,
+        OSSL_CIPHER_PARAM_AEAD_TLS1_IV_FIXED,
+        OSSL_CIPHER_PARAM_AEAD_TLS1_SET_IV_INV,
+        EVP_CIPHER_CTX_ctrl,
+        EVP_CIPHER_CTX_free,
+        EVP_CIPHER_CTX_new,
+        EVP_CIPHER_CTX_set_params,
+        EVP_CIPHER_fetch,
+        EVP_CIPHER_free,
+        EVP_CIPHER_get_key_length,
+        EVP_DecryptFinal_ex,
+        EVP_DecryptInit_ex2,
+        EVP_DecryptUpdate,
+        OSSL_PARAM_construct_end,
+        OSSL_PARAM_construct_octet_string,
+    )
 
 TAG = cython.declare(cython.int, 16)  # the AEAD tag, but CCM_8's
 # Where Tls13.open_at decrypts a record (compiled): the largest record's plaintext fits.
@@ -103,12 +121,12 @@ class _Cipher:
     provider's tables, and a TLS 1.3 connection keys four contexts (compiled only)."""
 
     def __cinit__(self, name: bytes, gcm: bool) -> None:
-        self._cipher = EVP_CIPHER_fetch(cython.NULL, name, cython.NULL)  # noqa: F821
+        self._cipher = EVP_CIPHER_fetch(cython.NULL, name, cython.NULL)
         self._gcm = gcm
 
     def __dealloc__(self) -> None:
         if self._cipher != cython.NULL:
-            EVP_CIPHER_free(self._cipher)  # noqa: F821
+            EVP_CIPHER_free(self._cipher)
 
 
 _CIPHERS: dict[tuple[str, int], _Cipher] = {}  # by cipher and key size (compiled)
@@ -121,28 +139,28 @@ class _EvpAead:
 
     @cython.locals(kind=_Cipher)
     def __cinit__(self, kind: _Cipher, key: bytes) -> None:
-        self._ctx = EVP_CIPHER_CTX_new()  # noqa: F821 (protection.pxd)
+        self._ctx = EVP_CIPHER_CTX_new()
         self._kind = kind
         self._fields = kind._gcm  # AES-GCM: the nonce in TLS's fixed and invocation fields
         self._fixed_set = False
         # A record's invocation field and tag, copied into the object's own buffers that
         # these parameters name: built once, not at every record.
-        self._record[0] = OSSL_PARAM_construct_octet_string(  # noqa: F821
-            OSSL_CIPHER_PARAM_AEAD_TLS1_SET_IV_INV,  # noqa: F821
+        self._record[0] = OSSL_PARAM_construct_octet_string(
+            OSSL_CIPHER_PARAM_AEAD_TLS1_SET_IV_INV,
             cython.address(self._invocation[0]),
             8,
         )
-        self._record[1] = OSSL_PARAM_construct_octet_string(  # noqa: F821
-            OSSL_CIPHER_PARAM_AEAD_TAG,  # noqa: F821
+        self._record[1] = OSSL_PARAM_construct_octet_string(
+            OSSL_CIPHER_PARAM_AEAD_TAG,
             cython.address(self._tag[0]),
             TAG,
         )
-        self._record[2] = OSSL_PARAM_construct_end()  # noqa: F821
+        self._record[2] = OSSL_PARAM_construct_end()
         self._ok = (
             self._ctx != cython.NULL
             and kind._cipher != cython.NULL
-            and EVP_CIPHER_get_key_length(kind._cipher) == len(key)  # noqa: F821
-            and EVP_DecryptInit_ex2(  # noqa: F821
+            and EVP_CIPHER_get_key_length(kind._cipher) == len(key)
+            and EVP_DecryptInit_ex2(
                 self._ctx,
                 kind._cipher,
                 cython.cast(cython.p_uchar, PyBytes_AS_STRING(key)),
@@ -154,7 +172,7 @@ class _EvpAead:
 
     def __dealloc__(self) -> None:
         if self._ctx != cython.NULL:
-            EVP_CIPHER_CTX_free(self._ctx)  # noqa: F821
+            EVP_CIPHER_CTX_free(self._ctx)
 
     def ready(self) -> bool:
         return self._ok
@@ -167,8 +185,8 @@ class _EvpAead:
         self._fixed_set = False
         self._ok = (
             self._ok
-            and EVP_CIPHER_get_key_length(self._kind._cipher) == len(key)  # noqa: F821
-            and EVP_DecryptInit_ex2(  # noqa: F821
+            and EVP_CIPHER_get_key_length(self._kind._cipher) == len(key)
+            and EVP_DecryptInit_ex2(
                 self._ctx,
                 cython.NULL,
                 cython.cast(cython.p_uchar, PyBytes_AS_STRING(key)),
@@ -224,10 +242,9 @@ class _EvpAead:
         if not self._nonce_and_tag(nonce, tag):
             return False
         return (
-            EVP_DecryptUpdate(self._ctx, cython.NULL, cython.address(ignored), aad, aad_size)  # noqa: F821
-            == 1
-            and EVP_DecryptUpdate(self._ctx, out, cython.address(done), sealed, size) == 1  # noqa: F821
-            and EVP_DecryptFinal_ex(self._ctx, out + done, cython.address(more)) == 1  # noqa: F821
+            EVP_DecryptUpdate(self._ctx, cython.NULL, cython.address(ignored), aad, aad_size) == 1
+            and EVP_DecryptUpdate(self._ctx, out, cython.address(done), sealed, size) == 1
+            and EVP_DecryptFinal_ex(self._ctx, out + done, cython.address(more)) == 1
         )
 
     def _nonce_and_tag(self, nonce: object, tag: object) -> bool:
@@ -238,23 +255,23 @@ class _EvpAead:
         if self._fields:
             if not self._fixed_set or memcmp(nonce, self._fixed, 4) != 0:
                 memcpy(self._fixed, nonce, 4)
-                self._params[0] = OSSL_PARAM_construct_octet_string(  # noqa: F821
-                    OSSL_CIPHER_PARAM_AEAD_TLS1_IV_FIXED,  # noqa: F821
+                self._params[0] = OSSL_PARAM_construct_octet_string(
+                    OSSL_CIPHER_PARAM_AEAD_TLS1_IV_FIXED,
                     cython.address(self._fixed[0]),
                     4,
                 )
-                self._params[1] = OSSL_PARAM_construct_end()  # noqa: F821
-                self._fixed_set = EVP_CIPHER_CTX_set_params(self._ctx, self._params) == 1  # noqa: F821
+                self._params[1] = OSSL_PARAM_construct_end()
+                self._fixed_set = EVP_CIPHER_CTX_set_params(self._ctx, self._params) == 1
                 self._fields = self._fixed_set
             if self._fields:
                 memcpy(self._invocation, nonce + 4, 8)
                 memcpy(self._tag, tag, TAG)
-                if EVP_CIPHER_CTX_set_params(self._ctx, self._record) == 1:  # noqa: F821
+                if EVP_CIPHER_CTX_set_params(self._ctx, self._record) == 1:
                     return True
                 self._fields = False
         return (
-            EVP_DecryptInit_ex2(self._ctx, cython.NULL, cython.NULL, nonce, cython.NULL) == 1  # noqa: F821
-            and EVP_CIPHER_CTX_ctrl(self._ctx, EVP_CTRL_AEAD_SET_TAG, TAG, tag) == 1  # noqa: F821
+            EVP_DecryptInit_ex2(self._ctx, cython.NULL, cython.NULL, nonce, cython.NULL) == 1
+            and EVP_CIPHER_CTX_ctrl(self._ctx, EVP_CTRL_AEAD_SET_TAG, TAG, tag) == 1
         )
 
 

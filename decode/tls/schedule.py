@@ -17,16 +17,28 @@ which TLS never asks for, are ``cryptography``'s HKDFExpand.
 
 from __future__ import annotations
 
-import hashlib
 import hmac
 
 import cython
 
-from .suites import Suite
+from .suites import DIGEST_SIZES, Suite
 
 if cython.compiled:
     from cython.cimports.cpython.bytes import PyBytes_AS_STRING, PyBytes_FromStringAndSize
     from cython.cimports.libc.string import memcpy
+    from cython.cimports.pwcap.decode.tls.openssl import (
+        OSSL_MAC_PARAM_DIGEST,
+        EVP_MAC_CTX_free,
+        EVP_MAC_CTX_new,
+        EVP_MAC_CTX_set_params,
+        EVP_MAC_fetch,
+        EVP_MAC_final,
+        EVP_MAC_free,
+        EVP_MAC_init,
+        EVP_MAC_update,
+        OSSL_PARAM_construct_end,
+        OSSL_PARAM_construct_utf8_string,
+    )
 
 PREFIX = b"tls13 "
 
@@ -40,7 +52,7 @@ def hkdf_label(label: bytes, context: bytes, length: int) -> bytes:
 def hkdf_expand_label(secret: bytes, label: bytes, context: bytes, length: int, hash: str) -> bytes:
     """HKDF-Expand-Label (RFC 8446 7.1): HKDF-Expand of the ``tls13 ``-prefixed label."""
     info = hkdf_label(label, context, length)
-    if length <= hashlib.new(hash).digest_size:
+    if length <= DIGEST_SIZES[hash]:
         return _hmac(hash).first(secret, info + b"\x01", length)
     from cryptography.hazmat.primitives import hashes
     from cryptography.hazmat.primitives.kdf.hkdf import HKDFExpand
@@ -70,22 +82,22 @@ class _Hmac:
     the OpenSSL calls are in schedule.pxd)."""
 
     def __cinit__(self, digest: bytes, size: int) -> None:
-        mac = EVP_MAC_fetch(cython.NULL, b"HMAC", cython.NULL)  # noqa: F821
-        self._ctx = EVP_MAC_CTX_new(mac) if mac != cython.NULL else cython.NULL  # noqa: F821
-        EVP_MAC_free(mac)  # noqa: F821 (the context holds its own reference)
+        mac = EVP_MAC_fetch(cython.NULL, b"HMAC", cython.NULL)
+        self._ctx = EVP_MAC_CTX_new(mac) if mac != cython.NULL else cython.NULL
+        EVP_MAC_free(mac)  # the context holds its own reference
         self._digest = digest
         self._size = 0
-        self._params[0] = OSSL_PARAM_construct_utf8_string(  # noqa: F821
-            OSSL_MAC_PARAM_DIGEST,  # noqa: F821
+        self._params[0] = OSSL_PARAM_construct_utf8_string(
+            OSSL_MAC_PARAM_DIGEST,
             PyBytes_AS_STRING(self._digest),
             0,
         )
-        self._params[1] = OSSL_PARAM_construct_end()  # noqa: F821
-        if self._ctx != cython.NULL and EVP_MAC_CTX_set_params(self._ctx, self._params) == 1:  # noqa: F821
+        self._params[1] = OSSL_PARAM_construct_end()
+        if self._ctx != cython.NULL and EVP_MAC_CTX_set_params(self._ctx, self._params) == 1:
             self._size = size  # the hash's (OpenSSL says it only once keyed)
 
     def __dealloc__(self) -> None:
-        EVP_MAC_CTX_free(self._ctx)  # noqa: F821
+        EVP_MAC_CTX_free(self._ctx)
 
     def ready(self) -> bool:
         return self._size > 0
@@ -114,15 +126,15 @@ class _Hmac:
         if self._size == 0 or not 0 < length <= self._size or self._size > 64:
             return False
         if key is None:
-            keyed = EVP_MAC_init(self._ctx, cython.NULL, 0, cython.NULL)  # noqa: F821
+            keyed = EVP_MAC_init(self._ctx, cython.NULL, 0, cython.NULL)
         else:
             raw = cython.cast(cython.p_uchar, PyBytes_AS_STRING(key))
-            keyed = EVP_MAC_init(self._ctx, raw, len(key), cython.NULL)  # noqa: F821
+            keyed = EVP_MAC_init(self._ctx, raw, len(key), cython.NULL)
         raw = cython.cast(cython.p_uchar, PyBytes_AS_STRING(data))
         if (
             keyed != 1
-            or EVP_MAC_update(self._ctx, raw, len(data)) != 1  # noqa: F821
-            or EVP_MAC_final(self._ctx, digest, cython.address(size), 64) != 1  # noqa: F821
+            or EVP_MAC_update(self._ctx, raw, len(data)) != 1
+            or EVP_MAC_final(self._ctx, digest, cython.address(size), 64) != 1
             or size < cython.cast(cython.size_t, length)  # length > 0, checked above
         ):
             return False
@@ -139,7 +151,7 @@ def _hmac(hash: str) -> object:
     if found is None:
         found = _Digests(hash)
         if cython.compiled:
-            native = _Hmac(hash.upper().encode(), hashlib.new(hash).digest_size)
+            native = _Hmac(hash.upper().encode(), DIGEST_SIZES[hash])
             if native.ready():
                 found = native
         _HMACS[hash] = found
@@ -174,7 +186,7 @@ def traffic_keys(suite: Suite, secret: bytes) -> Keys:
 
 def next_secret(suite: Suite, secret: bytes) -> bytes:
     """TLS 1.3: the traffic secret after a KeyUpdate (RFC 8446 7.2)."""
-    size = hashlib.new(suite.hash).digest_size
+    size = DIGEST_SIZES[suite.hash]
     return hkdf_expand_label(secret, b"traffic upd", b"", size, suite.hash)
 
 

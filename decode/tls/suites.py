@@ -11,6 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 GCM, CCM, CCM8, CHACHA, CBC = "gcm", "ccm", "ccm8", "chacha20", "cbc"
+DIGEST_SIZES = {"sha1": 20, "sha256": 32, "sha384": 48}  # the suites' hashes, in bytes
 
 
 @dataclass(frozen=True, slots=True)
@@ -34,7 +35,7 @@ class Suite:
 
     @property
     def mac_size(self) -> int:
-        return {"sha1": 20, "sha256": 32, "sha384": 48}[self.mac] if self.mac else 0
+        return DIGEST_SIZES[self.mac] if self.mac else 0
 
 
 def _suites() -> dict[int, Suite]:
