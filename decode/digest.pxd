@@ -1,17 +1,10 @@
 # The C declarations of digest.py (Cython reads this file beside digest.py when it compiles
-# it): OpenSSL's digest interface (EVP), the library hashlib itself uses, and the one
-# context every digest of the process re-initialises.
+# it): the one context of OpenSSL's digest interface (EVP: openssl.pxd), the library
+# hashlib itself uses, that every digest of the process re-initialises.
 
+from pwcap.decode.openssl cimport EVP_MD, EVP_MD_CTX
 from pwcap.tables.columns cimport ColumnBuffer
 
-cdef extern from "openssl/evp.h":
-    ctypedef struct EVP_MD
-    ctypedef struct EVP_MD_CTX
-    EVP_MD *EVP_MD_fetch(void *libctx, const char *algorithm, const char *properties)
-    EVP_MD_CTX *EVP_MD_CTX_new()
-    int EVP_DigestInit_ex2(EVP_MD_CTX *ctx, const EVP_MD *kind, const void *params)
-    int EVP_DigestUpdate(EVP_MD_CTX *ctx, const void *data, size_t count)
-    int EVP_DigestFinal_ex(EVP_MD_CTX *ctx, unsigned char *digest, unsigned int *size)
 
 cdef const EVP_MD *_SHA256
 cdef EVP_MD_CTX *_CONTEXT

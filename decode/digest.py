@@ -18,10 +18,17 @@ import cython
 if cython.compiled:
     from cython.cimports.cpython.bytes import PyBytes_AS_STRING
     from cython.cimports.cpython.unicode import PyUnicode_DecodeASCII
+    from cython.cimports.pwcap.decode.openssl import (
+        EVP_DigestFinal_ex,
+        EVP_DigestInit_ex2,
+        EVP_DigestUpdate,
+        EVP_MD_CTX_new,
+        EVP_MD_fetch,
+    )
     from cython.cimports.pwcap.tables.columns import ColumnBuffer
 
-    _SHA256 = EVP_MD_fetch(cython.NULL, b"SHA256", cython.NULL)  # noqa: F821 (digest.pxd)
-    _CONTEXT = EVP_MD_CTX_new()  # noqa: F821 (digest.pxd)
+    _SHA256 = EVP_MD_fetch(cython.NULL, b"SHA256", cython.NULL)
+    _CONTEXT = EVP_MD_CTX_new()
 else:
     from ..tables.columns import ColumnBuffer
 
@@ -101,9 +108,9 @@ def _hex(start: cython.p_const_uchar, size: cython.Py_ssize_t, text: cython.p_ch
     length: cython.uint = 0
     i: cython.Py_ssize_t
     done: cython.bint = (
-        EVP_DigestInit_ex2(_CONTEXT, _SHA256, cython.NULL) == 1  # noqa: F821
-        and EVP_DigestUpdate(_CONTEXT, start, size) == 1  # noqa: F821
-        and EVP_DigestFinal_ex(_CONTEXT, digest, cython.address(length)) == 1  # noqa: F821
+        EVP_DigestInit_ex2(_CONTEXT, _SHA256, cython.NULL) == 1
+        and EVP_DigestUpdate(_CONTEXT, start, size) == 1
+        and EVP_DigestFinal_ex(_CONTEXT, digest, cython.address(length)) == 1
     )
     if not done or length != 32:
         raise RuntimeError("OpenSSL's SHA-256 failed")

@@ -2,7 +2,7 @@
 # protection.py when it compiles it), so that the record walk (stream.py) calls a
 # direction's `open` as C, and each class keeps its cipher and buffers in C fields.
 
-from pwcap.decode.tls.openssl cimport EVP_CIPHER, EVP_CIPHER_CTX, OSSL_PARAM
+from pwcap.decode.openssl cimport EVP_CIPHER, EVP_CIPHER_CTX, OSSL_PARAM
 
 
 cdef class _Cipher:

@@ -37,7 +37,7 @@ if cython.compiled:
     from cython.cimports.cpython.bytearray import PyByteArray_AS_STRING
     from cython.cimports.cpython.bytes import PyBytes_AS_STRING, PyBytes_FromStringAndSize
     from cython.cimports.libc.string import memcmp, memcpy
-    from cython.cimports.pwcap.decode.tls.openssl import (
+    from cython.cimports.pwcap.decode.openssl import (
         EVP_CTRL_AEAD_SET_TAG,
         OSSL_CIPHER_PARAM_AEAD_TAG,
         OSSL_CIPHER_PARAM_AEAD_TLS1_IV_FIXED,

@@ -2,9 +2,9 @@ cimport cython
 
 # The C declarations of schedule.py's classes (Cython reads this file beside schedule.py
 # when it compiles it): HMAC through a MAC context kept per hash. The OpenSSL calls are
-# declared in openssl.pxd.
+# declared in ../openssl.pxd.
 
-from pwcap.decode.tls.openssl cimport EVP_MAC_CTX, OSSL_PARAM
+from pwcap.decode.openssl cimport EVP_MAC_CTX, OSSL_PARAM
 
 
 cdef class _Hmac:

@@ -26,7 +26,7 @@ from .suites import DIGEST_SIZES, Suite
 if cython.compiled:
     from cython.cimports.cpython.bytes import PyBytes_AS_STRING, PyBytes_FromStringAndSize
     from cython.cimports.libc.string import memcpy
-    from cython.cimports.pwcap.decode.tls.openssl import (
+    from cython.cimports.pwcap.decode.openssl import (
         OSSL_MAC_PARAM_DIGEST,
         EVP_MAC_CTX_free,
         EVP_MAC_CTX_new,

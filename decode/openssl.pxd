@@ -1,6 +1,7 @@
-# The C declarations of the OpenSSL 3 calls the compiled TLS modules make themselves
-# (protection.py's record ciphers, schedule.py's HMAC), in one place: each module cimports
-# what it uses, so no declaration is written twice. Nothing here is a module of its own.
+# The C declarations of the OpenSSL 3 calls the compiled modules make themselves (digest.py's
+# SHA-256, tls/protection.py's record ciphers, tls/schedule.py's HMAC), in one place: each
+# module cimports what it uses, so no declaration is written twice. Nothing here is a
+# module of its own.
 
 cdef extern from "openssl/params.h":
     ctypedef struct OSSL_PARAM:
@@ -18,6 +19,14 @@ cdef extern from "openssl/core_names.h":
 
 
 cdef extern from "openssl/evp.h":
+    ctypedef struct EVP_MD
+    ctypedef struct EVP_MD_CTX
+    EVP_MD *EVP_MD_fetch(void *libctx, const char *algorithm, const char *properties)
+    EVP_MD_CTX *EVP_MD_CTX_new()
+    int EVP_DigestInit_ex2(EVP_MD_CTX *ctx, const EVP_MD *kind, const void *params)
+    int EVP_DigestUpdate(EVP_MD_CTX *ctx, const void *data, size_t count)
+    int EVP_DigestFinal_ex(EVP_MD_CTX *ctx, unsigned char *digest, unsigned int *size)
+
     ctypedef struct EVP_CIPHER
     ctypedef struct EVP_CIPHER_CTX
     int EVP_CTRL_AEAD_SET_TAG
