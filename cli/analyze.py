@@ -60,7 +60,8 @@ def run(args: argparse.Namespace) -> int:
 def _analyze(args: argparse.Namespace, written: dict[str, str]) -> int:
     """The run; ``written`` gets the tables once they are all in place."""
     # Imported here: pyspark is only needed by this sub-command, and slow to import.
-    from ..jobs.common import at_once, missing_datasets, session, stopped_quietly
+    from ..jobs.common import at_once, missing_datasets, session
+    from ..tables.interrupts import signals_as_interrupt
 
     try:
         for dataset in missing_datasets(args.datasets):
@@ -75,7 +76,7 @@ def _analyze(args: argparse.Namespace, written: dict[str, str]) -> int:
         return _error(problem)
     launch = {"spark.driver.memory": args.driver_memory or driver_memory(), **dict(args.conf)}
     spark = session("pwcap-analyze", args.verbose, launch)
-    with stopped_quietly():  # the jobs in threads: the main thread waits, for a signal
+    with signals_as_interrupt():  # not PySpark's handler: the main thread waits, for a signal
         return at_once([partial(_run_jobs, spark, args, written)])[0]
 
 

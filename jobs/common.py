@@ -32,7 +32,6 @@ from pyspark.sql import types as T
 
 from ..tables.analytics import ANALYTICS
 from ..tables.interrupts import (
-    Interrupted,
     exit_status,
     interrupts_deferred,
     signals_as_interrupt,
@@ -183,7 +182,7 @@ def run_job(
                 tables = build(spark, args.datasets, args.window)
                 return write_tables(tables, args.output, datasets=args.datasets)
 
-            with stopped_quietly():
+            with signals_as_interrupt():  # PySpark's Ctrl-C handler set aside
                 written.update(at_once([work])[0])
             for table, path in written.items():
                 print(f"{table}: {printable(path, None)}")
@@ -203,28 +202,6 @@ def interrupted(program: str, output: str, interrupt: KeyboardInterrupt, written
     outcome = "its tables were written" if written else "no table was written, it is as it was"
     print(f"{program}: error: interrupted; {printable(output, None)}: {outcome}", file=sys.stderr)
     return exit_status(interrupt)
-
-
-@contextlib.contextmanager
-def stopped_quietly() -> Iterator[None]:
-    """Within the block, Ctrl-C and SIGTERM raise :class:`Interrupted`, and nothing else:
-    PySpark's own Ctrl-C handler, set aside meanwhile, cancels the jobs from the handler,
-    before anything can turn Spark's logging off (a "Lost task ... TaskKilled" warning per
-    task then), and calls the JVM from it, which fails when the interrupted thread is in
-    the middle of a call itself. :func:`at_once` quiets Spark, then cancels."""
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-
-    def stop(signum: int, frame: object) -> None:
-        raise Interrupted(signum)
-
-    previous = {signum: signal.signal(signum, stop) for signum in (signal.SIGINT, signal.SIGTERM)}
-    try:
-        yield
-    finally:
-        for signum, handler in previous.items():
-            signal.signal(signum, handler)
 
 
 def deaf_to_signals() -> None:

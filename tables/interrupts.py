@@ -10,17 +10,27 @@ rename and the message that says whether the dataset was written.
 own KeyboardInterrupt: that one, raised while code made by ``exec`` or ``eval`` from a
 string runs (dataclasses and namedtuple make their methods so), marks the interpreter as
 ended by an unhandled Ctrl-C even when it is handled, and a program run with ``python
--m`` then kills itself with SIGINT once it has exited with its own status.
+-m`` then kills itself with SIGINT once it has exited with its own status. It also sets
+aside PySpark's Ctrl-C handler, which calls the JVM from the handler (failing when the
+interrupted thread is in the middle of a call itself) before Spark's logging is quieted.
+
+A signal whose handler runs inside a finalizer (``__del__``, a weakref callback) cannot
+stop the run there: Python prints the exception the handler raised and drops it. Within
+:func:`signals_as_interrupt` such a signal is sent again to the main thread, so it lands
+in the run's own code a moment later, and nothing is printed.
 """
 
 from __future__ import annotations
 
+import _thread
 import contextlib
 import signal
+import sys
 import threading
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from types import FrameType
+from typing import Any
 
 _SIGNALS = (signal.SIGINT, signal.SIGTERM)
 
@@ -66,11 +76,44 @@ def signals_as_interrupt(signums: Iterable[int] = _SIGNALS) -> Iterator[None]:
         for signum in signums
         if signal.getsignal(signum) is not signal.SIG_IGN
     }
+    previous_hook = sys.unraisablehook
+    sys.unraisablehook = _sending_again(previous_hook, interrupt, set(previous))
     try:
         yield
     finally:
+        sys.unraisablehook = previous_hook
         for signum, handler in previous.items():
             signal.signal(signum, handler)
+
+
+def _sending_again(
+    previous_hook: Callable[[Any], object],
+    handler: Callable[[int, FrameType | None], None],
+    signums: set[int],
+) -> Callable[[Any], object]:
+    """An unraisable-exception hook that sends a signal of ``signums`` whose
+    :class:`Interrupted` a finalizer swallowed to the main thread again, from another
+    thread: the hook runs inside the finalizer's caller, where the handler could run and be
+    swallowed once more. Anything else goes to ``previous_hook``."""
+
+    def hook(unraisable: Any) -> None:
+        swallowed = unraisable.exc_value
+        if not isinstance(swallowed, Interrupted) or swallowed.signum not in signums:
+            previous_hook(unraisable)
+            return
+        # A second signal meanwhile is dropped: the first one, sent again, stops the run.
+        with contextlib.suppress(Interrupted):
+            _thread.start_new_thread(_send_to_main, (swallowed.signum, handler))
+
+    return hook
+
+
+def _send_to_main(signum: int, handler: Callable[[int, FrameType | None], None]) -> None:
+    """The signal again, to the main thread, while ``handler`` still answers it: a real
+    signal, so a blocking call the main thread is in returns to let the handler run. Once
+    the block has ended, the run is past the work the signal was meant to stop."""
+    if signal.getsignal(signum) is handler:
+        signal.pthread_kill(threading.main_thread().ident, signum)
 
 
 @contextmanager

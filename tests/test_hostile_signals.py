@@ -206,6 +206,43 @@ def test_ctrl_c_during_code_made_by_exec_exits_130_not_by_the_signal(tmp_path: P
     assert left_beside(out) == []
 
 
+# SIGTERM reaches the decode while a Parquet writer is being finalized (pyarrow's
+# ParquetWriter.__del__), where Python prints and drops what the handler raises.
+_SIGTERM_IN_A_FINALIZER = """
+import signal, sys
+import pyarrow.parquet as pq
+from pwcap.cli import entry
+
+finalize = pq.ParquetWriter.__del__
+def signalled_in_del(self):
+    pq.ParquetWriter.__del__ = finalize  # once
+    signal.raise_signal(signal.SIGTERM)
+    finalize(self)
+pq.ParquetWriter.__del__ = signalled_in_del
+sys.argv = ["pwcap", "decode", "-q", "--jobs", "1", *sys.argv[1:]]
+sys.exit(entry())
+"""
+
+
+def test_sigterm_while_a_parquet_writer_is_finalized_still_stops_the_run_in_one_line(
+    tmp_path: Path,
+) -> None:
+    """The 300-signal test's rare exit 0 with a traceback: the signal's handler ran inside
+    ParquetWriter.__del__, Python printed its exception and dropped it, and the decode ran
+    on to write its dataset as if nothing had been asked."""
+    sample = Path(__file__).resolve().parent.parent / "sample_pcaps" / "pulsar_plain.pcap"
+    out = tmp_path / "out"
+    done = subprocess.run(
+        [sys.executable, "-c", _SIGTERM_IN_A_FINALIZER, str(sample), "-o", str(out)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 128 + signal.SIGTERM, done.stderr
+    assert done.stderr == f"pwcap decode: error: interrupted; {out} was not written\n"
+    assert left_beside(out) == []
+
+
 def test_a_decode_worker_killed_by_sigkill_fails_the_run_in_one_line_and_writes_nothing(
     busy_capture: Path, tmp_path: Path
 ) -> None:

@@ -8,7 +8,7 @@ import sys
 from functools import partial
 from pathlib import Path
 
-from ...jobs.common import at_once, interrupted, no_java, session, stopped_quietly
+from ...jobs.common import at_once, interrupted, no_java, session
 from ...tables.dataset import (
     DatasetError,
     check_output,
@@ -72,7 +72,7 @@ def main(argv: list[str] | None = None) -> int:
                 parser.exit(1, f"decode: error: {printable(problem, None)}\n")
             output = Output(spark, args.output, args.overwrite)
             write = partial(output.write, partial(write_dataset, spark, captures, options))
-            with stopped_quietly():  # the writing in a thread: the main thread waits
+            with signals_as_interrupt():  # not PySpark's handler, which the session set
                 written = at_once([write])[0]
     except DatasetError as error:
         parser.exit(1, f"decode: error: {printable(error, None)}\n")
