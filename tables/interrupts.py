@@ -77,19 +77,20 @@ def signals_as_interrupt(signums: Iterable[int] = _SIGNALS) -> Iterator[None]:
         if signal.getsignal(signum) is not signal.SIG_IGN
     }
     previous_hook = sys.unraisablehook
-    sys.unraisablehook = _sending_again(previous_hook, interrupt, set(previous))
+    block_open = threading.Event()
+    block_open.set()
+    sys.unraisablehook = _sending_again(previous_hook, set(previous), block_open)
     try:
         yield
     finally:
+        block_open.clear()
         sys.unraisablehook = previous_hook
         for signum, handler in previous.items():
             signal.signal(signum, handler)
 
 
 def _sending_again(
-    previous_hook: Callable[[Any], object],
-    handler: Callable[[int, FrameType | None], None],
-    signums: set[int],
+    previous_hook: Callable[[Any], object], signums: set[int], block_open: threading.Event
 ) -> Callable[[Any], object]:
     """An unraisable-exception hook that sends a signal of ``signums`` whose
     :class:`Interrupted` a finalizer swallowed to the main thread again, from another
@@ -101,18 +102,24 @@ def _sending_again(
         if not isinstance(swallowed, Interrupted) or swallowed.signum not in signums:
             previous_hook(unraisable)
             return
-        # A second signal meanwhile is dropped: the first one, sent again, stops the run.
-        with contextlib.suppress(Interrupted):
-            _thread.start_new_thread(_send_to_main, (swallowed.signum, handler))
+        signum = swallowed.signum
+        while True:
+            try:
+                _thread.start_new_thread(_send_to_main, (signum, block_open))
+                return
+            except Interrupted as again:  # the thread sent it before the hook was done
+                signum = again.signum
 
     return hook
 
 
-def _send_to_main(signum: int, handler: Callable[[int, FrameType | None], None]) -> None:
-    """The signal again, to the main thread, while ``handler`` still answers it: a real
-    signal, so a blocking call the main thread is in returns to let the handler run. Once
-    the block has ended, the run is past the work the signal was meant to stop."""
-    if signal.getsignal(signum) is handler:
+def _send_to_main(signum: int, block_open: threading.Event) -> None:
+    """The signal again, to the main thread, while the block that swallowed it is open
+    (its handler answers it then, or one it holds: a nested block's, the deferring one
+    of :func:`interrupts_deferred`): a real signal, so a blocking call the main thread is
+    in returns to let the handler run. Once the block has ended, the run is past the work
+    the signal was meant to stop."""
+    if block_open.is_set():
         signal.pthread_kill(threading.main_thread().ident, signum)
 
 
