@@ -11,8 +11,9 @@ own KeyboardInterrupt: that one, raised while code made by ``exec`` or ``eval`` 
 string runs (dataclasses and namedtuple make their methods so), marks the interpreter as
 ended by an unhandled Ctrl-C even when it is handled, and a program run with ``python
 -m`` then kills itself with SIGINT once it has exited with its own status. It also sets
-aside PySpark's Ctrl-C handler, which calls the JVM from the handler (failing when the
-interrupted thread is in the middle of a call itself) before Spark's logging is quieted.
+aside PySpark's Ctrl-C handler, which cancels the jobs from inside the handler: before
+Spark's logging is quieted (a warning per killed task), and by a call to the JVM that
+fails when the interrupted thread is in the middle of one itself.
 
 A signal whose handler runs inside a finalizer (``__del__``, a weakref callback) cannot
 stop the run there: Python prints the exception the handler raised and drops it. Within
