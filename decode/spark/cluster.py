@@ -63,7 +63,9 @@ def interpreter_problem(spark: SparkSession, log_level: str = "WARN") -> str | N
     they cannot, or None. A packed environment (docs/cluster.md) whose
     ``bin/python`` links to an interpreter path the worker nodes lack fails every task
     with Spark's "Cannot run program" and a long trace: the link's target is named.
-    Spark's logging is off meanwhile, then at ``log_level``."""
+    Spark's logging is off meanwhile, then at ``log_level`` when they can. When they
+    cannot, it stays off: the run ends on that line, and the aborted job's other attempts
+    go on failing for a moment, each logging its trace."""
     from py4j.protocol import Py4JJavaError
 
     context = spark.sparkContext
@@ -78,8 +80,7 @@ def interpreter_problem(spark: SparkSession, log_level: str = "WARN") -> str | N
         if "Cannot run program" not in text:
             return f"the executors could not start a Python worker: {text.splitlines()[0]}"
         return _missing_interpreter(context.getConf().get("spark.archives", ""), text)
-    finally:
-        context.setLogLevel(log_level)
+    context.setLogLevel(log_level)
     return None
 
 
